@@ -1,0 +1,203 @@
+"""The one error hierarchy of toolwire.
+
+Every error toolwire raises derives from :class:`ToolwireError`; where a builtin
+exception says the same thing, the toolwire error inherits it too, so callers can
+catch generically (``except LookupError``)::
+
+    ToolwireError
+    ├── PluginError
+    │   ├── PluginLoadError                 a plugin failed to import or register
+    │   └── PluginConflictError (ValueError) two plugins registered the same name
+    ├── ToolDefinitionError (TypeError)     a tool's schema or signature is unusable
+    ├── DuplicateToolError (ValueError)     a registry already holds that tool name
+    ├── ToolCallError                       one call of the model failed; the text
+    │   │                                   becomes the tool result the model reads
+    │   ├── UnknownToolError (LookupError)
+    │   ├── ToolArgumentsError (ValueError)
+    │   ├── ToolPermissionError (PermissionError)
+    │   ├── ToolExecutionError
+    │   └── ToolTimeoutError (TimeoutError)
+    ├── ParserNotFoundError (LookupError)   no parser plugin claims a template / family
+    ├── ParserConflictError (ValueError)    two parser plugins tie for a template
+    ├── BackendNotFoundError (LookupError)
+    ├── TemplateError (ValueError)          a chat template failed to compile or raised
+    │   └── TemplateSecurityError           a template tried to leave the sandbox
+    ├── GGUFError (ValueError)              a GGUF file is malformed or hostile
+    └── BackendError                        a model backend failed (load, request, stream)
+        └── ContextOverflowError            the prompt cannot fit the context window
+
+Which errors reach whom:
+
+* :class:`ToolCallError` and its subclasses never reach the caller of a chat: the
+  dispatch loop turns them into the tool result that the model reads next (and a
+  ``tool_result`` event with ``is_error`` set).
+* :class:`BackendError` during a reply becomes an ``error`` event followed by a
+  ``done`` event; the conversation stays usable.
+* Everything else is raised to the caller, because it is a programming or setup
+  mistake (a bad tool definition, a missing plugin, a broken template file).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = [
+    "BackendError",
+    "BackendNotFoundError",
+    "ContextOverflowError",
+    "DuplicateToolError",
+    "GGUFError",
+    "ParserConflictError",
+    "ParserNotFoundError",
+    "PluginConflictError",
+    "PluginError",
+    "PluginLoadError",
+    "TemplateError",
+    "TemplateSecurityError",
+    "ToolArgumentsError",
+    "ToolCallError",
+    "ToolDefinitionError",
+    "ToolExecutionError",
+    "ToolPermissionError",
+    "ToolTimeoutError",
+    "ToolwireError",
+    "UnknownToolError",
+]
+
+
+class ToolwireError(Exception):
+    """Base class of every error toolwire raises."""
+
+
+class PluginError(ToolwireError):
+    """A plugin could not be loaded or registered."""
+
+    def __init__(self, message: str, *, plugin: str | None = None) -> None:
+        super().__init__(message)
+        self.plugin = plugin
+
+
+class PluginLoadError(PluginError):
+    """A plugin failed to import, or one of its registration hooks raised."""
+
+
+class PluginConflictError(PluginError, ValueError):
+    """Two plugins registered a parser, backend, tool or filter under one name."""
+
+    def __init__(self, kind: str, name: str, first: str, second: str) -> None:
+        super().__init__(
+            f"{kind} {name!r} is registered by both plugin {first!r} and plugin {second!r}",
+            plugin=second,
+        )
+        self.kind = kind
+        self.name = name
+        self.first = first
+        self.second = second
+
+
+class ToolDefinitionError(ToolwireError, TypeError):
+    """A tool's schema, signature or annotations cannot describe a tool."""
+
+
+class DuplicateToolError(ToolwireError, ValueError):
+    """A tool registry already holds a tool of that name."""
+
+
+class ToolCallError(ToolwireError):
+    """One tool call of the model failed.
+
+    The message is written for the model: it says what was wrong and how to call
+    the tool correctly. The loop returns it as the tool result.
+    """
+
+    def __init__(self, message: str, *, tool: str) -> None:
+        super().__init__(message)
+        self.tool = tool
+
+
+class UnknownToolError(ToolCallError, LookupError):
+    """The model called a tool that is not offered."""
+
+
+class ToolArgumentsError(ToolCallError, ValueError):
+    """The model's arguments do not match the tool's schema."""
+
+    def __init__(self, message: str, *, tool: str, problems: tuple[str, ...] = ()) -> None:
+        super().__init__(message, tool=tool)
+        self.problems = problems
+
+
+class ToolPermissionError(ToolCallError, PermissionError):
+    """The model called a write tool while the session is read-only."""
+
+
+class ToolExecutionError(ToolCallError):
+    """The tool itself raised; ``__cause__`` holds its exception."""
+
+
+class ToolTimeoutError(ToolCallError, TimeoutError):
+    """The tool did not finish within its timeout."""
+
+
+class ParserNotFoundError(ToolwireError, LookupError):
+    """No parser plugin is registered for a family, or none claims a template."""
+
+    def __init__(self, message: str, *, seen_markers: tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.seen_markers = seen_markers
+
+
+class ParserConflictError(ToolwireError, ValueError):
+    """Two parser plugins claim one template with the same score."""
+
+
+class BackendNotFoundError(ToolwireError, LookupError):
+    """No backend plugin is registered under that name."""
+
+
+class TemplateError(ToolwireError, ValueError):
+    """A chat template failed to compile, or raised while rendering.
+
+    A template's own ``raise_exception(msg)`` arrives here with ``msg`` as the message.
+    """
+
+
+class TemplateSecurityError(TemplateError):
+    """A chat template tried to reach outside the Jinja sandbox."""
+
+
+class GGUFError(ToolwireError, ValueError):
+    """A GGUF file is truncated, malformed or hostile.
+
+    :ivar path: the file that was read.
+    :ivar offset: the byte offset at which reading failed.
+    """
+
+    def __init__(self, message: str, *, path: str, offset: int) -> None:
+        super().__init__(f"{path}: at byte {offset}: {message}")
+        self.path = path
+        self.offset = offset
+        self.reason = message
+
+
+class BackendError(ToolwireError):
+    """A model backend failed to load, to accept a request, or mid-stream.
+
+    :ivar kind: a short machine-readable category (``auth``, ``not_found``,
+        ``rate_limit``, ``server``, ``timeout``, ``connection``, ``stream_cut``,
+        ``tools_rejected``, ``load``, ``template``, ``context``, ...).
+    """
+
+    def __init__(self, message: str, *, kind: str = "backend", **context: Any) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.context = context
+
+
+class ContextOverflowError(BackendError):
+    """The prompt does not fit the context window, even after pruning history."""
+
+    def __init__(self, message: str, *, needed: int, available: int) -> None:
+        super().__init__(message, kind="context", needed=needed, available=available)
+        self.needed = needed
+        self.available = available

@@ -1,0 +1,205 @@
+"""The event stream a chat emits, for terminals, scripts and dashboards.
+
+Every event is a frozen attrs record with a stable JSON shape: ``to_dict()``
+returns a dict whose ``"type"`` field names the event; ``event_from_dict``
+reads one back. ``docs/events.md`` documents each shape.
+
+Parsers and backends emit the same records for what they read from a model
+(``text``, ``reasoning``, ``tool_call_start``, ``tool_call_delta``,
+``tool_call``, ``diagnostic``); a parser leaves ``id`` empty and the chat loop
+fills in the call id before the event reaches the caller.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+import attrs
+
+__all__ = [
+    "DiagnosticEvent",
+    "DoneEvent",
+    "ErrorEvent",
+    "Event",
+    "NoParserEvent",
+    "ReasoningEvent",
+    "TextEvent",
+    "ToolCallDeltaEvent",
+    "ToolCallEvent",
+    "ToolCallStartEvent",
+    "ToolResultEvent",
+    "event_from_dict",
+]
+
+
+def _freeze_mapping(value: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    return dict(value or {})
+
+
+@attrs.frozen
+class _EventBase:
+    type: ClassVar[str] = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        """This event as JSON-ready data, with its ``"type"`` first."""
+        data: dict[str, Any] = {"type": self.type}
+        data.update(attrs.asdict(self, recurse=False))
+        for key, value in data.items():
+            if isinstance(value, tuple):
+                data[key] = list(value)
+            elif isinstance(value, Mapping):
+                data[key] = dict(value)
+        return data
+
+
+@attrs.frozen
+class TextEvent(_EventBase):
+    """A piece of the reply's visible text."""
+
+    type: ClassVar[str] = "text"
+    text: str
+
+
+@attrs.frozen
+class ReasoningEvent(_EventBase):
+    """A piece of the model's reasoning (a ``<think>`` block or analysis channel)."""
+
+    type: ClassVar[str] = "reasoning"
+    text: str
+
+
+@attrs.frozen
+class ToolCallStartEvent(_EventBase):
+    """The model began writing a call: its name is known, arguments follow."""
+
+    type: ClassVar[str] = "tool_call_start"
+    index: int
+    name: str
+    id: str = ""
+
+
+@attrs.frozen
+class ToolCallDeltaEvent(_EventBase):
+    """A piece of a call's arguments while the model writes them.
+
+    ``parameter`` names the parameter whose text this is (tagged formats stream
+    string values parameter by parameter); it is ``None`` when the arguments
+    travel as one JSON text.
+    """
+
+    type: ClassVar[str] = "tool_call_delta"
+    index: int
+    name: str
+    text: str
+    parameter: str | None = None
+    id: str = ""
+
+
+@attrs.frozen
+class ToolCallEvent(_EventBase):
+    """A complete call, with its arguments typed by the tool's schema."""
+
+    type: ClassVar[str] = "tool_call"
+    name: str
+    arguments: Mapping[str, Any] = attrs.field(converter=_freeze_mapping, factory=dict)
+    id: str = ""
+    index: int = 0
+
+
+@attrs.frozen
+class ToolResultEvent(_EventBase):
+    """What a tool returned (or why it failed), exactly as the model reads it."""
+
+    type: ClassVar[str] = "tool_result"
+    id: str
+    name: str
+    content: str
+    is_error: bool = False
+    error_kind: str | None = None
+
+
+@attrs.frozen
+class DiagnosticEvent(_EventBase):
+    """Something in the model's output was not what its format expects.
+
+    ``code`` is machine-readable (``malformed_call``, ``json_in_tool_call``,
+    ``unclosed_call``, ``call_in_final_turn``, ...); ``raw`` is the text concerned.
+    """
+
+    type: ClassVar[str] = "diagnostic"
+    code: str
+    message: str
+    raw: str = ""
+
+
+@attrs.frozen
+class NoParserEvent(_EventBase):
+    """No parser plugin claims the model's template: calls stay text, none run."""
+
+    type: ClassVar[str] = "no_parser"
+    message: str
+    seen_markers: tuple[str, ...] = attrs.field(converter=tuple, default=())
+
+
+@attrs.frozen
+class ErrorEvent(_EventBase):
+    """The reply failed or was cut short; ``kind`` says why (see ``docs/events.md``)."""
+
+    type: ClassVar[str] = "error"
+    kind: str
+    message: str
+
+
+@attrs.frozen
+class DoneEvent(_EventBase):
+    """The exchange ended; always the last event.
+
+    ``reason`` is ``stop`` (a normal answer), ``cancelled``, ``error`` or
+    ``length`` (the model hit its token limit). ``usage`` and ``timings`` are
+    filled when the backend reports them.
+    """
+
+    type: ClassVar[str] = "done"
+    reason: str
+    turns: int = 0
+    usage: Mapping[str, Any] | None = None
+    timings: Mapping[str, Any] | None = None
+
+
+Event = (
+    TextEvent
+    | ReasoningEvent
+    | ToolCallStartEvent
+    | ToolCallDeltaEvent
+    | ToolCallEvent
+    | ToolResultEvent
+    | DiagnosticEvent
+    | NoParserEvent
+    | ErrorEvent
+    | DoneEvent
+)
+
+_BY_TYPE: dict[str, type[_EventBase]] = {
+    cls.type: cls
+    for cls in (TextEvent, ReasoningEvent, ToolCallStartEvent, ToolCallDeltaEvent,
+                ToolCallEvent, ToolResultEvent, DiagnosticEvent, NoParserEvent, ErrorEvent,
+                DoneEvent)
+}
+
+
+def event_from_dict(data: Mapping[str, Any]) -> Event:
+    """Read an event back from its ``to_dict()`` form.
+
+    :raises ValueError: the ``"type"`` is unknown or a field is missing.
+    """
+    kind = data.get("type")
+    cls = _BY_TYPE.get(kind) if isinstance(kind, str) else None
+    if cls is None:
+        raise ValueError(f"unknown event type {kind!r}")
+    fields = {k: v for k, v in data.items() if k != "type"}
+    try:
+        event: Event = cls(**fields)  # type: ignore[assignment]
+    except TypeError as exc:
+        raise ValueError(f"bad {kind} event: {exc}") from exc
+    return event

@@ -1,0 +1,323 @@
+"""The plugin manager: built-in plugins, entry-point plugins, typed hook calls.
+
+Built-in plugins are registered explicitly (so they work without installed
+metadata) and are also published in the ``toolwire`` entry-point group, exactly
+as a third-party plugin is. Third-party plugins load from that group with an
+error boundary per plugin.
+
+Environment variables:
+
+* ``TOOLWIRE_LOAD_PLUGINS=a,b``: load only these entry-point plugins (an empty
+  value loads none). Built-ins are always there.
+* ``TOOLWIRE_STRICT_PLUGINS=1``: a broken plugin raises instead of warning.
+* ``TOOLWIRE_TRACE_PLUGINS=1``: print every hook call to standard error.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.metadata
+import os
+import sys
+import types
+import warnings
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import attrs
+import pluggy
+
+from . import hookspecs
+from .backends import BackendSpec
+from .errors import BackendNotFoundError, PluginConflictError, PluginLoadError
+from .parsing import ParserSpec, StreamFilterSpec
+from .tools import Tool
+
+__all__ = ["BUILTIN_PLUGINS", "PluginInfo", "PluginManager", "PluginWarning"]
+
+BUILTIN_PLUGINS: tuple[str, ...] = (
+    "toolwire.reasoning",
+    "toolwire.plugins.qwen_xml",
+)
+"""Modules registered by every plugin manager, before any entry point."""
+
+ENTRY_POINT_GROUP = "toolwire"
+
+
+class PluginWarning(UserWarning):
+    """A plugin failed to load or register and was skipped."""
+
+
+@attrs.frozen
+class PluginInfo:
+    """What ``toolwire plugins`` shows for one plugin."""
+
+    name: str
+    distribution: str | None
+    version: str | None
+    builtin: bool
+    parsers: tuple[str, ...] = ()
+    backends: tuple[str, ...] = ()
+    tools: tuple[str, ...] = ()
+    stream_filters: tuple[str, ...] = ()
+    error: str | None = None
+
+
+def _truthy(value: str | None) -> bool:
+    return (value or "").strip().lower() in ("1", "true", "yes", "on")
+
+
+class PluginManager:
+    """Owns a :class:`pluggy.PluginManager` and the records plugins registered.
+
+    :param builtins: register the built-in plugins.
+    :param entry_points: load third-party plugins from the ``toolwire``
+        entry-point group (tests pass ``False`` so results never depend on what
+        happens to be installed).
+    :param strict: raise on a broken plugin (default: ``TOOLWIRE_STRICT_PLUGINS``).
+    """
+
+    def __init__(self, *, builtins: bool = True, entry_points: bool = True,
+                 strict: bool | None = None) -> None:
+        self._pm = pluggy.PluginManager(hookspecs.PROJECT_NAME)
+        self._pm.add_hookspecs(hookspecs)
+        self.strict = _truthy(os.environ.get("TOOLWIRE_STRICT_PLUGINS")) if strict is None \
+            else strict
+        self._info: dict[str, dict[str, Any]] = {}
+        self._collected: dict[str, dict[str, Any]] | None = None
+        self._owners: dict[str, dict[str, str]] = {}
+        if _truthy(os.environ.get("TOOLWIRE_TRACE_PLUGINS")):
+            self._pm.trace.root.setwriter(lambda text: sys.stderr.write(str(text)))
+            self._pm.enable_tracing()
+        if builtins:
+            for module_name in BUILTIN_PLUGINS:
+                self._register_module(module_name, builtin=True)
+        if entry_points:
+            self.load_entry_points()
+
+    # -- registration ---------------------------------------------------------
+
+    def register(self, plugin: object, name: str | None = None) -> str:
+        """Register a plugin object or module; return the name it is known by."""
+        plugin_name = name or getattr(plugin, "__name__", None) or type(plugin).__name__
+        if self._pm.is_registered(plugin):
+            return self._pm.get_name(plugin) or plugin_name
+        try:
+            self._pm.register(plugin, name=plugin_name)
+        except Exception as exc:
+            self._fail(plugin_name, f"cannot register: {exc}", exc)
+            return plugin_name
+        self._info.setdefault(plugin_name, {"distribution": None, "version": None,
+                                            "builtin": False, "error": None})
+        self._collected = None
+        return plugin_name
+
+    def unregister(self, name: str) -> None:
+        """Remove a plugin by name (used by test fixtures)."""
+        plugin = self._pm.get_plugin(name)
+        if plugin is not None:
+            self._pm.unregister(plugin)
+        self._info.pop(name, None)
+        self._collected = None
+
+    def _register_module(self, module_name: str, *, builtin: bool,
+                         dist: str | None = None, version: str | None = None,
+                         name: str | None = None) -> None:
+        try:
+            module = importlib.import_module(module_name)
+        except Exception as exc:
+            self._fail(name or module_name, f"cannot import {module_name}: {exc}", exc)
+            return
+        registered = self.register(module, name=name or module_name)
+        info = self._info.get(registered)
+        if info is not None:
+            info.update(builtin=builtin or info["builtin"])
+            if dist:
+                info.update(distribution=dist, version=version)
+
+    def load_entry_points(self) -> None:
+        """Load plugins from the ``toolwire`` entry-point group, each in isolation."""
+        allow_raw = os.environ.get("TOOLWIRE_LOAD_PLUGINS")
+        allow = None if allow_raw is None else {p.strip() for p in allow_raw.split(",")
+                                                if p.strip()}
+        for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
+            if allow is not None and ep.name not in allow:
+                continue
+            dist = ep.dist.name if ep.dist is not None else None
+            version = ep.dist.version if ep.dist is not None else None
+            try:
+                plugin = ep.load()
+            except Exception as exc:
+                self._fail(ep.name, f"entry point {ep.value!r} failed to load: {exc}", exc,
+                           dist=dist, version=version)
+                continue
+            if self._pm.is_registered(plugin):
+                existing = self._pm.get_name(plugin)
+                if existing in self._info and dist:
+                    self._info[existing].update(distribution=dist, version=version)
+                continue
+            name = getattr(plugin, "__name__", ep.name) if isinstance(plugin, types.ModuleType) \
+                else ep.name
+            registered = self.register(plugin, name=name)
+            if registered in self._info:
+                self._info[registered].update(distribution=dist, version=version)
+
+    def _fail(self, plugin: str, message: str, exc: BaseException | None,
+              dist: str | None = None, version: str | None = None) -> None:
+        self._info[plugin] = {"distribution": dist, "version": version, "builtin": False,
+                              "error": message}
+        if self.strict:
+            raise PluginLoadError(f"plugin {plugin!r}: {message}", plugin=plugin) from exc
+        warnings.warn(f"toolwire plugin {plugin!r} skipped: {message}", PluginWarning,
+                      stacklevel=3)
+
+    # -- typed accessors ------------------------------------------------------
+
+    def _collect(self) -> dict[str, dict[str, Any]]:
+        if self._collected is not None:
+            return self._collected
+        collected: dict[str, dict[str, Any]] = {
+            "parsers": {}, "backends": {}, "tools": {}, "stream_filters": {}}
+        owners: dict[str, dict[str, str]] = {k: {} for k in collected}
+        checks: dict[str, tuple[type, str]] = {
+            "parsers": (ParserSpec, "register_parsers"),
+            "backends": (BackendSpec, "register_backends"),
+            "tools": (Tool, "register_tools"),
+            "stream_filters": (StreamFilterSpec, "register_stream_filters"),
+        }
+        for kind, (record_type, hook_name) in checks.items():
+            hook = getattr(self._pm.hook, hook_name)
+            for impl in hook.get_hookimpls():
+                self._call_registration(impl, kind, record_type, collected[kind], owners[kind])
+        self._collected = collected
+        self._owners = owners
+        return collected
+
+    def _call_registration(self, impl: Any, kind: str, record_type: type,
+                           target: dict[str, Any], owners: dict[str, str]) -> None:
+        plugin_name = impl.plugin_name
+        staged: list[Any] = []
+
+        def register(record: Any) -> None:
+            if not isinstance(record, record_type):
+                raise TypeError(f"expected a {record_type.__name__}, got {type(record).__name__}")
+            staged.append(record)
+
+        try:
+            impl.function(register=register)
+        except Exception as exc:
+            self._fail(plugin_name, f"{impl.function.__name__} raised {type(exc).__name__}: "
+                       f"{exc}", exc)
+            return
+        for record in staged:
+            name = record.name
+            if name in target:
+                conflict = PluginConflictError(kind.rstrip("s").replace("_", " "), name,
+                                               owners[name], plugin_name)
+                if self.strict:
+                    raise conflict
+                warnings.warn(f"{conflict}; the first registration is kept", PluginWarning,
+                              stacklevel=4)
+                continue
+            if hasattr(record, "plugin") and not isinstance(record, Tool):
+                record = attrs.evolve(record, plugin=plugin_name)
+            target[name] = record
+            owners[name] = plugin_name
+
+    def parsers(self) -> dict[str, ParserSpec]:
+        """Every registered parser, by family name."""
+        return dict(self._collect()["parsers"])
+
+    def parser(self, family: str) -> ParserSpec:
+        """The parser of a family.
+
+        :raises ParserNotFoundError: no plugin registered that family.
+        """
+        from .errors import ParserNotFoundError
+
+        found = self._collect()["parsers"].get(family)
+        if found is None:
+            known = ", ".join(sorted(self._collect()["parsers"])) or "none"
+            raise ParserNotFoundError(f"no parser plugin for family {family!r} "
+                                      f"(registered: {known})")
+        spec: ParserSpec = found
+        return spec
+
+    def backends(self) -> dict[str, BackendSpec]:
+        """Every registered backend, by name."""
+        return dict(self._collect()["backends"])
+
+    def backend(self, name: str) -> BackendSpec:
+        """The backend called ``name``.
+
+        :raises BackendNotFoundError: none is registered under that name.
+        """
+        found = self._collect()["backends"].get(name)
+        if found is None:
+            known = ", ".join(sorted(self._collect()["backends"])) or "none"
+            raise BackendNotFoundError(f"no backend {name!r} (registered: {known}); "
+                                       "is its extra installed?")
+        spec: BackendSpec = found
+        return spec
+
+    def tools(self) -> list[Tool]:
+        """Every tool contributed by plugins."""
+        return list(self._collect()["tools"].values())
+
+    def stream_filters(self) -> list[StreamFilterSpec]:
+        """Every stream filter, sorted by priority then name (never by load order)."""
+        specs: Iterable[StreamFilterSpec] = self._collect()["stream_filters"].values()
+        return sorted(specs, key=lambda s: (s.priority, s.name))
+
+    def notify_tool_call(self, name: str, arguments: Mapping[str, Any], call_id: str) -> None:
+        """Call every ``on_tool_call`` observer; a failing one is a warning."""
+        self._observe("on_tool_call", name=name, arguments=arguments, call_id=call_id)
+
+    def notify_tool_result(self, name: str, call_id: str, content: str, is_error: bool) -> None:
+        """Call every ``on_tool_result`` observer; a failing one is a warning."""
+        self._observe("on_tool_result", name=name, call_id=call_id, content=content,
+                      is_error=is_error)
+
+    def _observe(self, hook_name: str, **kwargs: Any) -> None:
+        hook = getattr(self._pm.hook, hook_name)
+        for impl in hook.get_hookimpls():
+            accepted = {k: v for k, v in kwargs.items() if k in impl.argnames}
+            try:
+                impl.function(**accepted)
+            except Exception as exc:
+                warnings.warn(f"toolwire plugin {impl.plugin_name!r}: {hook_name} raised "
+                              f"{type(exc).__name__}: {exc}", PluginWarning, stacklevel=3)
+
+    def describe(self) -> list[PluginInfo]:
+        """One :class:`PluginInfo` per plugin (loaded or failed), for ``toolwire plugins``."""
+        collected = self._collect()
+        owned: dict[str, dict[str, list[str]]] = {}
+        for kind, records in collected.items():
+            for name in records:
+                owner = self._owners[kind][name]
+                owned.setdefault(owner, {}).setdefault(kind, []).append(name)
+        out = []
+        for name, info in self._info.items():
+            mine = owned.get(name, {})
+            out.append(PluginInfo(
+                name=name, distribution=info["distribution"], version=info["version"],
+                builtin=info["builtin"], parsers=tuple(mine.get("parsers", ())),
+                backends=tuple(mine.get("backends", ())), tools=tuple(mine.get("tools", ())),
+                stream_filters=tuple(mine.get("stream_filters", ())), error=info["error"]))
+        return out
+
+    @property
+    def pluggy(self) -> pluggy.PluginManager:
+        """The underlying pluggy manager, for advanced use."""
+        return self._pm
+
+
+_default: PluginManager | None = None
+
+
+def default_plugin_manager() -> PluginManager:
+    """The process-wide plugin manager (built-ins plus entry points), made once."""
+    global _default
+    if _default is None:
+        _default = PluginManager()
+    return _default

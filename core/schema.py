@@ -1,0 +1,238 @@
+"""JSON-schema helpers shared by the registry, the validator and the parsers.
+
+Real tool schemas are not always valid JSON Schema: public collections use
+``"type": "dict"``, ``"float"``, ``"tuple"`` and ``"any"``. :func:`normalize_schema`
+maps those to their JSON Schema meaning (as the Berkeley leaderboard does) and
+reports what it changed, so a tool author can see it.
+
+Parsers of text-valued formats (Qwen XML, GLM key/value, ...) receive every value
+as text; :func:`coerce_text_value` turns it into the type the schema asks for.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+__all__ = [
+    "coerce_text_value",
+    "tool_parameters_by_name",
+    "normalize_schema",
+    "parameter_schemas",
+    "resolve_ref",
+    "schema_types",
+]
+
+_TYPE_ALIASES = {
+    "dict": "object",
+    "float": "number",
+    "double": "number",
+    "tuple": "array",
+    "list": "array",
+    "int": "integer",
+    "str": "string",
+    "bool": "boolean",
+}
+_JSON_TYPES = frozenset({"object", "array", "string", "number", "integer", "boolean", "null"})
+_PYTHON_LITERALS = {"True": True, "False": False, "None": None}
+
+
+def normalize_schema(schema: Any, notes: list[str] | None = None, path: str = "") -> Any:
+    """Return a copy of ``schema`` with non-standard type names mapped to JSON Schema.
+
+    ``dict`` -> ``object``, ``float`` -> ``number``, ``tuple`` -> ``array``, ``any`` ->
+    no type constraint. Each change is appended to ``notes`` (when given) as a
+    human-readable line naming the location.
+    """
+    if isinstance(schema, list):
+        return [normalize_schema(item, notes, f"{path}/{i}") for i, item in enumerate(schema)]
+    if not isinstance(schema, Mapping):
+        return schema
+    out: dict[str, Any] = {}
+    for key, value in schema.items():
+        where = f"{path}/{key}"
+        if key == "type":
+            out_type = _normalize_type(value, notes, where)
+            if out_type is not None:
+                out["type"] = out_type
+            continue
+        if key in ("properties", "$defs", "definitions", "patternProperties") and isinstance(
+            value, Mapping
+        ):
+            out[key] = {name: normalize_schema(sub, notes, f"{where}/{name}")
+                        for name, sub in value.items()}
+        elif key in ("enum", "const", "default", "examples", "required"):
+            out[key] = value
+        else:
+            out[key] = normalize_schema(value, notes, where)
+    return out
+
+
+def _normalize_type(value: Any, notes: list[str] | None, where: str) -> Any:
+    if isinstance(value, list):
+        mapped = [_normalize_type(v, notes, where) for v in value]
+        if any(m is None for m in mapped):
+            return None
+        return mapped
+    if not isinstance(value, str) or value in _JSON_TYPES:
+        return value
+    if value == "any":
+        if notes is not None:
+            notes.append(f"{where or '/'}: type 'any' dropped (no constraint)")
+        return None
+    mapped_type = _TYPE_ALIASES.get(value)
+    if mapped_type is None:
+        if notes is not None:
+            notes.append(f"{where or '/'}: unknown type {value!r} dropped")
+        return None
+    if notes is not None:
+        notes.append(f"{where or '/'}: type {value!r} read as {mapped_type!r}")
+    return mapped_type
+
+
+def resolve_ref(schema: Any, root: Any, _depth: int = 0) -> Any:
+    """Follow local ``$ref`` pointers (``#/$defs/x``) in ``schema`` against ``root``.
+
+    Unresolvable or cyclic references resolve to ``{}`` (no constraint) rather than
+    raising: a parser typing a value must never fail because of a schema.
+    """
+    while isinstance(schema, Mapping) and isinstance(schema.get("$ref"), str):
+        if _depth > 32:
+            return {}
+        ref: str = schema["$ref"]
+        if not ref.startswith("#"):
+            return {}
+        target: Any = root
+        for part in ref[1:].split("/"):
+            if not part:
+                continue
+            part = part.replace("~1", "/").replace("~0", "~")
+            if isinstance(target, Mapping) and part in target:
+                target = target[part]
+            else:
+                return {}
+        schema = target
+        _depth += 1
+    return schema
+
+
+def schema_types(schema: Any, root: Any = None) -> frozenset[str]:
+    """Return the set of JSON types a (sub)schema admits; empty means "anything".
+
+    Looks through ``$ref``, ``anyOf``/``oneOf``/``allOf``, type lists, ``enum`` and
+    ``const`` values.
+    """
+    schema = resolve_ref(schema, schema if root is None else root)
+    if not isinstance(schema, Mapping):
+        return frozenset()
+    found: set[str] = set()
+    declared = schema.get("type")
+    if isinstance(declared, str):
+        found.add(declared)
+    elif isinstance(declared, list):
+        found.update(t for t in declared if isinstance(t, str))
+    for key in ("anyOf", "oneOf"):
+        branches = schema.get(key)
+        if isinstance(branches, list):
+            for branch in branches:
+                sub = schema_types(branch, root if root is not None else schema)
+                if not sub:
+                    return frozenset()
+                found |= sub
+    all_of = schema.get("allOf")
+    if isinstance(all_of, list) and not found:
+        for branch in all_of:
+            found |= schema_types(branch, root if root is not None else schema)
+    for key in ("enum", "const"):
+        values = schema.get(key) if key == "enum" else [schema.get(key)] if key in schema else None
+        if isinstance(values, list) and not declared:
+            found.update(_json_type_of(v) for v in values)
+    if not found:
+        if "properties" in schema:
+            found.add("object")
+        elif "items" in schema:
+            found.add("array")
+    return frozenset(found)
+
+
+def _json_type_of(value: Any) -> str:
+    if isinstance(value, bool):
+        return "boolean"
+    if value is None:
+        return "null"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    return "object"
+
+
+def _matches_type(value: Any, json_type: str) -> bool:
+    if json_type == "integer":
+        return (isinstance(value, int) and not isinstance(value, bool)) or (
+            isinstance(value, float) and math.isfinite(value) and value.is_integer()
+        )
+    if json_type == "number":
+        return isinstance(value, int | float) and not isinstance(value, bool)
+    return _json_type_of(value) == json_type
+
+
+def coerce_text_value(text: str, schema: Any, root: Any = None) -> Any:
+    """Type a parameter value written as text, as the schema asks.
+
+    * A parameter whose schema admits only strings (or has no schema) keeps the
+      text verbatim.
+    * Otherwise the text is read as JSON; the Python spellings ``True``, ``False``
+      and ``None`` (which templates produce through ``|string``) are accepted too.
+    * When the schema admits strings *and* other types, the JSON reading is kept
+      only if it has one of the other types; otherwise the text stays a string.
+    * Text that does not parse stays text, so the validator can tell the model
+      exactly what was wrong.
+    """
+    types = schema_types(schema, root) if schema is not None else frozenset({"string"})
+    if types == {"string"}:
+        return text
+    stripped = text.strip()
+    if stripped in _PYTHON_LITERALS:
+        value: Any = _PYTHON_LITERALS[stripped]
+    else:
+        try:
+            value = json.loads(stripped)
+        except (ValueError, RecursionError):
+            return text
+    if not types:
+        return value
+    non_string = types - {"string"}
+    if any(_matches_type(value, t) for t in non_string):
+        return value
+    if "string" in types:
+        return text
+    return value
+
+
+def parameter_schemas(parameters: Any) -> dict[str, Any]:
+    """Map each declared parameter name to its (ref-resolved) schema."""
+    if not isinstance(parameters, Mapping):
+        return {}
+    props = parameters.get("properties")
+    if not isinstance(props, Mapping):
+        return {}
+    return {str(name): resolve_ref(sub, parameters) for name, sub in props.items()}
+
+
+def tool_parameters_by_name(tools: Sequence[Any] | None) -> dict[str, Any]:
+    """Map tool name -> parameters schema from OpenAI-style dicts or tool specs."""
+    out: dict[str, Any] = {}
+    for tool in tools or ():
+        spec = getattr(tool, "schema", tool)
+        if isinstance(spec, Mapping) and spec.get("type") == "function":
+            spec = spec.get("function", {})
+        if isinstance(spec, Mapping) and isinstance(spec.get("name"), str):
+            out[spec["name"]] = normalize_schema(spec.get("parameters") or {})
+    return out

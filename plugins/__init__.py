@@ -1,0 +1,1 @@
+"""Plugins shipped with toolwire; each is registered like a third-party plugin."""
