@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -205,7 +206,9 @@ def coerce_text_value(text: str, schema: Any, root: Any = None) -> Any:
         try:
             value = json.loads(stripped)
         except (ValueError, RecursionError):
-            return text
+            value = _lenient_number(stripped, types)
+            if value is None:
+                return text
     if not types:
         return value
     non_string = types - {"string"}
@@ -214,6 +217,19 @@ def coerce_text_value(text: str, schema: Any, root: Any = None) -> Any:
     if "string" in types:
         return text
     return value
+
+
+_INTEGER_RE = re.compile(r"[+-]?[0-9]+")
+_NUMBER_RE = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+
+
+def _lenient_number(text: str, types: frozenset[str]) -> int | float | None:
+    """Numbers JSON refuses but a model plainly meant (``007``, ``+3``, ``.5``)."""
+    if ("integer" in types or "number" in types) and _INTEGER_RE.fullmatch(text):
+        return int(text)
+    if "number" in types and _NUMBER_RE.fullmatch(text):
+        return float(text)
+    return None
 
 
 def parameter_schemas(parameters: Any) -> dict[str, Any]:

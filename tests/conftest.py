@@ -14,7 +14,7 @@ sys.path.insert(0, str(TESTS))
 
 SHARED_TEMPLATES = TESTS.parents[1] / "shared" / "templates"
 
-settings.register_profile("default", deadline=None,
+settings.register_profile("default", max_examples=60, deadline=None,
                           suppress_health_check=[HealthCheck.too_slow])
 settings.register_profile("fuzz", max_examples=2000, deadline=None,
                           suppress_health_check=[HealthCheck.too_slow])
