@@ -132,34 +132,38 @@ class ReplyPipeline:
     """Stream filters followed by a parser: one reply's path from text to events."""
 
     def __init__(self, filters: Sequence[StreamFilter], parser: StreamParser | None) -> None:
-        self._filters = list(filters)
-        self._parser = parser
+        self._stages: list[StreamParser] = [*filters, *([parser] if parser is not None else [])]
 
     def feed(self, text: str) -> list[Event]:
         """Push a delta through every stage."""
-        return self._run([TextEvent(text)], final=False)
+        return self._feed_from(0, text)
 
     def close(self) -> list[Event]:
         """Flush every stage, in order, at the end of the reply."""
-        return self._run([], final=True)
+        out: list[Event] = []
+        for i, stage in enumerate(self._stages):
+            for event in stage.close():
+                if type(event) is TextEvent and i + 1 < len(self._stages):
+                    out.extend(self._feed_from(i + 1, event.text))
+                else:
+                    out.append(event)
+        return out
 
-    def _run(self, events: list[Event], final: bool) -> list[Event]:
-        for stage in self._filters:
-            events = self._through(stage, events, final)
-        if self._parser is not None:
-            events = self._through(self._parser, events, final)
-        return events
-
-    @staticmethod
-    def _through(stage: StreamParser, events: list[Event], final: bool) -> list[Event]:
+    def _feed_from(self, index: int, text: str) -> list[Event]:
+        stages = self._stages
+        if index >= len(stages):
+            return [TextEvent(text)] if text else []
+        events = stages[index].feed(text)
+        if index + 1 == len(stages):
+            return events
+        if len(events) == 1 and type(events[0]) is TextEvent:  # the common case: plain text
+            return self._feed_from(index + 1, events[0].text)
         out: list[Event] = []
         for event in events:
             if type(event) is TextEvent:
-                out.extend(stage.feed(event.text))
+                out.extend(self._feed_from(index + 1, event.text))
             else:
                 out.append(event)
-        if final:
-            out.extend(stage.close())
         return out
 
 

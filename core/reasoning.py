@@ -43,6 +43,8 @@ class ReasoningBlockFilter:
 
     def feed(self, text: str) -> list[Event]:
         """Consume a delta."""
+        if self._state == "text" and not self._lead and not self._pending:
+            return [TextEvent(text)] if text else []
         data = self._pending + text
         self._pending = ""
         out: list[Event] = []

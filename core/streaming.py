@@ -14,18 +14,20 @@ __all__ = ["HeldWhitespace", "partial_tag_start"]
 def partial_tag_start(data: str, start: int, tags: tuple[str, ...]) -> int:
     """Return where a trailing, incomplete prefix of any of ``tags`` begins.
 
-    Scans only the last ``max(len(tag)) - 1`` characters of ``data[start:]``.
-    Returns ``len(data)`` when the end of ``data`` cannot be the start of a tag.
+    Every tag must begin with ``<``. Scans only the last ``max(len(tag)) - 1``
+    characters of ``data[start:]``. Returns ``len(data)`` when the end of ``data``
+    cannot be the start of a tag.
     """
+    n = len(data)
     longest = max(len(t) for t in tags)
-    lo = max(start, len(data) - longest + 1)
-    k = data.find("<", lo) if all(t[0] == "<" for t in tags) else lo
-    while 0 <= k < len(data):
+    k = data.find("<", max(start, n - longest + 1))
+    while k != -1:
         tail = data[k:]
-        if any(t.startswith(tail) for t in tags):
-            return k
-        k = data.find("<", k + 1) if all(t[0] == "<" for t in tags) else k + 1
-    return len(data)
+        for tag in tags:
+            if tag.startswith(tail):
+                return k
+        k = data.find("<", k + 1)
+    return n
 
 
 class HeldWhitespace:
@@ -48,6 +50,8 @@ class HeldWhitespace:
         """Add text; return the part that is certainly not trailing whitespace."""
         if not text:
             return ""
+        if not self.held and not text[-1].isspace():
+            return text
         stripped = text.rstrip()
         if not stripped:
             combined = self.held + text

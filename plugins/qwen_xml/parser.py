@@ -65,6 +65,8 @@ _NEED_MORE = -1
 _LITERAL = -2
 
 
+_VALUE_TAGS = (CLOSE_PARAM, OPEN_PARAM, CLOSE_FUNC)
+_VALUE_TAG_RE = re.compile("|".join(re.escape(t) for t in _VALUE_TAGS))
 _BLANKS = re.compile(r"[ \t\r\n]*")
 
 
@@ -136,6 +138,20 @@ class QwenXmlParser:
 
     def feed(self, text: str) -> list[Event]:
         """Consume a delta; return the events it makes certain."""
+        if not self._pending and "<" not in text and text:
+            # Fast paths for the two hot states: prose, and a string value being written.
+            state = self._state
+            if state == _TEXT and not self._lead:
+                chunk = self._held.push(text)
+                return [TextEvent(chunk)] if chunk else []
+            if state == _VALUE and not self._value_start and text[-1] != "\n":
+                call = self._call
+                if call is not None:
+                    self._value_parts.append(text)
+                    call.raw.append(text)
+                    if self._value_string:
+                        return [ToolCallDeltaEvent(call.index, call.name, text, self._param)]
+                    return []
         out: list[Event] = []
         try:
             self._run(self._pending + text, out, eof=False)
@@ -348,18 +364,18 @@ class QwenXmlParser:
             self._value_start = False
         search = pos
         while True:
-            k = data.find("<", search)
-            if k < 0:
-                end = n
+            match = _VALUE_TAG_RE.search(data, search)
+            if match is None:
+                end = n if eof else partial_tag_start(data, search, _VALUE_TAGS)
                 if not eof and end > pos and data[end - 1] == "\n":
                     end -= 1
-                if eof:
-                    self._value_piece(data, pos, end, out)
-                    return self._to_malformed_unclosed(data, end)
                 self._value_piece(data, pos, end, out)
+                if eof:
+                    return self._to_malformed_unclosed(data, end)
                 if end < n:
                     return self._hold(data, end)
                 return n
+            k = match.start()
             verdict = self._classify_value_tag(data, k, call, eof)
             if verdict == _LITERAL:
                 search = k + 1
@@ -407,11 +423,6 @@ class QwenXmlParser:
             if follow == _NEED_MORE or follow == _LITERAL:
                 return follow
             return k
-        tail = data[k:k + len(CLOSE_PARAM)]
-        if not eof and len(tail) < len(CLOSE_PARAM) and any(
-            t.startswith(tail) for t in (CLOSE_PARAM, OPEN_PARAM, CLOSE_FUNC)
-        ):
-            return _NEED_MORE
         return _LITERAL
 
     def _follows_value(self, data: str, at: int, call: _Call, eof: bool,
