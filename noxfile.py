@@ -1,0 +1,54 @@
+"""nox sessions: tests, lint, typecheck, fuzz, bench, example_plugin, docs."""
+
+from __future__ import annotations
+
+import nox
+
+nox.options.sessions = ["tests", "lint", "typecheck"]
+nox.options.reuse_existing_virtualenvs = True
+
+EDITABLE = ("-e", ".[dev,local,remote]", "--config-settings", "editable_mode=strict")
+
+
+@nox.session
+def tests(session: nox.Session) -> None:
+    """The whole test suite (the same command CI runs)."""
+    session.install(*EDITABLE)
+    session.run("python", "-m", "pytest", "-q", *session.posargs)
+
+
+@nox.session
+def lint(session: nox.Session) -> None:
+    """ruff over everything."""
+    session.install("ruff")
+    session.run("ruff", "check", "core", "plugins", "tests", "benchmarks", "noxfile.py")
+
+
+@nox.session
+def typecheck(session: nox.Session) -> None:
+    """mypy --strict on the library (installed strictly editable, so mypy sees it)."""
+    session.install(*EDITABLE)
+    session.run("mypy", "--strict", "-p", "toolwire")
+
+
+@nox.session(default=False)
+def fuzz(session: nox.Session) -> None:
+    """Property tests with the 'fuzz' hypothesis profile (many more examples)."""
+    session.install(*EDITABLE)
+    session.env["HYPOTHESIS_PROFILE"] = "fuzz"
+    session.run("python", "-m", "pytest", "-q", "-k", "property or round_trip or garbage "
+                "or chunking or fuzz or hostile", *session.posargs)
+
+
+@nox.session(default=False)
+def bench(session: nox.Session) -> None:
+    """All benchmarks: prints tables, writes benchmarks/results/*.json."""
+    session.install(*EDITABLE)
+    session.run("python", "-m", "benchmarks", *session.posargs)
+
+
+@nox.session(default=False)
+def docs(session: nox.Session) -> None:
+    """Check the docs: every hook documented, snippets run (tests marked 'docs')."""
+    session.install(*EDITABLE)
+    session.run("python", "-m", "pytest", "-q", "tests/test_docs.py", *session.posargs)
