@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 __all__ = [
+    "ToolSchemaIndex",
     "coerce_text_value",
     "tool_parameters_by_name",
     "normalize_schema",
@@ -38,6 +39,7 @@ _TYPE_ALIASES = {
 }
 _JSON_TYPES = frozenset({"object", "array", "string", "number", "integer", "boolean", "null"})
 _PYTHON_LITERALS = {"True": True, "False": False, "None": None}
+_STRING_ONLY = frozenset({"string"})
 
 
 def normalize_schema(schema: Any, notes: list[str] | None = None, path: str = "") -> Any:
@@ -184,7 +186,8 @@ def _matches_type(value: Any, json_type: str) -> bool:
     return _json_type_of(value) == json_type
 
 
-def coerce_text_value(text: str, schema: Any, root: Any = None) -> Any:
+def coerce_text_value(text: str, schema: Any, root: Any = None,
+                      types: frozenset[str] | None = None) -> Any:
     """Type a parameter value written as text, as the schema asks.
 
     * A parameter whose schema admits only strings (or has no schema) keeps the
@@ -196,8 +199,9 @@ def coerce_text_value(text: str, schema: Any, root: Any = None) -> Any:
     * Text that does not parse stays text, so the validator can tell the model
       exactly what was wrong.
     """
-    types = schema_types(schema, root) if schema is not None else frozenset({"string"})
-    if types == {"string"}:
+    if types is None:
+        types = schema_types(schema, root) if schema is not None else frozenset({"string"})
+    if types == _STRING_ONLY:
         return text
     stripped = text.strip()
     if stripped in _PYTHON_LITERALS:
@@ -252,3 +256,51 @@ def tool_parameters_by_name(tools: Sequence[Any] | None) -> dict[str, Any]:
         if isinstance(spec, Mapping) and isinstance(spec.get("name"), str):
             out[spec["name"]] = normalize_schema(spec.get("parameters") or {})
     return out
+
+
+class ToolSchemaIndex:
+    """Per-reply lookup of parameter types, computed once per (tool, parameter).
+
+    Parsers of text-valued formats ask it whether a parameter is a string (to
+    stream it verbatim) and to type a finished value; unknown tools and
+    parameters are strings.
+    """
+
+    __slots__ = ("_cache", "_params", "_tools")
+
+    def __init__(self, tools: Mapping[str, Any]) -> None:
+        self._tools = tools
+        self._params: dict[str, dict[str, Any] | None] = {}
+        self._cache: dict[tuple[str, str], frozenset[str]] = {}
+
+    def parameters(self, tool: str) -> dict[str, Any] | None:
+        """``{parameter: schema}`` of a tool, or ``None`` when the tool is unknown."""
+        if tool not in self._params:
+            root = self._tools.get(tool)
+            self._params[tool] = parameter_schemas(root) if root is not None else None
+        return self._params[tool]
+
+    def types(self, tool: str, param: str) -> frozenset[str]:
+        """The JSON types a parameter admits (``{"string"}`` when unknown)."""
+        key = (tool, param)
+        found = self._cache.get(key)
+        if found is None:
+            params = self.parameters(tool)
+            if params is None or param not in params:
+                found = _STRING_ONLY
+            else:
+                found = schema_types(params[param], self._tools.get(tool))
+            self._cache[key] = found
+        return found
+
+    def is_string(self, tool: str, param: str) -> bool:
+        """Whether the parameter takes text verbatim."""
+        return self.types(tool, param) == _STRING_ONLY
+
+    def coerce(self, tool: str, param: str, text: str) -> Any:
+        """Type a finished text value by the parameter's schema."""
+        types = self.types(tool, param)
+        if types == _STRING_ONLY:
+            return text
+        params = self.parameters(tool) or {}
+        return coerce_text_value(text, params.get(param), self._tools.get(tool), types)

@@ -37,7 +37,7 @@ from toolwire.events import (
     ToolCallEvent,
     ToolCallStartEvent,
 )
-from toolwire.schema import coerce_text_value, parameter_schemas, schema_types
+from toolwire.schema import ToolSchemaIndex
 from toolwire.streaming import HeldWhitespace, partial_tag_start
 
 __all__ = ["QwenXmlParser"]
@@ -82,45 +82,30 @@ def _is_partial(data: str, start: int, tags: tuple[str, ...]) -> bool:
 
 
 class _Call:
-    """The call being read: its name, schema, arguments so far and raw markup."""
+    """The call being read: its name, arguments so far and raw markup."""
 
-    __slots__ = ("arguments", "given", "index", "name", "params", "raw", "root",
-                 "string_params")
+    __slots__ = ("arguments", "given", "index", "known", "name", "raw")
 
-    def __init__(self, index: int, name: str, parameters: Any) -> None:
+    def __init__(self, index: int, name: str, known: dict[str, Any] | None) -> None:
         self.index = index
         self.name = name
-        self.root = parameters
-        self.params: dict[str, Any] | None = (
-            parameter_schemas(parameters) if parameters is not None else None
-        )
+        self.known = known  # the tool's parameters, or None for an unknown tool
         self.arguments: dict[str, Any] = {}
         self.given: set[str] = set()
         self.raw: list[str] = []
-        self.string_params: dict[str, bool] = {}
-
-    def is_string(self, param: str) -> bool:
-        cached = self.string_params.get(param)
-        if cached is None:
-            if self.params is None or param not in self.params:
-                cached = True
-            else:
-                cached = schema_types(self.params[param], self.root) == {"string"}
-            self.string_params[param] = cached
-        return cached
 
     def may_start(self, param: str) -> bool:
         """Whether ``<parameter=param>`` can be a real tag here."""
-        if self.params is None:
+        if self.known is None:
             return param not in self.given
-        return param in self.params and param not in self.given
+        return param in self.known and param not in self.given
 
 
 class QwenXmlParser:
     """One reply's parser: ``feed`` deltas, then ``close``; never raises."""
 
     def __init__(self, tools: Mapping[str, Any]) -> None:
-        self._tools = tools
+        self._schemas = ToolSchemaIndex(tools)
         self._state = _TEXT
         self._pending = ""
         self._held = HeldWhitespace()
@@ -259,8 +244,7 @@ class QwenXmlParser:
         return self._to_malformed(data, pos, code)
 
     def _open_function(self, name: str, out: list[Event]) -> None:
-        params = self._tools.get(name)
-        call = _Call(self._calls, name, params)
+        call = _Call(self._calls, name, self._schemas.parameters(name))
         self._calls += 1
         call.raw = self._malformed_parts
         self._malformed_parts = []
@@ -329,7 +313,7 @@ class QwenXmlParser:
             self._param = param
             self._value_parts = []
             self._value_start = True
-            self._value_string = call.is_string(param)
+            self._value_string = self._schemas.is_string(call.name, param)
             self._state = _VALUE
             return end + 1
         if data.startswith(CLOSE_FUNC, start):
@@ -481,11 +465,8 @@ class QwenXmlParser:
                                        f"parameter {param!r} of {call.name!r} given twice; "
                                        "the last value is used", param))
         call.given.add(param)
-        if self._value_string:
-            call.arguments[param] = raw
-        else:
-            schema = call.params.get(param) if call.params is not None else None
-            call.arguments[param] = coerce_text_value(raw, schema, call.root)
+        call.arguments[param] = raw if self._value_string else \
+            self._schemas.coerce(call.name, param, raw)
         self._state = _FUNC_BODY
 
     # AFTER_FUNC -------------------------------------------------------------
