@@ -13,7 +13,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
-from .errors import ParserConflictError, ParserNotFoundError, ToolwireError
+from .errors import (
+    GGUFError,
+    ParserConflictError,
+    ParserNotFoundError,
+    TemplateError,
+    ToolwireError,
+)
 from .plugin_manager import PluginManager
 
 __all__ = ["main"]
@@ -79,8 +85,9 @@ def _cmd_plugins(args: argparse.Namespace, plugins: PluginManager) -> int:
         } for i in infos], indent=2))
         return 0
     for info in infos:
-        origin = "built-in" if info.builtin else (
-            f"{info.distribution} {info.version}" if info.distribution else "registered")
+        dist = f"{info.distribution} {info.version}" if info.distribution else ""
+        origin = ", ".join(x for x in ("built-in" if info.builtin else "", dist) if x) \
+            or "registered"
         print(f"{info.name}  ({origin})")
         if info.error:
             print(f"  FAILED: {info.error}")
@@ -163,6 +170,12 @@ def _cmd_render(args: argparse.Namespace, plugins: PluginManager) -> int:
     return 0
 
 
+def _cmd_chat(args: argparse.Namespace, plugins: PluginManager) -> int:
+    from .cli_chat import run_chat
+
+    return run_chat(args, plugins)
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="toolwire", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -191,6 +204,17 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--messages", required=True, help="messages list (JSON)")
     p.add_argument("--enable-thinking", choices=("true", "false"), default=None)
     p.set_defaults(run=_cmd_render)
+
+    from .cli_chat import add_chat_arguments
+
+    p = sub.add_parser("chat", help="chat with a local GGUF model or a remote provider")
+    add_chat_arguments(p)
+    p.add_argument("--show-reasoning", action="store_true", help="show reasoning, dimmed")
+    p.add_argument("--json", action="store_true", help="print every event as a JSON line")
+    p.add_argument("--message", help="run one exchange with this message and exit")
+    p.add_argument("--resume", help="continue a conversation saved with /save or --save")
+    p.add_argument("--save", help="save the conversation to this file when done")
+    p.set_defaults(run=_cmd_chat)
     return parser
 
 
@@ -204,7 +228,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except _UsageError as exc:
         print(f"toolwire: {exc}", file=sys.stderr)
         return 2
-    except (ParserNotFoundError, ParserConflictError) as exc:
+    except (ParserNotFoundError, ParserConflictError, GGUFError, TemplateError) as exc:
         print(f"toolwire: {exc}", file=sys.stderr)
         return 2
     except ToolwireError as exc:
