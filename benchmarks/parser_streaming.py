@@ -118,7 +118,7 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
                     text = _shape_text(shape, size, render)
                     deltas = [text[i:i + step] for i in range(0, len(text), step)]
                     runs = 1 if quick or (size >= 1_000_000 and step == 1) else 3
-                    timing = time_runs(lambda d=deltas: _stream(spec, d), runs=runs,
+                    timing = time_runs(lambda d=deltas, p=spec: _stream(p, d), runs=runs,
                                        warmup=0 if size >= 1_000_000 else 1)
                     totals.append(timing["median_ms"])
                     row: dict[str, Any] = {
@@ -135,7 +135,8 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
                              "shape": shape, "delta": step,
                              "exponent": fit_exponent(sizes, totals)})
             text = _shape_text(shape, sizes[-1], render)
-            whole = time_runs(lambda t=text: _stream(spec, [t]), runs=3 if quick else 7)
+            whole = time_runs(lambda t=text, p=spec: _stream(p, [t]),
+                              runs=3 if quick else 7)
             rows.append({"benchmark": BENCHMARK, "family": spec.name, "case": "whole",
                          "shape": shape, "size": sizes[-1], **whole})
     return rows

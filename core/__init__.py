@@ -11,7 +11,7 @@ from .backends import Backend, BackendSpec, ModelRequest, TurnEnd
 from .cancel import CancelToken
 from .chat import Chat
 from .chat_template import ChatTemplate, get_chat_template
-from .dispatch import DispatchResult, Dispatcher
+from .dispatch import Dispatcher, DispatchResult
 from .errors import (
     BackendError,
     BackendNotFoundError,

@@ -177,13 +177,17 @@ def merge_events(events: Iterable[Event]) -> list[Event]:
     for event in events:
         if out:
             last = out[-1]
-            if type(event) is type(last) and isinstance(event, TextEvent | ReasoningEvent):
-                out[-1] = attrs.evolve(last, text=last.text + event.text)  # type: ignore[misc]
+            if isinstance(event, TextEvent) and isinstance(last, TextEvent):
+                out[-1] = TextEvent(last.text + event.text)
+                continue
+            if isinstance(event, ReasoningEvent) and isinstance(last, ReasoningEvent):
+                out[-1] = ReasoningEvent(last.text + event.text)
                 continue
             if (
                 isinstance(event, ToolCallDeltaEvent)
                 and isinstance(last, ToolCallDeltaEvent)
-                and (event.index, event.parameter, event.id) == (last.index, last.parameter, last.id)
+                and (event.index, event.parameter, event.id)
+                == (last.index, last.parameter, last.id)
             ):
                 out[-1] = attrs.evolve(last, text=last.text + event.text)
                 continue

@@ -11,9 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Literal
 
-from .hookspecs import hookimpl
-
 from .events import Event, ReasoningEvent, TextEvent
+from .hookspecs import hookimpl
 from .parsing import FilterContext, StreamFilter, StreamFilterSpec
 from .streaming import HeldWhitespace, partial_tag_start
 

@@ -20,11 +20,11 @@ from typing import Any
 __all__ = [
     "ToolSchemaIndex",
     "coerce_text_value",
-    "tool_parameters_by_name",
     "normalize_schema",
     "parameter_schemas",
     "resolve_ref",
     "schema_types",
+    "tool_parameters_by_name",
 ]
 
 _TYPE_ALIASES = {

@@ -235,14 +235,17 @@ def test_huge_string_argument_is_parsed_in_one_pass() -> None:
     "<tool_call><tool_call></tool_call>", "</tool_call>", "<tool_call>\n<function=>",
     "<tool_call>\n<function=a>\n<parameter=>\n", "<tool_call>\n<function=a\n",
     "\x00\xff<\udcff>", "<tool_call>\n<function=a>\n</parameter></function></tool_call>",
-    "<tool_call>" * 50, "<parameter=x></parameter>", "<think><think></think></think>",
+    "<tool_call>" * 50, "<parameter=x></parameter>", "a <tool_call>\n{broken json",
 ])
 def test_bad_input_never_raises_and_never_loses_text(text: str) -> None:
     out = parse(text)
-    for c in out["tool_calls"]:
-        assert isinstance(c["name"], str)
-    visible = out["content"] + out["reasoning"]
-    assert visible or out["tool_calls"] or not text.strip("<>/thinkpaeoolcfu_=\n ")
+    assert out["tool_calls"] == []
+    assert re.sub(r"\s", "", out["content"]) == re.sub(r"\s", "", text)
+
+
+def test_nested_think_tags_never_raise() -> None:
+    out = parse("<think><think></think></think>")
+    assert out["reasoning"] == "<think>" and out["content"] == "</think>"
 
 
 # -- detection -----------------------------------------------------------------------
