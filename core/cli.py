@@ -163,10 +163,11 @@ def _cmd_render(args: argparse.Namespace, plugins: PluginManager) -> int:
     prompt = get_chat_template(source).render(messages, tools=tools, bos_token=bos,
                                               eos_token=eos, add_generation_prompt=True,
                                               **extra)
-    sys.stdout.write(prompt)
-    if not prompt.endswith("\n"):
-        sys.stdout.write("\n")
-    print(f"-- {len(prompt)} characters, {len(prompt.encode('utf-8'))} bytes", file=sys.stderr)
+    sys.stdout.write(prompt)  # exactly the prompt: no newline added
+    sys.stdout.flush()
+    lead = "" if prompt.endswith("\n") else "\n"
+    print(f"{lead}-- {len(prompt)} characters, {len(prompt.encode('utf-8'))} bytes",
+          file=sys.stderr)
     return 0
 
 
@@ -174,6 +175,12 @@ def _cmd_chat(args: argparse.Namespace, plugins: PluginManager) -> int:
     from .cli_chat import run_chat
 
     return run_chat(args, plugins)
+
+
+def _cmd_demo(args: argparse.Namespace, plugins: PluginManager) -> int:
+    from .cli_demo import run_demo
+
+    return run_demo(args, plugins)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -215,6 +222,11 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--resume", help="continue a conversation saved with /save or --save")
     p.add_argument("--save", help="save the conversation to this file when done")
     p.set_defaults(run=_cmd_chat)
+
+    p = sub.add_parser("demo", help="the whole loop on a tiny model toolwire writes itself")
+    p.add_argument("--json", action="store_true", help="print every event as a JSON line")
+    p.add_argument("--dir", help="where to write the model and workspace (default: temp)")
+    p.set_defaults(run=_cmd_demo)
     return parser
 
 
