@@ -16,13 +16,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .backends import ModelRequest
+from .backends import Backend, ModelRequest
 from .chat import Chat
 from .errors import ToolwireError
 from .events import DoneEvent
 from .plugin_manager import PluginManager
 
-__all__ = ["run_demo"]
+__all__ = ["demo_grammar", "make_demo_backend", "run_demo"]
 
 QUESTION = "What do my notes say about Alex?"
 NOTES = {
@@ -55,36 +55,42 @@ def _answer_from_results(request: ModelRequest) -> str:
     return f"Your notes mention Alex here:\n{found}"
 
 
-def run_demo(args: argparse.Namespace, plugins: PluginManager) -> int:
-    """Run the demo; return 0 when the exchange ended normally."""
+def demo_grammar(request: ModelRequest) -> str:
+    """What the stand-in writes: a search call, then (after the result) the answer."""
+    from toolwire.plugins.llama_cpp.tiny_model import grammar_for
+
+    answered = request.messages and request.messages[-1].role == "tool"
+    return grammar_for(_answer_from_results(request) if answered or not request.tools
+                       else CALL)
+
+
+def make_demo_backend(base: Path, plugins: PluginManager) -> tuple[Backend, Path, Path]:
+    """Write the tiny model and a small workspace under ``base``; return the backend,
+    the model path and the workspace."""
     try:
         from toolwire.plugins.llama_cpp.backend import DEFAULT_CHAT_TEMPLATE, LlamaCppBackend
-        from toolwire.plugins.llama_cpp.tiny_model import (
-            TINY_BACKEND_OPTIONS,
-            grammar_for,
-            write_tiny_gguf,
-        )
+        from toolwire.plugins.llama_cpp.tiny_model import TINY_BACKEND_OPTIONS, write_tiny_gguf
     except ImportError as exc:  # pragma: no cover - depends on the install
         raise ToolwireError(f"the demo needs the local extra: pip install 'toolwire[local]' "
                             f"({exc})") from exc
-    from .cli_chat import _Printer
-
-    base = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="toolwire-demo-"))
     workspace = base / "workspace"
     for name, text in NOTES.items():
         (workspace / name).parent.mkdir(parents=True, exist_ok=True)
         (workspace / name).write_text(text, encoding="utf-8")
-    started = time.perf_counter()
     model = write_tiny_gguf(base / "tiny-demo.gguf", DEFAULT_CHAT_TEMPLATE)
-    replies = [CALL, None]
-
-    def grammar(request: ModelRequest) -> str:
-        reply = replies.pop(0) if replies else None
-        return grammar_for(reply if reply is not None else _answer_from_results(request))
-
     options: dict[str, Any] = dict(TINY_BACKEND_OPTIONS)
-    backend = LlamaCppBackend(model, grammar=grammar, temperature=0.0, max_tokens=512,
+    backend = LlamaCppBackend(model, grammar=demo_grammar, temperature=0.0, max_tokens=512,
                               plugins=plugins, progress=False, **options)
+    return backend, model, workspace
+
+
+def run_demo(args: argparse.Namespace, plugins: PluginManager) -> int:
+    """Run the demo; return 0 when the exchange ended normally."""
+    from .cli_chat import _Printer
+
+    base = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="toolwire-demo-"))
+    started = time.perf_counter()
+    backend, model, workspace = make_demo_backend(base, plugins)
     out = sys.stdout
     if not args.json:
         out.write(INTRO.format(model=model))
