@@ -8,7 +8,7 @@ import time
 
 from .harness import write_results
 
-MODULES = ("parser_streaming", "gguf_header")
+MODULES = ("parser_streaming", "gguf_header", "rendering", "dispatch", "end_to_end")
 
 
 def main(argv: list[str]) -> int:
