@@ -58,7 +58,7 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
                               max_tokens=4096, n_ctx=8192, progress=False)
     request = ModelRequest((Message.user("write m.py"),), (write_file,))
     _, _, tokens = backend.fit_prompt(request)
-    runtime: Any = backend._runtime  # noqa: SLF001 - the raw model under the backend
+    runtime: Any = backend._runtime  # the raw model under the backend
     llm = runtime.model
     grammar = runtime.grammar(grammar_text)
 
