@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
+from collections.abc import AsyncGenerator, Generator, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -124,7 +124,7 @@ class Chat:
         """The conversation in the stored tool-exchange format."""
         return to_stored(self._history)
 
-    def load(self, records: Sequence[dict[str, Any]]) -> None:
+    def load(self, records: Sequence[Mapping[str, Any]]) -> None:
         """Replace the conversation with a stored one."""
         self._history = from_stored(records, self.backend.make_call_id)
 
@@ -135,8 +135,13 @@ class Chat:
 
     # -- the loop ---------------------------------------------------------------
 
-    def send(self, message: str, *, cancel: CancelToken | None = None) -> Iterator[Event]:
-        """Run one exchange for a user message; yield its events, ``done`` last."""
+    def send(self, message: str, *,
+             cancel: CancelToken | None = None) -> Generator[Event, None, None]:
+        """Run one exchange for a user message; yield its events, ``done`` last.
+
+        Stopping early (``break``, ``close()``) cancels the rest of the exchange;
+        the history keeps what was written and every call gets its result.
+        """
         if not self._busy.acquire(blocking=False):
             raise RuntimeError("this chat is already answering a message")
         try:
@@ -161,21 +166,35 @@ class Chat:
 
     def _exchange(self, message: str, cancel: CancelToken) -> Iterator[Event]:
         self._history.append(Message.user(message))
+        pending: list[_TurnOutcome] = []
+        try:
+            yield from self._turns(cancel, pending)
+        finally:
+            # Reached early when the caller stops iterating, or when something
+            # raises (Ctrl-C in a tool): keep the conversation replayable.
+            for outcome in pending:
+                self._history.append(Message.assistant("".join(outcome.text), (),
+                                                       "".join(outcome.reasoning) or None))
+            self._answer_open_calls()
+
+    def _turns(self, cancel: CancelToken, pending: list[_TurnOutcome]) -> Iterator[Event]:
         usage: dict[str, Any] = {}
         started = time.perf_counter()
         for turn in range(1, self.max_tool_iters + 1):
             final = turn == self.max_tool_iters
             outcome = _TurnOutcome()
+            pending.append(outcome)
             yield from self._model_turn(self._request(turn, final), cancel, outcome)
             _add_usage(usage, outcome.end.usage if outcome.end else None)
             calls = outcome.calls
-            if final and calls and not cancel.cancelled:
+            stopped = cancel.cancelled or outcome.failed
+            if final and calls and not stopped:
                 yield DiagnosticEvent("call_in_final_turn",
                                       "the model called tools on the turn reserved for the "
                                       "answer; the calls were not run",
                                       ", ".join(c.name for c in calls))
                 calls = []
-            stopped = cancel.cancelled or outcome.failed
+            pending.clear()
             self._history.append(Message.assistant(
                 "".join(outcome.text), () if stopped else calls,
                 "".join(outcome.reasoning) or None))
@@ -200,6 +219,17 @@ class Chat:
                 return
         raise AssertionError("unreachable: the final turn always returns")
 
+    def _answer_open_calls(self) -> None:
+        """Give every call of the last assistant turn a result, if it has none yet."""
+        last = next((i for i in range(len(self._history) - 1, -1, -1)
+                     if self._history[i].role == "assistant"), None)
+        if last is None:
+            return
+        answered = {m.tool_call_id for m in self._history[last + 1:] if m.role == "tool"}
+        for call in self._history[last].tool_calls:
+            if call.id not in answered:
+                self._history.append(Message.tool_result(call, _CANCELLED_RESULT, True))
+
     def _model_turn(self, request: ModelRequest, cancel: CancelToken,
                     outcome: _TurnOutcome) -> Iterator[Event]:
         ids: dict[int, str] = {}
@@ -212,8 +242,9 @@ class Chat:
                 ids[index] = self.backend.make_call_id(index)
             return ids[index]
 
+        stream = self.backend.stream_turn(request, cancel)
         try:
-            for item in self.backend.stream_turn(request, cancel):
+            for item in stream:
                 if isinstance(item, TurnEnd):
                     outcome.end = item
                     continue
@@ -233,6 +264,11 @@ class Chat:
         except Exception as exc:  # a backend must not raise, but one that does ends the turn
             outcome.failed = True
             yield ErrorEvent("backend", f"{type(exc).__name__}: {exc}")
+        finally:
+            # release the backend's stream (a connection, a slot) now, not at GC
+            close = getattr(stream, "close", None)
+            if close is not None:
+                close()
         if outcome.end is not None and outcome.end.reason == "error":
             outcome.failed = True
 
@@ -244,6 +280,10 @@ class Chat:
                 self._history.append(Message.tool_result(call, _CANCELLED_RESULT, True))
                 continue
             yield ToolCallEvent(call.name, call.arguments, call.id, index)
+            if cancel.cancelled:  # the caller cancelled on seeing the call: do not run it
+                self._history.append(Message.tool_result(call, _CANCELLED_RESULT, True))
+                yield ToolResultEvent(call.id, call.name, _CANCELLED_RESULT, True, "cancelled")
+                continue
             plugins.notify_tool_call(call.name, call.arguments, call.id)
             result = self.dispatcher.dispatch(call)
             self._history.append(Message.tool_result(call, result.content, result.is_error))
@@ -254,11 +294,13 @@ class Chat:
     # -- asyncio ------------------------------------------------------------------
 
     async def asend(self, message: str, *,
-                    cancel: CancelToken | None = None) -> AsyncIterator[Event]:
+                    cancel: CancelToken | None = None) -> AsyncGenerator[Event, None]:
         """``send`` as an async iterator; the loop runs in a worker thread.
 
         Leaving the iteration early (``break``, task cancellation) cancels the
         reply and waits for the worker to finish, so the history stays whole.
+        Python closes an abandoned async generator only when it is collected; wrap
+        the call in :func:`contextlib.aclosing` to have that happen at the ``break``.
         """
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue[Any] = asyncio.Queue()

@@ -15,7 +15,7 @@ message written for the model, so it can correct itself on the next turn.
 
 from __future__ import annotations
 
-import concurrent.futures
+import contextvars
 import json
 import threading
 from collections.abc import Mapping
@@ -24,6 +24,7 @@ from typing import Any
 import attrs
 import jsonschema
 from jsonschema.exceptions import ValidationError
+from jsonschema.protocols import Validator
 from jsonschema.validators import validator_for
 
 from .errors import (
@@ -105,9 +106,10 @@ class Dispatcher:
         self.read_only = read_only
         self.workspace = workspace
         self.timeout = timeout
-        self._validators: dict[int, Any] = {}
+        # Keyed by the tool itself (not its id, which a new tool may reuse once
+        # an old one is gone), so a validator never outlives its schema.
+        self._validators: dict[Tool, Validator] = {}
         self._lock = threading.Lock()
-        self._pool: concurrent.futures.ThreadPoolExecutor | None = None
 
     def offered_tools(self) -> list[Tool]:
         """The tools the model is shown this session."""
@@ -117,8 +119,7 @@ class Dispatcher:
         """Validate and run one call; never raises for anything the model did."""
         try:
             tool, arguments = self.check(call)
-            output = self._run(tool, arguments)
-            return DispatchResult(call, format_tool_output(output))
+            return DispatchResult(call, self._run(tool, arguments))
         except ToolCallError as exc:
             kind = next((k for cls, k in _ERROR_KINDS.items() if isinstance(exc, cls)),
                         "tool_error")
@@ -145,15 +146,14 @@ class Dispatcher:
             arguments[WORKSPACE_PARAMETER] = self.workspace
         return tool, arguments
 
-    def _validator(self, tool: Tool) -> Any:
-        key = id(tool)
-        validator = self._validators.get(key)
-        if validator is None:
-            schema = dict(tool.parameters)
-            cls = validator_for(schema, default=jsonschema.Draft202012Validator)
-            validator = cls(schema)
-            with self._lock:
-                self._validators[key] = validator
+    def _validator(self, tool: Tool) -> Validator:
+        with self._lock:
+            validator = self._validators.get(tool)
+            if validator is None:
+                schema = dict(tool.parameters)
+                cls = validator_for(schema, default=jsonschema.Draft202012Validator)
+                validator = cls(schema)
+                self._validators[tool] = validator
         return validator
 
     def _validate(self, tool: Tool, arguments: Mapping[str, Any]) -> None:
@@ -170,7 +170,9 @@ class Dispatcher:
             for name in unknown:
                 problems.append(f"unknown parameter {name!r} (expected: {expected})")
         validator = self._validator(tool)
-        for error in sorted(validator.iter_errors(dict(arguments)), key=lambda e: list(e.path)):
+        errors = sorted(validator.iter_errors(dict(arguments)),
+                        key=lambda e: [str(p) for p in e.path])
+        for error in errors:
             if error.validator == "required" and not error.path:
                 continue  # reported above, by name
             if error.validator == "additionalProperties" and not error.path:
@@ -185,45 +187,46 @@ class Dispatcher:
                 f"Expected parameters: {_signature(tool)}.",
                 tool=tool.name, problems=tuple(problems))
 
-    def _run(self, tool: Tool, arguments: dict[str, Any]) -> Any:
+    def _run(self, tool: Tool, arguments: dict[str, Any]) -> str:
         timeout = tool.timeout if tool.timeout is not None else self.timeout
         if timeout is None:
             return self._call(tool, arguments)
-        future = self._executor().submit(self._call, tool, arguments)
-        try:
-            return future.result(timeout=timeout)
-        except concurrent.futures.TimeoutError:
-            future.cancel()
+        # One daemon thread per call rather than a pool: a hung tool must neither
+        # occupy a worker that later calls wait for, nor keep the process from
+        # exiting (pool workers are joined at interpreter exit).
+        outcome: list[tuple[bool, Any]] = []
+        finished = threading.Event()
+        context = contextvars.copy_context()
+
+        def target() -> None:
+            try:
+                outcome.append((True, context.run(self._call, tool, arguments)))
+            except BaseException as exc:
+                outcome.append((False, exc))
+            finally:
+                finished.set()
+
+        threading.Thread(target=target, name=f"toolwire-tool-{tool.name}", daemon=True).start()
+        if not finished.wait(timeout):
             raise ToolTimeoutError(
                 f"tool {tool.name!r} did not finish within {timeout:g} seconds and was "
-                "abandoned; try a smaller request", tool=tool.name) from None
+                "abandoned; try a smaller request", tool=tool.name)
+        ok, value = outcome[0]
+        if not ok:
+            raise value
+        text: str = value
+        return text
 
     @staticmethod
-    def _call(tool: Tool, arguments: dict[str, Any]) -> Any:
+    def _call(tool: Tool, arguments: dict[str, Any]) -> str:
         try:
-            return tool.function(**arguments)
+            return format_tool_output(tool.function(**arguments))
         except ToolCallError:
             raise
         except Exception as exc:
             raise ToolExecutionError(
                 f"tool {tool.name!r} failed: {type(exc).__name__}: {exc}", tool=tool.name
             ) from exc
-
-    def _executor(self) -> concurrent.futures.ThreadPoolExecutor:
-        # A hung tool keeps its worker; a pool with spare workers lets the next
-        # call run anyway.
-        if self._pool is None:
-            with self._lock:
-                if self._pool is None:
-                    self._pool = concurrent.futures.ThreadPoolExecutor(
-                        max_workers=4, thread_name_prefix="toolwire-tool")
-        return self._pool
-
-    def close(self) -> None:
-        """Release the worker threads (hung tools are abandoned, not killed)."""
-        if self._pool is not None:
-            self._pool.shutdown(wait=False, cancel_futures=True)
-            self._pool = None
 
 
 def _describe(error: ValidationError) -> str:
@@ -233,7 +236,8 @@ def _describe(error: ValidationError) -> str:
         return (f"parameter {where!r} must be of type {expected}, "
                 f"got {type(error.instance).__name__} {_short(error.instance)}")
     if error.validator == "enum":
-        return f"parameter {where!r} must be one of {error.validator_value}, got {_short(error.instance)}"
+        return (f"parameter {where!r} must be one of {error.validator_value}, "
+                f"got {_short(error.instance)}")
     if where:
         return f"parameter {where!r}: {error.message}"
     return error.message

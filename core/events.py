@@ -109,7 +109,12 @@ class ToolCallEvent(_EventBase):
 
 @attrs.frozen
 class ToolResultEvent(_EventBase):
-    """What a tool returned (or why it failed), exactly as the model reads it."""
+    """What a tool returned (or why it failed), exactly as the model reads it.
+
+    ``error_kind`` says why a call failed: ``unknown_tool``, ``invalid_arguments``,
+    ``read_only``, ``tool_error``, ``timeout``, or ``cancelled`` (the reply was
+    cancelled after the call was announced and it did not run).
+    """
 
     type: ClassVar[str] = "tool_result"
     id: str

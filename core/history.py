@@ -36,6 +36,10 @@ def _as_dict(value: Mapping[str, Any] | None) -> Mapping[str, Any]:
     return dict(value or {})
 
 
+def _as_calls(value: Iterable[ToolCall]) -> tuple[ToolCall, ...]:
+    return tuple(value)
+
+
 @attrs.frozen
 class ToolCall:
     """One call the model made: id, tool name and arguments (a mapping)."""
@@ -63,7 +67,7 @@ class Message:
     role: Role
     content: str = ""
     reasoning: str | None = None
-    tool_calls: tuple[ToolCall, ...] = attrs.field(converter=tuple, default=())
+    tool_calls: tuple[ToolCall, ...] = attrs.field(converter=_as_calls, default=())
     tool_call_id: str | None = None
     name: str | None = None
     arguments: Mapping[str, Any] | None = None
@@ -83,7 +87,7 @@ class Message:
     def assistant(cls, content: str = "", tool_calls: Iterable[ToolCall] = (),
                   reasoning: str | None = None) -> Message:
         """An assistant message, with the calls it made."""
-        return cls("assistant", content, reasoning=reasoning, tool_calls=tuple(tool_calls))
+        return cls("assistant", content, reasoning=reasoning, tool_calls=tool_calls)
 
     @classmethod
     def tool_result(cls, call: ToolCall, content: str, is_error: bool = False) -> Message:

@@ -3,13 +3,17 @@
 Built-in plugins are registered explicitly (so they work without installed
 metadata) and are also published in the ``toolwire`` entry-point group, exactly
 as a third-party plugin is. Third-party plugins load from that group with an
-error boundary per plugin.
+error boundary per plugin: a plugin that fails to import, or whose registration
+hook raises, contributes nothing and is reported by name. When two plugins
+register one name, the one registered first (built-ins before entry points)
+keeps it and the other is skipped with a warning naming both.
 
 Environment variables:
 
 * ``TOOLWIRE_LOAD_PLUGINS=a,b``: load only these entry-point plugins (an empty
   value loads none). Built-ins are always there.
-* ``TOOLWIRE_STRICT_PLUGINS=1``: a broken plugin raises instead of warning.
+* ``TOOLWIRE_STRICT_PLUGINS=1``: a broken plugin raises instead of warning
+  (:class:`PluginLoadError`, or :class:`PluginConflictError` for a taken name).
 * ``TOOLWIRE_TRACE_PLUGINS=1``: print every hook call to standard error.
 """
 
@@ -19,9 +23,8 @@ import importlib
 import importlib.metadata
 import os
 import sys
-import types
 import warnings
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import attrs
@@ -38,10 +41,22 @@ __all__ = ["BUILTIN_PLUGINS", "PluginInfo", "PluginManager", "PluginWarning"]
 BUILTIN_PLUGINS: tuple[str, ...] = (
     "toolwire.reasoning",
     "toolwire.plugins.qwen_xml",
+    "toolwire.plugins.openai_compat",
+    "toolwire.plugins.llama_cpp",
+    "toolwire.plugins.workspace_tools",
 )
 """Modules registered by every plugin manager, before any entry point."""
 
 ENTRY_POINT_GROUP = "toolwire"
+
+_REGISTRATION_HOOKS: dict[str, tuple[type, str]] = {
+    "parsers": (ParserSpec, "register_parsers"),
+    "backends": (BackendSpec, "register_backends"),
+    "tools": (Tool, "register_tools"),
+    "stream_filters": (StreamFilterSpec, "register_stream_filters"),
+}
+_LABELS = {"parsers": "parser", "backends": "backend", "tools": "tool",
+           "stream_filters": "stream filter"}
 
 
 class PluginWarning(UserWarning):
@@ -86,7 +101,10 @@ class PluginManager:
         self._info: dict[str, dict[str, Any]] = {}
         self._collected: dict[str, dict[str, Any]] | None = None
         self._owners: dict[str, dict[str, str]] = {}
-        if _truthy(os.environ.get("TOOLWIRE_TRACE_PLUGINS")):
+        # The core calls each implementation itself (to give every plugin its own
+        # error boundary), so pluggy's hook tracing never sees those calls.
+        self._tracing = _truthy(os.environ.get("TOOLWIRE_TRACE_PLUGINS"))
+        if self._tracing:
             self._pm.trace.root.setwriter(lambda text: sys.stderr.write(str(text)))
             self._pm.enable_tracing()
         if builtins:
@@ -94,6 +112,9 @@ class PluginManager:
                 self._register_module(module_name, builtin=True)
         if entry_points:
             self.load_entry_points()
+        # Run the registration hooks now, so a broken plugin is reported (or, in
+        # strict mode, raises) while loading rather than at first use.
+        self._collect()
 
     # -- registration ---------------------------------------------------------
 
@@ -102,13 +123,17 @@ class PluginManager:
         plugin_name = name or getattr(plugin, "__name__", None) or type(plugin).__name__
         if self._pm.is_registered(plugin):
             return self._pm.get_name(plugin) or plugin_name
+        if self._pm.has_plugin(plugin_name):
+            self._fail(plugin_name, f"another plugin is already registered as {plugin_name!r}",
+                       None)
+            return plugin_name
         try:
             self._pm.register(plugin, name=plugin_name)
         except Exception as exc:
             self._fail(plugin_name, f"cannot register: {exc}", exc)
             return plugin_name
-        self._info.setdefault(plugin_name, {"distribution": None, "version": None,
-                                            "builtin": False, "error": None})
+        self._info[plugin_name] = {"distribution": None, "version": None, "builtin": False,
+                                   "error": None}
         self._collected = None
         return plugin_name
 
@@ -156,73 +181,118 @@ class PluginManager:
                 if existing in self._info and dist:
                     self._info[existing].update(distribution=dist, version=version)
                 continue
-            name = getattr(plugin, "__name__", ep.name) if isinstance(plugin, types.ModuleType) \
-                else ep.name
-            registered = self.register(plugin, name=name)
+            # Known by its entry-point name: the name TOOLWIRE_LOAD_PLUGINS selects
+            # and every warning about it uses.
+            if self._pm.has_plugin(ep.name):
+                self._fail(ep.name, f"entry point {ep.value!r}: another plugin is already "
+                           f"registered as {ep.name!r}", None, dist=dist, version=version)
+                continue
+            registered = self.register(plugin, name=ep.name)
             if registered in self._info:
                 self._info[registered].update(distribution=dist, version=version)
 
     def _fail(self, plugin: str, message: str, exc: BaseException | None,
               dist: str | None = None, version: str | None = None) -> None:
-        self._info[plugin] = {"distribution": dist, "version": version, "builtin": False,
-                              "error": message}
+        """Record a plugin that could not be loaded, then warn (or raise when strict)."""
+        key = plugin
+        taken = self._info.get(plugin)
+        if taken is not None and taken["error"] is None:
+            # a second plugin under a loaded plugin's name: keep the first one's record
+            base = f"{plugin} ({dist})" if dist else f"{plugin} (duplicate)"
+            key, n = base, 2
+            while key in self._info:
+                key, n = f"{base} #{n}", n + 1
+        self._info[key] = {"distribution": dist, "version": version, "builtin": False,
+                           "error": message}
+        self._report(plugin, message, exc)
+
+    def _skip(self, plugin: str, message: str, exc: BaseException) -> None:
+        """Unregister a loaded plugin whose registration hooks failed, then report it."""
+        loaded = self._pm.get_plugin(plugin)
+        if loaded is not None:
+            self._pm.unregister(loaded)
+        info = self._info.setdefault(plugin, {"distribution": None, "version": None,
+                                              "builtin": False, "error": None})
+        info["error"] = message
+        self._report(plugin, message, exc)
+
+    def _report(self, plugin: str, message: str, exc: BaseException | None) -> None:
         if self.strict:
+            if isinstance(exc, PluginConflictError):
+                raise exc
             raise PluginLoadError(f"plugin {plugin!r}: {message}", plugin=plugin) from exc
         warnings.warn(f"toolwire plugin {plugin!r} skipped: {message}", PluginWarning,
-                      stacklevel=3)
+                      stacklevel=4)
 
     # -- typed accessors ------------------------------------------------------
 
     def _collect(self) -> dict[str, dict[str, Any]]:
         if self._collected is not None:
             return self._collected
-        collected: dict[str, dict[str, Any]] = {
-            "parsers": {}, "backends": {}, "tools": {}, "stream_filters": {}}
-        owners: dict[str, dict[str, str]] = {k: {} for k in collected}
-        checks: dict[str, tuple[type, str]] = {
-            "parsers": (ParserSpec, "register_parsers"),
-            "backends": (BackendSpec, "register_backends"),
-            "tools": (Tool, "register_tools"),
-            "stream_filters": (StreamFilterSpec, "register_stream_filters"),
-        }
-        for kind, (record_type, hook_name) in checks.items():
-            hook = getattr(self._pm.hook, hook_name)
-            for impl in hook.get_hookimpls():
-                self._call_registration(impl, kind, record_type, collected[kind], owners[kind])
+        collected: dict[str, dict[str, Any]] = {kind: {} for kind in _REGISTRATION_HOOKS}
+        owners: dict[str, dict[str, str]] = {kind: {} for kind in _REGISTRATION_HOOKS}
+        by_plugin: dict[str, list[tuple[str, Any]]] = {}
+        for kind, (_, hook_name) in _REGISTRATION_HOOKS.items():
+            for impl in getattr(self._pm.hook, hook_name).get_hookimpls():
+                by_plugin.setdefault(impl.plugin_name, []).append((kind, impl))
+        # Plugins go in registration order (built-ins first), never pluggy's call
+        # order, so which of two conflicting plugins is kept is predictable.
+        order = [name for name in self._info if name in by_plugin]
+        order += sorted(name for name in by_plugin if name not in self._info)
+        for plugin_name in order:
+            self._register_records(plugin_name, by_plugin[plugin_name], collected, owners)
         self._collected = collected
         self._owners = owners
         return collected
 
-    def _call_registration(self, impl: Any, kind: str, record_type: type,
-                           target: dict[str, Any], owners: dict[str, str]) -> None:
-        plugin_name = impl.plugin_name
-        staged: list[Any] = []
+    def _register_records(self, plugin_name: str, impls: list[tuple[str, Any]],
+                          collected: dict[str, dict[str, Any]],
+                          owners: dict[str, dict[str, str]]) -> None:
+        """Run one plugin's registration hooks; keep all its records or, if any fails, none."""
+        staged: dict[str, dict[str, Any]] = {kind: {} for kind in collected}
 
-        def register(record: Any) -> None:
-            if not isinstance(record, record_type):
-                raise TypeError(f"expected a {record_type.__name__}, got {type(record).__name__}")
-            staged.append(record)
+        def make_register(kind: str) -> Callable[[Any], None]:
+            record_type, _ = _REGISTRATION_HOOKS[kind]
+            label = _LABELS[kind]
 
-        try:
-            impl.function(register=register)
-        except Exception as exc:
-            self._fail(plugin_name, f"{impl.function.__name__} raised {type(exc).__name__}: "
-                       f"{exc}", exc)
-            return
-        for record in staged:
-            name = record.name
-            if name in target:
-                conflict = PluginConflictError(kind.rstrip("s").replace("_", " "), name,
-                                               owners[name], plugin_name)
-                if self.strict:
-                    raise conflict
-                warnings.warn(f"{conflict}; the first registration is kept", PluginWarning,
-                              stacklevel=4)
-                continue
-            if hasattr(record, "plugin") and not isinstance(record, Tool):
-                record = attrs.evolve(record, plugin=plugin_name)
-            target[name] = record
-            owners[name] = plugin_name
+            def register(record: Any) -> None:
+                if not isinstance(record, record_type):
+                    raise TypeError(f"register_{kind} expects a {record_type.__name__}, "
+                                    f"got {type(record).__name__}")
+                name = getattr(record, "name", None)
+                if not isinstance(name, str) or not name:
+                    raise ValueError(f"a {label} needs a non-empty name, got {name!r}")
+                if name in collected[kind]:
+                    raise PluginConflictError(label, name, owners[kind][name], plugin_name)
+                if name in staged[kind]:
+                    raise ValueError(f"{label} {name!r} is registered twice")
+                if not isinstance(record, Tool):  # the other records carry a plugin field
+                    record = attrs.evolve(record, plugin=plugin_name)  # type: ignore[misc]
+                staged[kind][name] = record
+
+            return register
+
+        for kind, impl in impls:
+            register = make_register(kind)
+            try:
+                self._trace(impl, "register")
+                impl.function(**({"register": register} if "register" in impl.argnames else {}))
+            except PluginConflictError as exc:
+                self._skip(plugin_name, str(exc), exc)
+                return
+            except Exception as exc:
+                self._skip(plugin_name, f"{impl.function.__name__} raised "
+                           f"{type(exc).__name__}: {exc}", exc)
+                return
+        for kind, records in staged.items():
+            for name, record in records.items():
+                collected[kind][name] = record
+                owners[kind][name] = plugin_name
+
+    def _trace(self, impl: Any, arguments: str) -> None:
+        if self._tracing:
+            sys.stderr.write(f"toolwire: {impl.function.__name__}({arguments}) "
+                             f"[plugin {impl.plugin_name}]\n")
 
     def parsers(self) -> dict[str, ParserSpec]:
         """Every registered parser, by family name."""
@@ -279,9 +349,11 @@ class PluginManager:
                       is_error=is_error)
 
     def _observe(self, hook_name: str, **kwargs: Any) -> None:
+        self._collect()  # a plugin registered since has its registration checked first
         hook = getattr(self._pm.hook, hook_name)
         for impl in hook.get_hookimpls():
             accepted = {k: v for k, v in kwargs.items() if k in impl.argnames}
+            self._trace(impl, ", ".join(f"{k}={v!r}" for k, v in accepted.items()))
             try:
                 impl.function(**accepted)
             except Exception as exc:

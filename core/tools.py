@@ -26,6 +26,9 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, Literal, get_args, get_origin
 
 import attrs
+import jsonschema
+from jsonschema.exceptions import SchemaError
+from jsonschema.validators import validator_for
 
 from .errors import DuplicateToolError, ToolDefinitionError
 from .schema import normalize_schema
@@ -37,6 +40,8 @@ _NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\-]{0,127}$")
 
 
 def _check_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
+    if schema.get("type") == "function" and isinstance(schema.get("function"), Mapping):
+        schema = schema["function"]  # the OpenAI ``tools`` entry form
     name = schema.get("name")
     if not isinstance(name, str) or not _NAME_RE.match(name):
         raise ToolDefinitionError(
@@ -67,6 +72,14 @@ def _check_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
         params["required"] = [r for r in required if r != WORKSPACE_PARAMETER]
         if not params["required"]:
             del params["required"]
+    # A schema the validator cannot use would otherwise fail on the model's
+    # first call, far from the definition that is wrong.
+    try:
+        validator_for(params, default=jsonschema.Draft202012Validator).check_schema(params)
+    except SchemaError as exc:
+        raise ToolDefinitionError(
+            f"tool {name!r}: parameters are not a valid JSON schema: {exc.message}"
+        ) from exc
     out = {"name": name, "description": str(schema.get("description") or ""),
            "parameters": params}
     return out
@@ -77,7 +90,8 @@ class Tool:
     """A callable the model may call, with the JSON schema the model sees.
 
     :ivar schema: ``{"name", "description", "parameters"}`` (normalised; a
-        ``workspace`` parameter is removed from what the model sees).
+        ``workspace`` parameter is removed from what the model sees). An OpenAI
+        ``{"type": "function", "function": {...}}`` entry is accepted too.
     :ivar function: called with the validated arguments as keyword arguments.
     :ivar read_only: ``True`` when the tool changes nothing; read-only sessions
         offer and run only these.
@@ -108,6 +122,10 @@ class Tool:
         """The JSON schema of the tool's arguments."""
         params: Mapping[str, Any] = self.schema["parameters"]
         return params
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """Call the function directly, so a decorated function stays usable in code."""
+        return self.function(*args, **kwargs)
 
     def openai_schema(self) -> dict[str, Any]:
         """The ``{"type": "function", "function": schema}`` form used in requests."""
@@ -306,9 +324,9 @@ def tool(
 
     Annotations map to JSON Schema: ``str``, ``int``, ``float``, ``bool``,
     ``list[...]``, ``dict``, ``Literal[...]`` (-> ``enum``), ``X | None``;
-    parameters with defaults are optional. The docstring's first paragraph is the
-    description; ``:param name:`` lines (or a Google ``Args:`` block) describe
-    the parameters.
+    parameters with defaults are optional. The docstring's text before its
+    parameter list is the description; ``:param name:`` lines (or a Google
+    ``Args:`` block) describe the parameters.
     """
 
     def wrap(func: Callable[..., Any]) -> Tool:

@@ -34,7 +34,10 @@ class ScriptedBackend:
     :param chat_template: select the parser from a template instead.
     :param chunk_size: characters per delta (``1`` for character streaming).
     :param prompt_tail: what the rendered prompt ends with (``"<think>\\n"`` makes
-        the reply begin inside a reasoning block).
+        the reply begin inside a reasoning block). The default, a prompt that
+        ends outside any block, makes the reply stream delta by delta as a live
+        model's does; ``""`` (unknown) makes the reasoning filter hold the text
+        until it knows whether a lone ``</think>`` follows, as for a stored reply.
     :param finish_reason: the ``TurnEnd`` reason to report.
 
     Every request is kept in :attr:`requests`.
@@ -44,7 +47,7 @@ class ScriptedBackend:
 
     def __init__(self, replies: Iterable[Reply], *, family: str | None = "qwen_xml",
                  chat_template: str | None = None, chunk_size: int = 4,
-                 prompt_tail: str = "", finish_reason: str = "stop",
+                 prompt_tail: str = "\n", finish_reason: str = "stop",
                  plugins: PluginManager | None = None) -> None:
         self._replies = list(replies)
         self._plugins = plugins or isolated_plugin_manager()
