@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import contextvars
 import json
+import queue
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import attrs
@@ -109,6 +110,7 @@ class Dispatcher:
         # Keyed by the tool itself (not its id, which a new tool may reuse once
         # an old one is gone), so a validator never outlives its schema.
         self._validators: dict[Tool, Validator] = {}
+        self._fast_checks: dict[Tool, Any] = {}
         self._lock = threading.Lock()
 
     def offered_tools(self) -> list[Tool]:
@@ -169,6 +171,13 @@ class Dispatcher:
             expected = ", ".join(properties) or "no parameters"
             for name in unknown:
                 problems.append(f"unknown parameter {name!r} (expected: {expected})")
+        if not problems:
+            fast = self._fast_checks.get(tool, _UNCOMPILED)
+            if fast is _UNCOMPILED:
+                fast = _compile_fast_check(params)
+                self._fast_checks[tool] = fast
+            if fast is not None and fast(arguments):
+                return  # certainly valid; jsonschema is only needed to explain failures
         validator = self._validator(tool)
         errors = sorted(validator.iter_errors(dict(arguments)),
                         key=lambda e: [str(p) for p in e.path])
@@ -191,30 +200,14 @@ class Dispatcher:
         timeout = tool.timeout if tool.timeout is not None else self.timeout
         if timeout is None:
             return self._call(tool, arguments)
-        # One daemon thread per call rather than a pool: a hung tool must neither
-        # occupy a worker that later calls wait for, nor keep the process from
-        # exiting (pool workers are joined at interpreter exit).
-        outcome: list[tuple[bool, Any]] = []
-        finished = threading.Event()
-        context = contextvars.copy_context()
-
-        def target() -> None:
-            try:
-                outcome.append((True, context.run(self._call, tool, arguments)))
-            except BaseException as exc:
-                outcome.append((False, exc))
-            finally:
-                finished.set()
-
-        threading.Thread(target=target, name=f"toolwire-tool-{tool.name}", daemon=True).start()
-        if not finished.wait(timeout):
+        job = _WORKERS.submit(self._call, tool, arguments)
+        if not job.done.wait(timeout):
             raise ToolTimeoutError(
                 f"tool {tool.name!r} did not finish within {timeout:g} seconds and was "
                 "abandoned; try a smaller request", tool=tool.name)
-        ok, value = outcome[0]
-        if not ok:
-            raise value
-        text: str = value
+        if job.error is not None:
+            raise job.error
+        text: str = job.value
         return text
 
     @staticmethod
@@ -227,6 +220,130 @@ class Dispatcher:
             raise ToolExecutionError(
                 f"tool {tool.name!r} failed: {type(exc).__name__}: {exc}", tool=tool.name
             ) from exc
+
+
+class _Job:
+    """One tool call handed to a worker thread."""
+
+    __slots__ = ("args", "context", "done", "error", "function", "value")
+
+    def __init__(self, function: Callable[..., Any], args: tuple[Any, ...]) -> None:
+        self.function = function
+        self.args = args
+        self.context = contextvars.copy_context()
+        self.done = threading.Event()
+        self.value: Any = None
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            self.value = self.context.run(self.function, *self.args)
+        except BaseException as exc:
+            self.error = exc
+        finally:
+            self.done.set()
+
+
+class _DaemonWorkers:
+    """Daemon threads that run tool calls with a timeout.
+
+    A new thread starts whenever none is idle, so a hung tool never delays a
+    later call, and daemon threads never keep the process from exiting; idle
+    threads are reused, so a call costs a hand-off rather than a thread start.
+    """
+
+    MAX_IDLE = 8
+
+    def __init__(self) -> None:
+        self._jobs: queue.SimpleQueue[_Job] = queue.SimpleQueue()
+        self._idle = 0
+        self._lock = threading.Lock()
+
+    def submit(self, function: Callable[..., Any], *args: Any) -> _Job:
+        job = _Job(function, args)
+        with self._lock:
+            if self._idle:
+                self._idle -= 1
+                start = False
+            else:
+                start = True
+        if start:
+            threading.Thread(target=self._work, name="toolwire-tool", daemon=True).start()
+        self._jobs.put(job)
+        return job
+
+    def _work(self) -> None:
+        while True:
+            self._jobs.get().run()
+            with self._lock:
+                if self._idle >= self.MAX_IDLE:
+                    return
+                self._idle += 1
+
+
+_WORKERS = _DaemonWorkers()
+_UNCOMPILED = object()
+_SIMPLE_TYPES: dict[str, Callable[[Any], bool]] = {
+    "string": lambda v: isinstance(v, str),
+    "integer": lambda v: isinstance(v, int) and not isinstance(v, bool),
+    "number": lambda v: isinstance(v, int | float) and not isinstance(v, bool),
+    "boolean": lambda v: isinstance(v, bool),
+    "null": lambda v: v is None,
+    "object": lambda v: isinstance(v, dict),
+}
+_INERT_KEYWORDS = frozenset({"type", "description", "title", "default", "examples"})
+
+
+def _compile_fast_check(
+    parameters: Mapping[str, Any],
+) -> Callable[[Mapping[str, Any]], bool] | None:
+    """A quick "certainly valid" test for schemas made only of plain typed properties.
+
+    Returns ``None`` for anything richer (enums, formats, nesting constraints...),
+    which jsonschema then validates alone. A ``False`` answer is never final:
+    jsonschema re-checks and explains.
+    """
+    if set(parameters) - {"type", "properties", "required", "additionalProperties",
+                          "description", "title", "$schema"}:
+        return None
+    checks: dict[str, Callable[[Any], bool]] = {}
+    for name, schema in (parameters.get("properties") or {}).items():
+        check = _simple_value_check(schema)
+        if check is None:
+            return None
+        checks[name] = check
+
+    def fast(arguments: Mapping[str, Any]) -> bool:
+        for key, value in arguments.items():
+            check = checks.get(key)
+            if check is None or not check(value):
+                return False
+        return True
+
+    return fast
+
+
+def _simple_value_check(schema: Any) -> Callable[[Any], bool] | None:
+    if not isinstance(schema, Mapping):
+        return None
+    keys = set(schema)
+    kind = schema.get("type")
+    if kind == "array" and keys <= _INERT_KEYWORDS | {"items"}:
+        items = schema.get("items")
+        if items is None:
+            return lambda v: isinstance(v, list)
+        inner = _simple_value_check(items)
+        if inner is None or items.get("type") in ("array", "object"):
+            return None
+        return lambda v: isinstance(v, list) and all(inner(x) for x in v)
+    if not keys <= _INERT_KEYWORDS:
+        return None
+    if isinstance(kind, str) and kind in _SIMPLE_TYPES:
+        return _SIMPLE_TYPES[kind]
+    if isinstance(kind, list) and kind and all(k in _SIMPLE_TYPES for k in kind):
+        tests = [_SIMPLE_TYPES[k] for k in kind]
+        return lambda v: any(t(v) for t in tests)
+    return None
 
 
 def _describe(error: ValidationError) -> str:
