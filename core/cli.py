@@ -116,6 +116,18 @@ def _cmd_detect(args: argparse.Namespace, plugins: PluginManager) -> int:
     from .selection import score_parsers, select_parser, template_hash
 
     key, source = _template_source(args.path, tools=True)
+    if args.derive:
+        from .derive import DerivationError, derive_format
+
+        try:
+            derived = derive_format(source)
+        except DerivationError as exc:
+            print(f"toolwire: cannot derive a parser from {args.path}: {exc}", file=sys.stderr)
+            if exc.seen:
+                print(f"seen: {exc.seen!r}", file=sys.stderr)
+            return 2
+        print(json.dumps(derived.to_dict(), indent=2, ensure_ascii=False))
+        return 0
     ranking = score_parsers(source, plugins)
     result: dict[str, Any] = {"path": args.path, "source_key": key,
                               "sha256": template_hash(source),
@@ -203,6 +215,8 @@ def _parser() -> argparse.ArgumentParser:
     p = sub.add_parser("detect", help="which parser family a template or .gguf selects")
     p.add_argument("path")
     p.add_argument("--json", action="store_true", help="print JSON")
+    p.add_argument("--derive", action="store_true",
+                   help="print the call markup inferred from the template (a plain record)")
     p.set_defaults(run=_cmd_detect)
 
     p = sub.add_parser("render", help="print the exact prompt a model would see")
@@ -222,6 +236,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--resume", help="continue a conversation saved with /save or --save")
     p.add_argument("--save", help="save the conversation to this file when done")
     p.set_defaults(run=_cmd_chat)
+
+    from .cli_serve import add_serve_command
+
+    add_serve_command(sub)
 
     p = sub.add_parser("demo", help="the whole loop on a tiny model toolwire writes itself")
     p.add_argument("--json", action="store_true", help="print every event as a JSON line")
