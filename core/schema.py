@@ -11,6 +11,7 @@ as text; :func:`coerce_text_value` turns it into the type the schema asks for.
 
 from __future__ import annotations
 
+import ast
 import json
 import math
 import re
@@ -212,6 +213,8 @@ def coerce_text_value(text: str, schema: Any, root: Any = None,
         except (ValueError, RecursionError):
             value = _lenient_number(stripped, types)
             if value is None:
+                value = _python_literal(stripped)
+            if value is None:
                 return text
     if not types:
         return value
@@ -234,6 +237,17 @@ def _lenient_number(text: str, types: frozenset[str]) -> int | float | None:
     if "number" in types and _NUMBER_RE.fullmatch(text):
         return float(text)
     return None
+
+
+def _python_literal(text: str) -> list[Any] | dict[Any, Any] | None:
+    """A dict or list some templates write with Python's repr (``{'a': True}``)."""
+    if text[:1] not in ("{", "[") or len(text) > 100_000:
+        return None
+    try:
+        value = ast.literal_eval(text)
+    except (ValueError, SyntaxError, RecursionError, MemoryError, TypeError):
+        return None
+    return value if isinstance(value, dict | list) else None
 
 
 def parameter_schemas(parameters: Any) -> dict[str, Any]:

@@ -22,6 +22,7 @@ from .plugin_manager import PluginManager, default_plugin_manager
 from .schema import tool_parameters_by_name
 
 __all__ = [
+    "DERIVED_FAMILY",
     "KNOWN_MARKERS",
     "ParserChoice",
     "build_pipeline",
@@ -73,15 +74,29 @@ def score_parsers(source: str, plugins: PluginManager) -> list[tuple[ParserSpec,
     return scored
 
 
+DERIVED_FAMILY = "derived"
+"""The family name that asks for a parser derived from the template itself."""
+
+
 def select_parser(source: str | None, plugins: PluginManager | None = None, *,
-                  family: str | None = None) -> ParserChoice:
+                  family: str | None = None, derive: bool = True) -> ParserChoice:
     """Pick the parser for a chat template (or the named ``family``).
 
-    :raises ParserNotFoundError: no parser claims the template (or the family is
-        not registered); the message names the markers seen.
+    Every registered parser scores the template and the highest wins. When none
+    claims it (and ``derive`` is true), a parser derived from the template's own
+    rendering of tool calls is used (family ``derived``, score ``0``); it never
+    wins over a plugin. ``family="derived"`` asks for it explicitly.
+
+    :raises ParserNotFoundError: no parser claims the template and none could be
+        derived (or the family is not registered); the message names the markers
+        seen and why derivation failed.
     :raises ParserConflictError: two parsers tie for the highest score.
     """
     plugins = plugins or default_plugin_manager()
+    if family == DERIVED_FAMILY:
+        if source is None:
+            raise ParserNotFoundError("a derived parser needs the chat template")
+        return _derived_choice(source, ())
     if family is not None:
         spec = plugins.parser(family)
         return ParserChoice(spec, 1.0, ((spec.name, 1.0),))
@@ -90,19 +105,49 @@ def select_parser(source: str | None, plugins: PluginManager | None = None, *,
     scored = score_parsers(source, plugins)
     ranking = tuple((s.name, score) for s, score in scored)
     if not scored or scored[0][1] <= 0.0:
-        markers = seen_markers(source)
-        seen = ", ".join(repr(m) for m in markers) or "no known tool-call markers"
-        raise ParserNotFoundError(
-            f"no parser plugin claims this chat template (sha256 {template_hash(source)[:12]}); "
-            f"seen: {seen}. Tool calls will stay text. Install or write a parser plugin for "
-            "this family (see docs/plugin-tutorial.md), or force one with family=...",
-            seen_markers=markers)
+        if derive:
+            return _derived_choice(source, ranking)
+        raise _not_claimed(source, "")
     if len(scored) > 1 and scored[1][1] == scored[0][1]:
         a, b = scored[0][0], scored[1][0]
         raise ParserConflictError(
             f"parsers {a.name!r} (plugin {a.plugin!r}) and {b.name!r} (plugin {b.plugin!r}) "
             f"both claim this template with score {scored[0][1]:g}; choose one with family=...")
     return ParserChoice(scored[0][0], scored[0][1], ranking)
+
+
+def _not_claimed(source: str, why: str) -> ParserNotFoundError:
+    markers = seen_markers(source)
+    seen = ", ".join(repr(m) for m in markers) or "no known tool-call markers"
+    derived = f" A parser could not be derived from the template either: {why}." if why else ""
+    return ParserNotFoundError(
+        f"no parser plugin claims this chat template (sha256 {template_hash(source)[:12]}); "
+        f"seen: {seen}.{derived} Tool calls will stay text. Install or write a parser plugin "
+        "for this family (see docs/plugin-tutorial.md), or force one with family=...",
+        seen_markers=markers)
+
+
+_DERIVED: dict[str, tuple[ParserSpec | None, str]] = {}
+
+
+def _derived_choice(source: str, ranking: tuple[tuple[str, float], ...]) -> ParserChoice:
+    from .derive import DerivationError, derive_format
+    from .derived_parser import derived_parser_spec
+
+    key = template_hash(source)
+    cached = _DERIVED.get(key)
+    if cached is None:
+        try:
+            cached = (derived_parser_spec(derive_format(source), DERIVED_FAMILY), "")
+        except DerivationError as exc:
+            cached = (None, str(exc))
+        if len(_DERIVED) > 64:
+            _DERIVED.clear()
+        _DERIVED[key] = cached
+    spec, why = cached
+    if spec is None:
+        raise _not_claimed(source, why)
+    return ParserChoice(spec, 0.0, (*ranking, (DERIVED_FAMILY, 0.0)))
 
 
 def build_pipeline(spec: ParserSpec | None, tools: Mapping[str, Any], *,

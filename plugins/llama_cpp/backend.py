@@ -39,7 +39,7 @@ from toolwire.gguf_metadata import GGUFMetadata, read_gguf_metadata
 from toolwire.history import Message, to_template_messages
 from toolwire.parsing import ParserSpec, default_call_id
 from toolwire.plugin_manager import PluginManager, default_plugin_manager
-from toolwire.selection import build_pipeline, select_parser
+from toolwire.selection import DERIVED_FAMILY, build_pipeline, select_parser
 
 from .budget import PruneResult, prune_history
 
@@ -513,6 +513,14 @@ class LlamaCppBackend:
                 f"{self.model_path.name} has no chat template in its metadata; using "
                 "toolwire's default ChatML template (tool calls in the Qwen XML markup, see "
                 "docs/local.md). Pass chat_template=... to use the model's real one.")
+        if choice.parser is not None and choice.parser.name == DERIVED_FAMILY and \
+                "derived" not in self._announced:
+            self._announced.add("derived")
+            yield DiagnosticEvent(
+                "derived_parser",
+                "no parser plugin claims this model's chat template; its tool calls are read "
+                "with markers inferred from the template itself (toolwire detect --derive "
+                "shows them)")
         if choice.parser is None and choice.source not in self._announced:
             self._announced.add(choice.source)
             # cast: mypy cannot type the event's ``converter=tuple`` field
