@@ -11,11 +11,13 @@ from .backends import Backend, BackendSpec, ModelRequest, TurnEnd
 from .cancel import CancelToken
 from .chat import Chat
 from .chat_template import ChatTemplate, get_chat_template
+from .derive import DerivedFormat, derive_format
 from .dispatch import Dispatcher, DispatchResult
 from .errors import (
     BackendError,
     BackendNotFoundError,
     ContextOverflowError,
+    DerivationError,
     DuplicateToolError,
     GGUFError,
     ParserConflictError,
@@ -82,6 +84,8 @@ __all__ = [
     "Chat",
     "ChatTemplate",
     "ContextOverflowError",
+    "DerivationError",
+    "DerivedFormat",
     "DiagnosticEvent",
     "DispatchResult",
     "Dispatcher",
@@ -130,6 +134,7 @@ __all__ = [
     "UnknownToolError",
     "build_pipeline",
     "default_plugin_manager",
+    "derive_format",
     "event_from_dict",
     "from_stored",
     "get_chat_template",

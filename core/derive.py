@@ -25,7 +25,7 @@ from typing import Any
 import attrs
 
 from .chat_template import get_chat_template
-from .errors import TemplateError, ToolwireError
+from .errors import DerivationError, TemplateError
 
 __all__ = ["DerivationError", "DerivedFormat", "derive_format"]
 
@@ -46,14 +46,6 @@ _PROBE_TOOLS = [{"type": "function", "function": {
     "name": name, "description": "probe",
     "parameters": {"type": "object", "properties": _PROBE_PARAMETERS}}}
     for name in (NAME_A, NAME_B)]
-
-
-class DerivationError(ToolwireError, ValueError):
-    """The template's call markup could not be inferred; ``seen`` shows what was rendered."""
-
-    def __init__(self, message: str, *, seen: str = "") -> None:
-        super().__init__(message)
-        self.seen = seen
 
 
 @attrs.frozen

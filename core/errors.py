@@ -19,6 +19,7 @@ catch generically (``except LookupError``)::
     │   └── ToolTimeoutError (TimeoutError)
     ├── ParserNotFoundError (LookupError)   no parser plugin claims a template / family
     ├── ParserConflictError (ValueError)    two parser plugins tie for a template
+    ├── DerivationError (ValueError)        a template's call markup cannot be inferred
     ├── BackendNotFoundError (LookupError)
     ├── TemplateError (ValueError)          a chat template failed to compile or raised
     │   └── TemplateSecurityError           a template tried to leave the sandbox
@@ -45,6 +46,7 @@ __all__ = [
     "BackendError",
     "BackendNotFoundError",
     "ContextOverflowError",
+    "DerivationError",
     "DuplicateToolError",
     "GGUFError",
     "ParserConflictError",
@@ -149,6 +151,17 @@ class ParserNotFoundError(ToolwireError, LookupError):
 
 class ParserConflictError(ToolwireError, ValueError):
     """Two parser plugins claim one template with the same score."""
+
+
+class DerivationError(ToolwireError, ValueError):
+    """A template's tool-call markup could not be inferred (see ``toolwire.derive``).
+
+    :ivar seen: what the template rendered, to show the user.
+    """
+
+    def __init__(self, message: str, *, seen: str = "") -> None:
+        super().__init__(message)
+        self.seen = seen
 
 
 class BackendNotFoundError(ToolwireError, LookupError):
