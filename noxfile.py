@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import nox
 
-nox.options.sessions = ["tests", "lint", "typecheck"]
+nox.options.sessions = ["tests", "lint", "typecheck", "docs"]
 nox.options.reuse_existing_virtualenvs = True
 
 EDITABLE = ("-e", ".[dev,local,remote]", "--config-settings", "editable_mode=strict")
@@ -45,6 +45,14 @@ def bench(session: nox.Session) -> None:
     """All benchmarks: prints tables, writes benchmarks/results/*.json."""
     session.install(*EDITABLE)
     session.run("python", "-m", "benchmarks", *session.posargs)
+
+
+@nox.session(default=False)
+def example_plugin(session: nox.Session) -> None:
+    """Install the example third-party plugin as its own distribution and test it."""
+    session.install(*EDITABLE)
+    python = f"{session.virtualenv.location}/bin/python"
+    session.run("bash", "scripts/test_example_plugin", external=True, env={"PYTHON": python})
 
 
 @nox.session(default=False)

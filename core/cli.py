@@ -241,6 +241,10 @@ def _parser() -> argparse.ArgumentParser:
 
     add_serve_command(sub)
 
+    from .conformance_cli import add_conformance_command
+
+    add_conformance_command(sub)
+
     p = sub.add_parser("demo", help="the whole loop on a tiny model toolwire writes itself")
     p.add_argument("--json", action="store_true", help="print every event as a JSON line")
     p.add_argument("--dir", help="where to write the model and workspace (default: temp)")

@@ -24,6 +24,8 @@ catch generically (``except LookupError``)::
     ├── TemplateError (ValueError)          a chat template failed to compile or raised
     │   └── TemplateSecurityError           a template tried to leave the sandbox
     ├── GGUFError (ValueError)              a GGUF file is malformed or hostile
+    ├── ConformanceError (AssertionError)   a parser failed check_parser (lives in
+    │                                       toolwire.testing.conformance)
     └── BackendError                        a model backend failed (load, request, stream)
         └── ContextOverflowError            the prompt cannot fit the context window
 

@@ -1,15 +1,61 @@
 """Test helpers for toolwire users and plugin authors.
 
+* :func:`check_parser`: the parser conformance suite; one call checks a parser
+  plugin through the real chat template it claims (see ``docs/testing-plugins.md``).
+* :class:`AssistantTurnRenderer`: renders assistant tool-call turns through any
+  template and cuts out the text the model would have written.
+* :mod:`toolwire.testing.strategies`: hypothesis strategies (tool schemas,
+  conforming arguments, adversarial text, chunkings).
 * :class:`ScriptedBackend`: a stand-in model that replays given raw replies
   through the real parser pipeline (filters + the family's parser).
 * :func:`isolated_plugin_manager`: a plugin manager that loads no entry points.
 * The pytest plugin (``toolwire.testing.pytest_plugin``, loaded automatically
   through the ``pytest11`` entry point) adds the ``registered`` and
   ``plugin_manager`` fixtures.
+
+The conformance suite and the strategies need ``hypothesis`` (the ``test``
+extra). They are imported on first use, so this package, and with it the pytest
+plugin, still imports where hypothesis is not installed.
 """
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from .scripted import ScriptedBackend, isolated_plugin_manager
 
-__all__ = ["ScriptedBackend", "isolated_plugin_manager"]
+if TYPE_CHECKING:
+    from .conformance import (
+        PROPERTIES,
+        AssistantTurnRenderer,
+        ConformanceError,
+        ConformanceReport,
+        PropertyResult,
+        RenderedReply,
+        check_parser,
+    )
+
+__all__ = [
+    "PROPERTIES",
+    "AssistantTurnRenderer",
+    "ConformanceError",
+    "ConformanceReport",
+    "PropertyResult",
+    "RenderedReply",
+    "ScriptedBackend",
+    "check_parser",
+    "isolated_plugin_manager",
+]
+
+_FROM_CONFORMANCE = frozenset({
+    "PROPERTIES", "AssistantTurnRenderer", "ConformanceError", "ConformanceReport",
+    "PropertyResult", "RenderedReply", "check_parser",
+})
+
+
+def __getattr__(name: str) -> Any:
+    if name in _FROM_CONFORMANCE:
+        from . import conformance
+
+        return getattr(conformance, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
