@@ -84,6 +84,18 @@ class DerivedFormat:
         """JSON-ready data (what ``toolwire detect --derive`` prints)."""
         return attrs.asdict(self)
 
+    def markers(self) -> tuple[str, ...]:
+        """The literal markers (without ``{id}``/``{key}`` holes), for checks that content
+        holds none of them."""
+        found: list[str] = []
+        for marker in (self.section_open, self.call_open, self.name_close, self.call_close,
+                       self.section_close, self.arg_open, self.key_close, self.value_close,
+                       self.string_key_close, self.string_value_close):
+            for part in marker.replace(KEY_HOLE, ID_HOLE).split(ID_HOLE):
+                if part.strip() and part.strip() not in found:
+                    found.append(part.strip())
+        return tuple(found)
+
     @property
     def opening(self) -> str:
         """The literal text that announces the calls in a reply."""
@@ -110,6 +122,22 @@ def _common_suffix(a: str, b: str, limit: int) -> int:
     while i < limit and a[-1 - i] == b[-1 - i]:
         i += 1
     return i
+
+
+def _tag_bounds(text: str, start: int, end: int) -> tuple[int, int]:
+    """Widen ``text[start:end]`` so it neither starts nor ends inside a ``<...>`` tag.
+
+    A character diff stops at the first differing character, which may be in the
+    middle of a tag both versions share a beginning (``<|`` of ``<|tool_calls|>`` vs
+    ``<|content|>``) or an end with.
+    """
+    if text.rfind("<", 0, start) > text.rfind(">", 0, start):
+        start = text.rfind("<", 0, start)
+    next_close, next_open = text.find(">", end), text.find("<", end)
+    if next_close != -1 and (next_open == -1 or next_close < next_open) and \
+            text.rfind("<", start, end) > text.rfind(">", start, end):
+        end = next_close + 1
+    return start, end
 
 
 def _holes(text: str) -> str:
@@ -149,7 +177,8 @@ class _Renderer:
         suffix = _common_suffix(base, extended, min(len(base), len(extended)))
         if prefix + suffix > len(base):  # the shared ends overlap: the block keeps whole tags
             prefix = len(base) - suffix
-        return mark(extended[prefix:len(extended) - suffix].strip())
+        start, end = _tag_bounds(extended, prefix, len(extended) - suffix)
+        return mark(extended[start:end].strip())
 
     def _anchored_block(self, calls: Sequence[dict[str, Any]]) -> str | None:
         # With text before the calls, the block starts right after the text: no
@@ -161,7 +190,8 @@ class _Renderer:
             return None
         tail_base, tail_ext = base[end:], extended[end:]
         suffix = _common_suffix(tail_base, tail_ext, len(tail_base))
-        return tail_ext[:len(tail_ext) - suffix]
+        _, stop = _tag_bounds(tail_ext, 0, len(tail_ext) - suffix)
+        return tail_ext[:stop]
 
 
 def _find_once(text: str, probe: str, what: str) -> int:

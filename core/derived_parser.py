@@ -26,7 +26,7 @@ from .events import (
     ToolCallStartEvent,
 )
 from .json_stream import INVALID, NEED_MORE, JsonValueScanner, decode_json
-from .parsing import ParserSpec, StreamParser, collect_reply
+from .parsing import ParserSpec, StreamParser, collect_reply, nine_char_call_id
 from .schema import ToolSchemaIndex
 from .streaming import HeldWhitespace
 
@@ -74,7 +74,6 @@ class DerivedParser:
         self._step = 0
         self._in_calls = False
         self._raw: list[str] = []
-        self._hole: list[str] = []
         self._calls = 0
         self._name = ""
         self._arguments: dict[str, Any] = {}
@@ -207,17 +206,18 @@ class DerivedParser:
         return self.fmt.arg_open or self.fmt.string_key_close
 
     def _read_hole(self, data: str, pos: int, kind: str, out: list[Event], eof: bool) -> int:
+        # The hole stays in the pending text until its end is found (it is short:
+        # at most _MAX_HOLE characters), so a failure resumes at the same place
+        # however the reply was split.
         terminators = [t for t in (self._next_literal(),) if t]
         if kind == "name" and self.fmt.arguments == "tagged":
             closing = self.fmt.call_close.split(ID_HOLE, 1)[0]
             if closing:
                 terminators.append(closing)
-        ends = [(data.find(t, pos), t) for t in terminators]
-        found = [(k, t) for k, t in ends if k >= 0]
+        found = [k for k in (data.find(t, pos) for t in terminators) if k >= 0]
         if found:
-            k = min(found)[0]
-            value = "".join(self._hole) + data[pos:k]
-            self._hole = []
+            k = min(found)
+            value = data[pos:k]
             if len(value) > _MAX_HOLE or not _HOLE_CHARS.fullmatch(value) or \
                     (kind == "name" and not value.strip()):
                 return self._fail(data, pos, out, "malformed_call",
@@ -229,13 +229,11 @@ class DerivedParser:
             return k
         if eof:
             return self._fail(data, pos, out, "unclosed_call", "the reply ended inside a call")
-        keep = max(len(t) for t in terminators) - 1 if terminators else 0
-        safe = max(pos, len(data) - keep)
-        self._hole.append(data[pos:safe])
-        if sum(len(h) for h in self._hole) > _MAX_HOLE:
-            return self._fail(data, pos, out, "malformed_call", f"the call's {kind} is too long")
-        self._consume(data, pos, safe)
-        return self._hold(data, safe)
+        safe = max(pos, len(data) - (max((len(t) for t in terminators), default=1) - 1))
+        if safe - pos > _MAX_HOLE or not _HOLE_CHARS.fullmatch(data, pos, safe):
+            return self._fail(data, pos, out, "malformed_call", f"no valid {kind} in the call "
+                                                                "markup")
+        return self._hold(data, pos)
 
     def _start_call(self, name: str, out: list[Event]) -> None:
         self._name = name
@@ -375,8 +373,8 @@ class DerivedParser:
             self._name = ""
             self._raw = []
         fmt = self.fmt
-        follow = _segments(fmt.call_separator)[0].text if fmt.call_separator and \
-            _segments(fmt.call_separator)[0].kind == "lit" else self._next_call[0].text
+        # Another call follows only if the separator *and* the call's opening do.
+        follow = (fmt.call_separator + fmt.call_open).split(ID_HOLE, 1)[0]
         for candidate, action in ((follow, "next"), (fmt.section_close, "close")):
             if candidate and data.startswith(candidate, pos):
                 if action == "next":
@@ -402,13 +400,15 @@ class DerivedParser:
     # failures --------------------------------------------------------------------------
 
     def _fail(self, data: str, pos: int, out: list[Event], code: str, message: str) -> int:
-        self._consume(data, pos, len(data))
+        """Give what was read of the call back as text and go on reading text at ``pos``
+        (the rest may hold a real call)."""
         self._give_back(out, code, message)
-        return len(data)
+        self._lead = False
+        return pos
 
     def _give_back(self, out: list[Event], code: str, message: str) -> None:
-        raw = "".join(self._raw) + "".join(self._hole)
-        self._raw, self._hole = [], []
+        raw = "".join(self._raw)
+        self._raw = []
         if self._name:
             self._name = ""
         if raw:
@@ -434,7 +434,10 @@ def derived_parser_spec(fmt: DerivedFormat, name: str = "derived") -> ParserSpec
     def create(tools: Mapping[str, Any]) -> StreamParser:
         return DerivedParser(fmt, tools)
 
+    # Derivation was verified with 9-character alphanumeric ids, the strictest form
+    # real templates demand (Mistral), so replayed history renders the same way.
     return ParserSpec(name=name, detect=lambda source: 0.0, create=create,
+                      make_call_id=nine_char_call_id,
                       description="derived from the chat template", plugin="toolwire.derive")
 
 

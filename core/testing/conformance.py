@@ -127,7 +127,7 @@ from ..hookspecs import hookimpl
 from ..parsing import ParserSpec, collect_reply, default_call_id, merge_events
 from ..plugin_manager import PluginManager, PluginWarning
 from ..schema import normalize_schema, tool_parameters_by_name
-from ..selection import build_pipeline, select_parser, template_hash
+from ..selection import DERIVED_FAMILY, build_pipeline, select_parser, template_hash
 from . import strategies as tws
 
 __all__ = [
@@ -913,6 +913,16 @@ class _Suite:
                 raise AssertionError(f"{name}: parsed arguments do not validate: {problems[0]}")
 
     def detection(self) -> PropertyResult:
+        if self.spec.name == DERIVED_FAMILY:
+            # A derived parser claims nothing; it is what selection falls back to.
+            try:
+                chosen = select_parser(self.source, self.manager).spec.name
+            except (ParserConflictError, ParserNotFoundError) as exc:
+                return PropertyResult("detection", "failed", 1, error=str(exc))
+            if chosen != DERIVED_FAMILY:
+                return PropertyResult("detection", "failed", 1,
+                                      error=f"plugin family {chosen!r} claims the template")
+            return PropertyResult("detection", "passed", 1)
         try:
             score = float(self.spec.detect(self.source))
         except Exception as exc:
