@@ -1,0 +1,121 @@
+"""Built-in parser plugin for GLM-style key/value tool calls.
+
+Two families share the markup of a name followed by key/value pairs:
+
+``glm_xml``
+    Zhipu GLM-4.5/4.6/4.7 and Poolside Laguna, with or without newlines
+    between the tags::
+
+        <tool_call>get_weather
+        <arg_key>city</arg_key>
+        <arg_value>Paris</arg_value>
+        </tool_call>
+
+    Reasoning is a ``<think>`` block (the core's shared filter).
+
+``hy3_xml``
+    Tencent Hunyuan 3, whose every tag carries an ``:opensource`` suffix and
+    whose calls sit in a ``<tool_calls:opensource>`` section ended by the
+    end-of-sentence token; reasoning is ``<think:opensource>`` (filter
+    ``hy3_think``).
+
+String values are written verbatim; other values are JSON (``true``), Python
+spellings (``True``) are accepted too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import toolwire
+from toolwire.parsing import ParserSpec, StreamFilterSpec, StreamParser
+from toolwire.tagged_stream import TaggedCallParser, TaggedFormat, reasoning_filter_spec
+
+__all__ = [
+    "GLM_FAMILY",
+    "GLM_FORMAT",
+    "HY3_FAMILY",
+    "HY3_FORMAT",
+    "detect_glm",
+    "detect_hy3",
+    "register_parsers",
+    "register_stream_filters",
+]
+
+GLM_FAMILY = "glm_xml"
+HY3_FAMILY = "hy3_xml"
+
+GLM_FORMAT = TaggedFormat(
+    family=GLM_FAMILY,
+    call_open="<tool_call>",
+    call_header_end=("\n",),
+    call_header_stop=("<arg_key>", "</tool_call>"),
+    call_close="</tool_call>",
+    param_open="<arg_key>",
+    param_header_end="</arg_key>",
+    value_open="<arg_value>",
+    param_close="</arg_value>",
+    python_values=True,
+)
+"""The GLM / Laguna markup."""
+
+_HY = ":opensource"
+HY3_FORMAT = TaggedFormat(
+    family=HY3_FAMILY,
+    section_open=(f"<tool_calls{_HY}>",),
+    section_close=(f"</tool_calls{_HY}>",),
+    call_open=f"<tool_call{_HY}>",
+    call_header_end=(f"<tool_sep{_HY}>",),
+    call_close=f"</tool_call{_HY}>",
+    param_open=f"<arg_key{_HY}>",
+    param_header_end=f"</arg_key{_HY}>",
+    value_open=f"<arg_value{_HY}>",
+    param_close=f"</arg_value{_HY}>",
+    python_values=True,
+    trailers=(f"<｜hy_eos{_HY}｜>",),
+)
+"""The Tencent Hy3 markup (GLM pairs with ``:opensource`` tags)."""
+
+
+def detect_glm(template: str) -> float:
+    """Score a chat template: it renders ``<tool_call>NAME<arg_key>K</arg_key>...``."""
+    if "<arg_key>" in template and "<arg_value>" in template and "<tool_call>" in template:
+        return 0.95
+    return 0.0
+
+
+def detect_hy3(template: str) -> float:
+    """Score a chat template: it builds Hy3's ``<arg_key:opensource>`` tags.
+
+    The template assembles its tags with ``'<arg_key{}>'.format(':opensource')``,
+    so the pieces, not the finished tags, are what its source contains.
+    """
+    if _HY in template and "<tool_sep" in template and "<arg_key" in template:
+        return 0.95
+    return 0.0
+
+
+def _create_glm(tools: Mapping[str, Any]) -> StreamParser:
+    return TaggedCallParser(GLM_FORMAT, tools)
+
+
+def _create_hy3(tools: Mapping[str, Any]) -> StreamParser:
+    return TaggedCallParser(HY3_FORMAT, tools)
+
+
+@toolwire.hookimpl
+def register_parsers(register: Callable[[ParserSpec], None]) -> None:
+    """Register the ``glm_xml`` and ``hy3_xml`` families."""
+    register(ParserSpec(name=GLM_FAMILY, detect=detect_glm, create=_create_glm,
+                        description="GLM-4.x / Laguna <tool_call>NAME<arg_key>... pairs"))
+    register(ParserSpec(name=HY3_FAMILY, detect=detect_hy3, create=_create_hy3,
+                        description="Tencent Hy3 <tool_call:opensource> key/value pairs"))
+
+
+@toolwire.hookimpl
+def register_stream_filters(register: Callable[[StreamFilterSpec], None]) -> None:
+    """Register Hy3's ``<think:opensource>`` reasoning filter."""
+    register(reasoning_filter_spec(f"<think{_HY}>", f"</think{_HY}>", name="hy3_think",
+                                   families=(HY3_FAMILY,),
+                                   template_uses=lambda source: detect_hy3(source) > 0))

@@ -1,0 +1,126 @@
+"""Built-in parser plugin for harmony-framed replies: gpt-oss and Muse Glimmer.
+
+``harmony`` (OpenAI gpt-oss)
+    Messages on channels: ``analysis`` is reasoning, ``final`` (and
+    ``commentary`` without a recipient) is text, and a message addressed
+    ``to=functions.NAME`` is a call with JSON arguments::
+
+        <|channel|>analysis<|message|>...<|end|>
+        <|start|>assistant<|channel|>commentary to=functions.get_weather <|constrain|>json
+        <|message|>{"city": "Paris"}<|call|>
+
+    The template renders only the first call of an assistant message, and it
+    renders an assistant message's content beside a call as the ``analysis``
+    message (so it comes back as reasoning).
+
+``glimmer`` (Muse Glimmer, "ATEM")
+    The same framing with recipients instead of channels: ``to=self`` is
+    reasoning, ``to=user`` text, and ``to=NAME`` a call whose body is
+    ``<atem:function_calls><atem:invoke name="NAME"><atem:parameter
+    name="P">V</atem:parameter>...`` (string values raw, other values JSON).
+    One call per message; the template drops the content beside calls.
+
+Neither needs a reasoning filter: the parser routes the channels itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import toolwire
+from toolwire.parsing import ParserSpec, StreamParser
+from toolwire.tagged_stream import TaggedFormat, name_attribute_call, name_attribute_param
+
+from .parser import (
+    HarmonyDialect,
+    HarmonyHeader,
+    HarmonyParser,
+    Route,
+    function_recipient,
+)
+
+__all__ = [
+    "GLIMMER_DIALECT",
+    "GLIMMER_FAMILY",
+    "GLIMMER_FORMAT",
+    "HARMONY_DIALECT",
+    "HARMONY_FAMILY",
+    "HarmonyParser",
+    "detect_glimmer",
+    "detect_harmony",
+    "register_parsers",
+]
+
+HARMONY_FAMILY = "harmony"
+GLIMMER_FAMILY = "glimmer"
+
+
+def _gpt_oss_route(header: HarmonyHeader) -> Route:
+    recipient = header.recipient
+    if recipient and recipient not in ("user", "all", "assistant"):
+        return Route("call", function_recipient(recipient))
+    if header.channel == "analysis":
+        return Route("reasoning")
+    return Route("text")
+
+
+def _glimmer_route(header: HarmonyHeader) -> Route:
+    recipient = header.recipient
+    if recipient == "self" or header.channel == "analysis":
+        return Route("reasoning")
+    if not recipient or recipient in ("user", "all", "assistant"):
+        return Route("text")
+    return Route("call", function_recipient(recipient))
+
+
+GLIMMER_FORMAT = TaggedFormat(
+    family=GLIMMER_FAMILY,
+    section_open=("<atem:function_calls>",),
+    section_close=("</atem:function_calls>",),
+    call_open="<atem:invoke",
+    call_header_end=(">",),
+    read_call_header=name_attribute_call,
+    call_close="</atem:invoke>",
+    param_open="<atem:parameter",
+    param_header_end=">",
+    read_param_header=name_attribute_param,
+    param_close="</atem:parameter>",
+)
+"""The ``<atem:invoke>`` body of a Glimmer tool message."""
+
+HARMONY_DIALECT = HarmonyDialect(family=HARMONY_FAMILY, route=_gpt_oss_route)
+GLIMMER_DIALECT = HarmonyDialect(family=GLIMMER_FAMILY, route=_glimmer_route,
+                                 call_format=GLIMMER_FORMAT)
+
+
+def detect_harmony(template: str) -> float:
+    """Score a chat template: gpt-oss harmony (channels and ``<|call|>``)."""
+    if "<|channel|>" in template and "<|message|>" in template and "<|call|>" in template:
+        return 0.95
+    return 0.0
+
+
+def detect_glimmer(template: str) -> float:
+    """Score a chat template: Muse Glimmer's ``<atem:function_calls>`` messages."""
+    if "<atem:function_calls>" in template and "<|message|>" in template:
+        return 0.95
+    return 0.0
+
+
+def _creator(dialect: HarmonyDialect) -> Callable[[Mapping[str, Any]], StreamParser]:
+    def create(tools: Mapping[str, Any]) -> StreamParser:
+        return HarmonyParser(dialect, tools)
+
+    return create
+
+
+@toolwire.hookimpl
+def register_parsers(register: Callable[[ParserSpec], None]) -> None:
+    """Register the ``harmony`` and ``glimmer`` families."""
+    register(ParserSpec(name=HARMONY_FAMILY, detect=detect_harmony,
+                        create=_creator(HARMONY_DIALECT),
+                        description="gpt-oss harmony channels, to=functions.NAME JSON calls"))
+    register(ParserSpec(name=GLIMMER_FAMILY, detect=detect_glimmer,
+                        create=_creator(GLIMMER_DIALECT),
+                        description="Muse Glimmer to=NAME messages with <atem:invoke> XML"))

@@ -1,0 +1,170 @@
+"""Built-in parser plugin for Moonshot Kimi tool calls.
+
+``kimi_k2`` (Kimi K2, K2 Thinking)
+    Special-token sections with JSON arguments::
+
+        <|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0
+        <|tool_call_argument_begin|>{"city": "Paris"}<|tool_call_end|>
+        <|tool_calls_section_end|>
+
+    The call id is the markup's ``functions.NAME:IDX`` (the templates number
+    calls across the whole conversation and answer them with ``## Return of
+    functions.NAME:IDX``), so the parser reports it as the call's id and the
+    chat loop keeps it. Reasoning is a ``<think>`` block (the core's filter).
+
+``kimi_k3`` (Kimi K3's typed "xtml" tags)
+    ``<|open|>tools<|sep|><|open|>call tool="f" index="1"<|sep|><|open|>argument
+    key="p" type="string"<|sep|>v<|close|>argument<|sep|>...<|close|>call<|sep|>
+    <|close|>tools<|sep|>``: each argument carries its JSON type (``string``
+    values are raw text, the others JSON); a call may instead hold one
+    ``<|open|>json type="object"<|sep|>{...}<|close|>json<|sep|>`` block. The
+    visible answer sits in ``<|open|>response<|sep|>...<|close|>response<|sep|>``
+    and reasoning in ``<|open|>think<|sep|>...<|close|>think<|sep|>`` (filter
+    ``kimi_k3_think``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import toolwire
+from toolwire.parsing import ParserSpec, StreamFilterSpec, StreamParser
+from toolwire.tagged_stream import (
+    CallHeader,
+    JsonBody,
+    ParamHeader,
+    TaggedCallParser,
+    TaggedFormat,
+    attribute,
+    reasoning_filter_spec,
+    valid_name,
+)
+
+__all__ = [
+    "K2_FAMILY",
+    "K2_FORMAT",
+    "K3_FAMILY",
+    "K3_FORMAT",
+    "detect_k2",
+    "detect_k3",
+    "kimi_call_id",
+    "register_parsers",
+    "register_stream_filters",
+]
+
+K2_FAMILY = "kimi_k2"
+K3_FAMILY = "kimi_k3"
+
+def _k2_header(header: str) -> CallHeader | None:
+    """``functions.NAME:IDX`` (the prefix and the index may be missing)."""
+    call_id = header.strip()
+    name = call_id.removeprefix("functions.")
+    head, colon, index = name.rpartition(":")
+    if colon and index.isdigit():
+        name = head
+    return CallHeader(name, call_id) if valid_name(name) else None
+
+
+def kimi_call_id(index: int) -> str:
+    """A call id in Kimi's ``functions.NAME:IDX`` shape, for calls made elsewhere.
+
+    The parser reports the id the model wrote, which names the tool; this
+    fallback (used when a call has no id from the markup) cannot know the
+    name and uses ``call``.
+    """
+    return f"functions.call:{index}"
+
+
+K2_FORMAT = TaggedFormat(
+    family=K2_FAMILY,
+    section_open=("<|tool_calls_section_begin|>",),
+    section_close=("<|tool_calls_section_end|>",),
+    call_open="<|tool_call_begin|>",
+    call_header_end=("<|tool_call_argument_begin|>",),
+    read_call_header=_k2_header,
+    call_close="<|tool_call_end|>",
+    body=JsonBody,
+)
+"""The Kimi K2 markup."""
+
+
+def _k3_call_header(header: str) -> CallHeader | None:
+    name = attribute(header, "tool")
+    return CallHeader(name) if name is not None and valid_name(name) else None
+
+
+def _k3_param_header(header: str) -> ParamHeader | None:
+    key = attribute(header, "key")
+    if key is None or not valid_name(key):
+        return None
+    kind = attribute(header, "type")
+    if kind is None:
+        return ParamHeader(key)
+    return ParamHeader(key, "string" if kind.strip() == "string" else "json")
+
+
+_SEP = "<|sep|>"
+K3_FORMAT = TaggedFormat(
+    family=K3_FAMILY,
+    section_open=(f"<|open|>tools{_SEP}",),
+    section_close=(f"<|close|>tools{_SEP}",),
+    call_open="<|open|>call",
+    call_header_end=(_SEP,),
+    read_call_header=_k3_call_header,
+    call_close=f"<|close|>call{_SEP}",
+    param_open="<|open|>argument",
+    param_header_end=_SEP,
+    read_param_header=_k3_param_header,
+    param_close=f"<|close|>argument{_SEP}",
+    arguments_open="<|open|>json",
+    arguments_header_end=_SEP,
+    arguments_close=f"<|close|>json{_SEP}",
+    dropped=(f"<|open|>response{_SEP}", f"<|close|>response{_SEP}",
+             f"<|close|>message{_SEP}", "<|end_of_msg|>"),
+)
+"""The Kimi K3 xtml markup."""
+
+
+def detect_k2(template: str) -> float:
+    """Score a chat template: it renders ``<|tool_calls_section_begin|>`` sections."""
+    if "<|tool_calls_section_begin|>" in template and "<|tool_call_argument_begin|>" in template:
+        return 0.95
+    return 0.0
+
+
+def detect_k3(template: str) -> float:
+    """Score a chat template: it builds Kimi K3's ``<|open|>call`` xtml tags.
+
+    The template writes tags through an ``open_tag`` macro, so its source holds
+    the token ``<|open|>`` and the tag names as separate strings.
+    """
+    if "'<|open|>'" in template and "open_tag('call'" in template and "argument" in template:
+        return 0.95
+    return 0.0
+
+
+def _create_k2(tools: Mapping[str, Any]) -> StreamParser:
+    return TaggedCallParser(K2_FORMAT, tools)
+
+
+def _create_k3(tools: Mapping[str, Any]) -> StreamParser:
+    return TaggedCallParser(K3_FORMAT, tools)
+
+
+@toolwire.hookimpl
+def register_parsers(register: Callable[[ParserSpec], None]) -> None:
+    """Register the ``kimi_k2`` and ``kimi_k3`` families."""
+    register(ParserSpec(name=K2_FAMILY, detect=detect_k2, create=_create_k2,
+                        make_call_id=kimi_call_id,
+                        description="Kimi K2 <|tool_calls_section_begin|> with JSON arguments"))
+    register(ParserSpec(name=K3_FAMILY, detect=detect_k3, create=_create_k3,
+                        description="Kimi K3 typed <|open|>call xtml tags"))
+
+
+@toolwire.hookimpl
+def register_stream_filters(register: Callable[[StreamFilterSpec], None]) -> None:
+    """Register Kimi K3's ``<|open|>think<|sep|>`` reasoning filter."""
+    register(reasoning_filter_spec(f"<|open|>think{_SEP}", f"<|close|>think{_SEP}",
+                                   name="kimi_k3_think", families=(K3_FAMILY,),
+                                   template_uses=lambda source: detect_k3(source) > 0))
