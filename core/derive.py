@@ -90,7 +90,8 @@ class DerivedFormat:
         found: list[str] = []
         for marker in (self.section_open, self.call_open, self.name_close, self.call_close,
                        self.section_close, self.arg_open, self.key_close, self.value_close,
-                       self.string_key_close, self.string_value_close):
+                       self.string_key_close, self.string_value_close, self.reasoning_open,
+                       self.reasoning_close):
             for part in marker.replace(KEY_HOLE, ID_HOLE).split(ID_HOLE):
                 if part.strip() and part.strip() not in found:
                     found.append(part.strip())
@@ -169,16 +170,30 @@ class _Renderer:
     def block(self, calls: Sequence[dict[str, Any]], *, holes: bool = True) -> str:
         """The text the calls add to an assistant turn, ids replaced by ``{id}``."""
         mark = _holes if holes else str
+        return mark(self._after_generation_prompt(self._block(calls)).strip())
+
+    def _after_generation_prompt(self, block: str) -> str:
+        # Some templates re-open the assistant turn before the calls (Nemotron:
+        # "<SPECIAL_11>Assistant\n<TOOLCALL>"); the model writes only what follows
+        # the generation prompt, so cut after its tail when the block repeats it.
+        tail = self._prefix.rstrip()
+        for size in range(min(len(tail), 64), 7, -1):
+            at = block.rfind(tail[-size:])
+            if at >= 0:
+                return block[at + size:]
+        return block
+
+    def _block(self, calls: Sequence[dict[str, Any]]) -> str:
         anchored = self._anchored_block(calls)
         if anchored is not None:
-            return mark(anchored.strip())
+            return anchored
         base, extended = self.turn("", []), self.turn("", calls)
         prefix = _common_prefix(base, extended)
         suffix = _common_suffix(base, extended, min(len(base), len(extended)))
         if prefix + suffix > len(base):  # the shared ends overlap: the block keeps whole tags
             prefix = len(base) - suffix
         start, end = _tag_bounds(extended, prefix, len(extended) - suffix)
-        return mark(extended[start:end].strip())
+        return extended[start:end]
 
     def _anchored_block(self, calls: Sequence[dict[str, Any]]) -> str | None:
         # With text before the calls, the block starts right after the text: no

@@ -44,6 +44,19 @@ BUILTIN_PLUGINS: tuple[str, ...] = (
     "toolwire.plugins.openai_compat",
     "toolwire.plugins.llama_cpp",
     "toolwire.plugins.workspace_tools",
+    "toolwire.plugins.hermes_json",
+    "toolwire.plugins.llama3_json",
+    "toolwire.plugins.mistral",
+    "toolwire.plugins.deepseek",
+    "toolwire.plugins.json_wrappers",
+    "toolwire.plugins.seed_xml",
+    "toolwire.plugins.glm_xml",
+    "toolwire.plugins.invoke_xml",
+    "toolwire.plugins.kimi",
+    "toolwire.plugins.harmony",
+    "toolwire.plugins.gemma4",
+    "toolwire.plugins.pythonic",
+    "toolwire.plugins.solar",
 )
 """Modules registered by every plugin manager, before any entry point."""
 

@@ -37,8 +37,6 @@ PLUGINS = isolated_plugin_manager()
 
 FAMILY_TEMPLATES: dict[str, str] = {
     "qwen_xml": "Qwen3.5-4B.jinja",
-    # Families of plugins that are not built in yet: inert until they are registered.
-    # Each passed 1747/1747 with the plugin registered by hand.
     "apertus": "Apertus-8B-Instruct.jinja",
     "apriel": "unsloth-Apriel-1.5.jinja",
     "command_r7b": "Cohere2MoE.jinja",
@@ -64,12 +62,19 @@ FAMILY_TEMPLATES: dict[str, str] = {
     "pythonic": "LFM2.5-8B-A1B.jinja",
     "seed_xml": "ByteDance-Seed-OSS.jinja",
     "solar": "upstage-Solar-Open-100B.jinja",
-    # Not listed yet, each needs its owner's decision: minimax_m3 (MiniMax-M3.jinja: 15 of
-    # 1747 calls differ, nested objects), command_r_plus (its template cannot render
-    # nested object schemas without additionalProperties), functionary_v3_2 (its template
-    # renders string arguments only).
 }
 """One real template per parser family; a new family plugin adds its entry here."""
+
+COVERED_ELSEWHERE: dict[str, str] = {
+    "minimax_m3": "tests/test_family_invoke_xml.py: the template drops None and cannot "
+                  "tell '5' from 5 in free-form objects, so its round trip leaves those out",
+    "command_r_plus": "tests/test_family_json_wrappers.py: the template needs every "
+                      "parameter's description and additionalProperties on nested schemas",
+    "functionary_v3_2": "tests/test_family_json_wrappers.py: the template renders only "
+                        "JSON-string arguments",
+}
+"""Families whose template cannot take BFCL schemas as they are: their own test files
+run the round trip with the adjustments their template needs."""
 
 BFCL_FILES: dict[str, int] = {
     "BFCL_v4_simple_python.json": 400,
@@ -148,7 +153,7 @@ def bfcl_available() -> None:
 
 
 def test_every_registered_family_has_a_template() -> None:
-    missing = sorted(set(PLUGINS.parsers()) - set(FAMILY_TEMPLATES))
+    missing = sorted(set(PLUGINS.parsers()) - set(FAMILY_TEMPLATES) - set(COVERED_ELSEWHERE))
     assert not missing, (f"add a real template rendering {missing} to FAMILY_TEMPLATES in "
                          "tests/test_bfcl_round_trip.py")
 

@@ -58,10 +58,10 @@ def test_parse_with_a_template_selects_its_parser(tmp_path: Path) -> None:
 
 def test_parse_with_an_unclaimed_template_exits_2_naming_what_was_seen(tmp_path: Path) -> None:
     template = tmp_path / "odd.jinja"
-    template.write_text("{% for m in messages %}[TOOL_CALLS]{{ m.content }}{% endfor %}")
+    template.write_text("{% for m in messages %}<|python_tag|>{{ m.content }}{% endfor %}")
     run = toolwire("parse", "--template", str(template), stdin=REPLY)
     assert run.returncode == 2
-    assert "no parser plugin claims" in run.stderr and "[TOOL_CALLS]" in run.stderr
+    assert "no parser plugin claims" in run.stderr and "<|python_tag|>" in run.stderr
 
 
 def test_parse_with_unknown_family_exits_2() -> None:

@@ -90,12 +90,12 @@ def test_derived_parser_never_wins_over_a_plugin() -> None:
 
 
 def test_template_without_call_rendering_reports_what_was_seen() -> None:
-    template = "{% for m in messages %}[TOOL_CALLS]{{ m.content }}{% endfor %}"
+    template = "{% for m in messages %}<|python_tag|>{{ m.content }}{% endfor %}"
     with pytest.raises(DerivationError, match="renders no tool call"):
         derive_format(template)
     with pytest.raises(ParserNotFoundError) as caught:
         select_parser(template, isolated_plugin_manager())
-    assert "[TOOL_CALLS]" in str(caught.value) and "could not be derived" in str(caught.value)
+    assert "<|python_tag|>" in str(caught.value) and "could not be derived" in str(caught.value)
 
 
 def test_detect_derive_prints_the_record(tmp_path: Path) -> None:

@@ -125,7 +125,7 @@ def info_of(manager: PluginManager, name: str) -> toolwire.PluginInfo:
 def test_builtins_are_registered_explicitly_without_entry_points() -> None:
     manager = PluginManager(entry_points=False)
     assert "qwen_xml" in manager.parsers()
-    assert [f.name for f in manager.stream_filters()] == ["think"]
+    assert "think" in [f.name for f in manager.stream_filters()]
     infos = {i.name: i for i in manager.describe()}
     for module in ("toolwire.reasoning", "toolwire.plugins.qwen_xml"):
         assert module in BUILTIN_PLUGINS
