@@ -18,6 +18,7 @@ import statistics
 import sys
 import time
 from collections.abc import Callable, Iterable
+from pathlib import Path
 from typing import Any
 
 from toolwire.parsing import ParserSpec, StreamParser
@@ -47,7 +48,22 @@ def _qwen_call(name: str, args: dict[str, Any]) -> str:
 
 
 CALL_RENDERERS: dict[str, Callable[[str, dict[str, Any]], str]] = {"qwen_xml": _qwen_call}
-"""How each family writes a call (the benchmark needs only the reply text)."""
+"""Families measured on the full matrix, with a hand-written call renderer."""
+
+FAMILY_TEMPLATES: dict[str, str] = {
+    "hermes_json": "Qwen-Qwen2.5-7B-Instruct.jinja",
+    "llama3_json": "meta-llama-Llama-3.1-8B-Instruct.jinja",
+    "mistral": "mistralai-Ministral-3-14B-Reasoning-2512.jinja",
+    "deepseek": "deepseek-ai-DeepSeek-V3.1.jinja", "apriel": "unsloth-Apriel-1.5.jinja",
+    "command_r7b": "Cohere2MoE.jinja", "glm_xml": "GLM-4.6.jinja",
+    "minimax_xml": "MiniMax-M2.jinja", "dsml": "deepseek-ai-DeepSeek-V3.2.jinja",
+    "kimi_k2": "Kimi-K2-Instruct.jinja", "harmony": "openai-gpt-oss-120b.jinja",
+    "gemma4": "google-gemma-4-31B-it.jinja", "seed_xml": "ByteDance-Seed-OSS.jinja",
+    "solar": "upstage-Solar-Open-100B.jinja", "pythonic": "LFM2.5-8B-A1B.jinja",
+}
+"""Other built-in families, measured on the headline cases with calls rendered through a
+real template from ``shared/templates`` (skipped when that folder is absent)."""
+SHARED_TEMPLATES = Path(__file__).resolve().parents[2] / "shared" / "templates"
 
 
 def _repeat_to(unit: str, size: int) -> str:
@@ -139,6 +155,50 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
                               runs=3 if quick else 7)
             rows.append({"benchmark": BENCHMARK, "family": spec.name, "case": "whole",
                          "shape": shape, "size": sizes[-1], **whole})
+    rows.extend(run_families(quick))
+    return rows
+
+
+def _template_renderer(family: str, spec: ParserSpec
+                       ) -> Callable[[str, dict[str, Any]], str] | None:
+    path = SHARED_TEMPLATES / FAMILY_TEMPLATES[family]
+    if not path.exists():
+        return None
+    from toolwire.testing import AssistantTurnRenderer
+
+    renderer = AssistantTurnRenderer(path.read_text(encoding="utf-8"),
+                                     make_call_id=spec.make_call_id)
+    tools = [{"type": "function", "function": {"name": n, "description": n, "parameters": p}}
+             for n, p in TOOLS.items()]
+
+    def render(name: str, args: dict[str, Any]) -> str:
+        return renderer.render([(name, args)], tools=tools).text
+
+    return render
+
+
+def run_families(quick: bool = False) -> list[dict[str, Any]]:
+    """The other built-in parsers on the headline cases: a 100 KB and a 1 MB reply with
+    one huge string argument, and plain text, in 4-character deltas."""
+    plugins = isolated_plugin_manager()
+    rows: list[dict[str, Any]] = []
+    sizes = (100_000,) if quick else (100_000, 1_000_000)
+    for family in FAMILY_TEMPLATES:
+        if family not in plugins.parsers():
+            continue
+        spec = plugins.parser(family)
+        render = _template_renderer(family, spec)
+        if render is None:
+            continue
+        for shape in ("huge_argument", "plain_text"):
+            for size in sizes:
+                text = _shape_text(shape, size, render)
+                deltas = [text[i:i + 4] for i in range(0, len(text), 4)]
+                timing = time_runs(lambda d=deltas, p=spec: _stream(p, d), runs=3, warmup=0)
+                rows.append({"benchmark": BENCHMARK, "family": family, "case": "family",
+                             "shape": shape, "size": size, "delta": 4, "deltas": len(deltas),
+                             **timing,
+                             "us_per_delta": timing["median_ms"] * 1000 / len(deltas)})
     return rows
 
 
@@ -153,6 +213,12 @@ def report(rows: list[dict[str, Any]]) -> None:
     print_table([r for r in rows if r["case"] == "whole"],
                 ["family", "shape", "size", "median_ms", "min_ms", "max_ms"],
                 "Non-streaming parse of the whole reply")
+    families = [r for r in rows if r["case"] == "family"]
+    if families:
+        print_table(families, ["family", "shape", "size", "deltas", "median_ms",
+                               "us_per_delta"],
+                    "Other built-in parsers, 4-character deltas (calls rendered by their "
+                    "real template)")
 
 
 def main(argv: list[str]) -> None:
