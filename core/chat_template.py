@@ -226,7 +226,29 @@ def _check_binop(operator: str, left: Any, right: Any) -> None:
             raise _ResourceLimit(f"{left} ** {right} is too large")
 
 
-class _StrictEnvironment(ImmutableSandboxedEnvironment):
+class _CachedSafety:
+    """Remembers the sandbox's verdict per (type, attribute name).
+
+    Jinja's checks (``is_internal_attribute``, ``modifies_known_mutable``) depend
+    only on the object's type and the attribute's name, and a template asks the
+    same questions thousands of times per render (``message.content``,
+    ``content.startswith``); caching them halves the cost of a sandboxed render.
+    """
+
+    _MAX_ENTRIES = 4096
+
+    def is_safe_attribute(self, obj: Any, attr: str, value: Any) -> bool:
+        cache: dict[tuple[type, str], bool] = self.__dict__.setdefault("_safe_cache", {})
+        key = (type(obj), attr)
+        verdict = cache.get(key)
+        if verdict is None:
+            verdict = bool(super().is_safe_attribute(obj, attr, value))  # type: ignore[misc]
+            if len(cache) < self._MAX_ENTRIES:
+                cache[key] = verdict
+        return verdict
+
+
+class _StrictEnvironment(_CachedSafety, ImmutableSandboxedEnvironment):
     """HF's environment, with refusals that say whether lenient mode would help."""
 
     intercepted_binops = frozenset({"*", "**"})
@@ -245,7 +267,7 @@ class _StrictEnvironment(ImmutableSandboxedEnvironment):
         return _refused(obj, attribute, _MutationRefused if mutation_only else SecurityError)
 
 
-class _LenientEnvironment(SandboxedEnvironment):
+class _LenientEnvironment(_CachedSafety, SandboxedEnvironment):
     """A mutable sandbox: everything strict refuses stays refused, except mutation."""
 
     intercepted_binops = frozenset({"*", "**"})
