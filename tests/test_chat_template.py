@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from toolwire.chat_template import ChatTemplate, get_chat_template
 from toolwire.errors import TemplateError, TemplateSecurityError
 
