@@ -177,8 +177,11 @@ class _Renderer:
         # "<SPECIAL_11>Assistant\n<TOOLCALL>"); the model writes only what follows
         # the generation prompt, so cut after its tail when the block repeats it.
         tail = self._prefix.rstrip()
+        first_call = block.find("zqfn")
         for size in range(min(len(tail), 64), 7, -1):
-            at = block.rfind(tail[-size:])
+            if tail[-size] != "<":  # only whole tags: a shared suffix like ":opensource>"
+                continue            # says nothing
+            at = block.rfind(tail[-size:], 0, first_call if first_call >= 0 else len(block))
             if at >= 0:
                 return block[at + size:]
         return block
