@@ -21,6 +21,7 @@ from typing import Any
 __all__ = [
     "ToolSchemaIndex",
     "coerce_text_value",
+    "json_type_of",
     "normalize_schema",
     "parameter_schemas",
     "resolve_ref",
@@ -152,7 +153,7 @@ def schema_types(schema: Any, root: Any = None) -> frozenset[str]:
     for key in ("enum", "const"):
         values = schema.get(key) if key == "enum" else [schema.get(key)] if key in schema else None
         if isinstance(values, list) and not declared:
-            found.update(_json_type_of(v) for v in values)
+            found.update(json_type_of(v) for v in values)
     if not found:
         if "properties" in schema:
             found.add("object")
@@ -161,7 +162,8 @@ def schema_types(schema: Any, root: Any = None) -> frozenset[str]:
     return frozenset(found)
 
 
-def _json_type_of(value: Any) -> str:
+def json_type_of(value: Any) -> str:
+    """The JSON type name of a Python value (``integer`` and ``number`` apart)."""
     if isinstance(value, bool):
         return "boolean"
     if value is None:
@@ -184,7 +186,7 @@ def _matches_type(value: Any, json_type: str) -> bool:
         )
     if json_type == "number":
         return isinstance(value, int | float) and not isinstance(value, bool)
-    return _json_type_of(value) == json_type
+    return json_type_of(value) == json_type
 
 
 def coerce_text_value(text: str, schema: Any, root: Any = None,

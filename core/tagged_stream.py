@@ -51,7 +51,7 @@ from .events import (
 from .json_stream import decode_json
 from .parsing import FilterContext, StreamFilter, StreamFilterSpec
 from .reasoning import ReasoningBlockFilter, StartState
-from .schema import ToolSchemaIndex, coerce_text_value, resolve_ref, schema_types
+from .schema import ToolSchemaIndex, coerce_text_value, json_type_of, resolve_ref, schema_types
 from .streaming import HeldWhitespace
 
 __all__ = [
@@ -983,8 +983,8 @@ class TaggedCallParser:
             literal = python_literal(value)
             if literal is not _NOT_LITERAL:
                 types = self._schemas.types(call.name, header.name)
-                if not types or _json_type(literal) in types or (
-                        "number" in types and _json_type(literal) == "integer"):
+                if not types or json_type_of(literal) in types or (
+                        "number" in types and json_type_of(literal) == "integer"):
                     return literal
         return value
 
@@ -1125,22 +1125,6 @@ class _NotLiteral:
 _NOT_LITERAL: Final = _NotLiteral()
 _LITERAL_NAMES: Final[dict[str, Any]] = {"True": True, "False": False, "None": None,
                                          "true": True, "false": False, "null": None}
-
-
-def _json_type(value: Any) -> str:
-    if isinstance(value, bool):
-        return "boolean"
-    if value is None:
-        return "null"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    return "object"
 
 
 def _join_surrogates(text: str) -> str:

@@ -126,7 +126,7 @@ from ..events import (
 from ..hookspecs import hookimpl
 from ..parsing import ParserSpec, collect_reply, default_call_id, merge_events
 from ..plugin_manager import PluginManager, PluginWarning
-from ..schema import normalize_schema, tool_parameters_by_name
+from ..schema import json_type_of, normalize_schema, tool_parameters_by_name
 from ..selection import DERIVED_FAMILY, build_pipeline, select_parser, template_hash
 from . import strategies as tws
 
@@ -589,21 +589,11 @@ def _marker_free_keep(markers: Sequence[str]) -> Keep:
 
 def _json_type(value: Any) -> Any:
     """The JSON shape of a value: type names, recursively (integer and number apart)."""
-    if isinstance(value, bool):
-        return "boolean"
-    if value is None:
-        return "null"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
     if isinstance(value, Mapping):
         return {k: _json_type(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
         return [_json_type(v) for v in value]
-    return type(value).__name__
+    return json_type_of(value)
 
 
 def _short(value: Any, limit: int = 300) -> str:
