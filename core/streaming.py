@@ -14,20 +14,23 @@ __all__ = ["HeldWhitespace", "partial_tag_start"]
 def partial_tag_start(data: str, start: int, tags: tuple[str, ...]) -> int:
     """Return where a trailing, incomplete prefix of any of ``tags`` begins.
 
-    Every tag must begin with ``<``. Scans only the last ``max(len(tag)) - 1``
-    characters of ``data[start:]``. Returns ``len(data)`` when the end of ``data``
-    cannot be the start of a tag.
+    Scans only the last ``max(len(tag)) - 1`` characters of ``data[start:]``, for
+    the first characters the tags begin with (``<`` for XML-ish tags, ``[`` for
+    ``[THINK]``...). Returns ``len(data)`` when the end of ``data`` cannot be the
+    start of a tag.
     """
     n = len(data)
-    longest = max(len(t) for t in tags)
-    k = data.find("<", max(start, n - longest + 1))
-    while k != -1:
-        tail = data[k:]
-        for tag in tags:
-            if tag.startswith(tail):
-                return k
-        k = data.find("<", k + 1)
-    return n
+    lo = max(start, n - max(len(t) for t in tags) + 1)
+    best = n
+    for first in {t[0] for t in tags if t}:
+        k = data.find(first, lo)
+        while k != -1 and k < best:
+            tail = data[k:]
+            if any(tag.startswith(tail) for tag in tags):
+                best = k
+                break
+            k = data.find(first, k + 1)
+    return best
 
 
 class HeldWhitespace:

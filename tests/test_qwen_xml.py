@@ -357,3 +357,23 @@ def test_text_without_a_call_opening_comes_out_whole(text: str) -> None:
     events = merge_events(stream(text))
     assert all(isinstance(e, TextEvent) for e in events)
     assert "".join(e.text for e in events if isinstance(e, TextEvent)) == text
+
+
+def test_partial_tag_start_finds_tags_of_any_opening_character() -> None:
+    from toolwire.streaming import partial_tag_start
+
+    assert partial_tag_start("text [TH", 0, ("[THINK]",)) == 5
+    assert partial_tag_start("a < b <too", 0, ("<tool_call>",)) == 6
+    assert partial_tag_start("a < b", 0, ("<tool_call>",)) == 5
+    assert partial_tag_start("x[/TH", 0, ("[/THINK]", "<tool_call>")) == 1
+
+
+def test_reasoning_filter_with_bracket_tags_split_across_deltas() -> None:
+    from toolwire.reasoning import ReasoningBlockFilter
+
+    block = ReasoningBlockFilter("[THINK]", "[/THINK]", start="text")
+    events = []
+    for piece in ("[TH", "INK]plan it[/TH", "INK]", "Answer."):
+        events += block.feed(piece)
+    events += block.close()
+    assert merge_events(events) == [ReasoningEvent("plan it"), TextEvent("Answer.")]
