@@ -8,7 +8,7 @@ reply), it waits to see whether a closing tag comes without an opening one.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Literal
 
 from .events import Event, ReasoningEvent, TextEvent
@@ -16,7 +16,12 @@ from .hookspecs import hookimpl
 from .parsing import FilterContext, StreamFilter, StreamFilterSpec
 from .streaming import HeldWhitespace, partial_tag_start
 
-__all__ = ["ReasoningBlockFilter", "register_stream_filters", "think_filter_spec"]
+__all__ = [
+    "ReasoningBlockFilter",
+    "family_think_filter_spec",
+    "register_stream_filters",
+    "think_filter_spec",
+]
 
 StartState = Literal["text", "reasoning", "auto"]
 
@@ -171,6 +176,45 @@ def think_filter_spec(open_tag: str = "<think>", close_tag: str = "</think>", *,
             return None
         return ReasoningBlockFilter(open_tag, close_tag,
                                     _prompt_start_state(context, open_tag, close_tag))
+
+    return StreamFilterSpec(name=name, priority=priority, create=create,
+                            description=f"{open_tag}...{close_tag} as reasoning")
+
+
+def family_think_filter_spec(open_tag: str, close_tag: str, *, name: str,
+                             families: Collection[str], starts_unopened: bool = False,
+                             template_uses: Callable[[str], bool] | None = None,
+                             priority: int = 100) -> StreamFilterSpec:
+    """A reasoning filter for a family's own tags (``[THINK]``, ``<seed:think>``, ...).
+
+    It applies to the templates that use the tags (by default: mention
+    ``close_tag``) and, with no template at hand, only to replies of one of
+    ``families``, so one family's tags never act on another family's replies.
+
+    :param name: the filter's registered name (distinct from ``think``).
+    :param starts_unopened: the model may begin reasoning without ``open_tag`` (Apriel
+        1.5) or write a lone ``close_tag`` first (MiniMax-M3): unless the prompt ends
+        with the opening tag, the filter waits to see whether a lone closing tag comes.
+    :param template_uses: decides whether a template uses the tags, for templates
+        that assemble them from pieces.
+    """
+    accepted = frozenset(families)
+
+    def uses(template: str) -> bool:
+        return template_uses(template) if template_uses is not None else close_tag in template
+
+    def create(context: FilterContext) -> StreamFilter | None:
+        if context.chat_template is None:
+            if context.family not in accepted:
+                return None
+        elif not uses(context.chat_template):
+            return None
+        start: StartState = "auto"
+        if context.prompt_tail.rstrip().endswith(open_tag):
+            start = "reasoning"
+        elif context.prompt_tail and not starts_unopened:
+            start = "text"
+        return ReasoningBlockFilter(open_tag, close_tag, start)
 
     return StreamFilterSpec(name=name, priority=priority, create=create,
                             description=f"{open_tag}...{close_tag} as reasoning")

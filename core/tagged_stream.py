@@ -49,8 +49,8 @@ from .events import (
     ToolCallStartEvent,
 )
 from .json_stream import decode_json
-from .parsing import FilterContext, StreamFilter, StreamFilterSpec
-from .reasoning import ReasoningBlockFilter, StartState
+from .parsing import StreamFilterSpec
+from .reasoning import family_think_filter_spec
 from .schema import ToolSchemaIndex, coerce_text_value, json_type_of, resolve_ref, schema_types
 from .streaming import HeldWhitespace
 
@@ -1267,36 +1267,9 @@ def reasoning_filter_spec(open_tag: str, close_tag: str, *, name: str,
                           priority: int = 100) -> StreamFilterSpec:
     """A reasoning filter for a family's own tags (``<seed:think>``, ``<mm:think>``).
 
-    It applies when the chat template uses the tags (by default: mentions
-    ``close_tag``), or, with no template at hand, when the selected family is
-    one of ``families`` (so a family's tags never act on another family's replies).
-
-    :param leading_close: the family writes a lone ``close_tag`` at the start of
-        a reply without reasoning (MiniMax-M3); unless the prompt ended inside
-        the block, the filter then waits to see whether the reply starts with it.
-    :param template_uses: decides whether a template source uses the tags, for
-        templates that assemble them from pieces.
+    The tagged families' name for :func:`toolwire.reasoning.family_think_filter_spec`
+    (``leading_close`` is its ``starts_unopened``).
     """
-    accepted = frozenset(families)
-
-    def uses(template: str) -> bool:
-        return template_uses(template) if template_uses is not None else close_tag in template
-
-    def create(context: FilterContext) -> StreamFilter | None:
-        if context.chat_template is not None:
-            if not uses(context.chat_template):
-                return None
-        elif context.family not in accepted:
-            return None
-        tail = context.prompt_tail.rstrip()
-        start: StartState
-        if not context.prompt_tail:
-            start = "auto"
-        elif tail.endswith(open_tag):
-            start = "reasoning"
-        else:
-            start = "auto" if leading_close else "text"
-        return ReasoningBlockFilter(open_tag, close_tag, start)
-
-    return StreamFilterSpec(name=name, priority=priority, create=create,
-                            description=f"{open_tag}...{close_tag} as reasoning")
+    return family_think_filter_spec(open_tag, close_tag, name=name, families=families,
+                                    starts_unopened=leading_close,
+                                    template_uses=template_uses, priority=priority)
