@@ -43,6 +43,7 @@ __all__ = [
     "CallNumbering",
     "SectionParser",
     "SectionReader",
+    "feed_nested",
     "match_literal",
     "partial_marker_start",
     "read_name",
@@ -162,6 +163,23 @@ class SectionReader(Protocol):
     def feed(self, data: str, pos: int, out: list[Event], eof: bool) -> tuple[int, int]:
         """Consume from ``pos``; return ``(status, pos)``."""
         ...
+
+
+class _Owner(Protocol):
+    raw: list[str]
+    started: int
+
+
+def feed_nested(owner: _Owner, sub: SectionReader, data: str, pos: int,
+                out: list[Event], eof: bool) -> tuple[int, int]:
+    """Let ``owner`` delegate to a nested reader: feed it, count the calls it starts,
+    and on failure take over its raw text (which becomes text with the section's)."""
+    before = sub.started
+    status, at = sub.feed(data, pos, out, eof)
+    owner.started += sub.started - before
+    if status == FAIL:
+        owner.raw.extend(sub.raw)
+    return status, at
 
 
 _TEXT = 0

@@ -39,6 +39,7 @@ from toolwire.call_sections import (
     CallNumbering,
     SectionParser,
     SectionReader,
+    feed_nested,
     match_literal,
     read_name,
 )
@@ -109,13 +110,10 @@ class _ToolCallsSection:
             if state == _ARGS:
                 sub = self._sub
                 assert sub is not None
-                before = sub.started
-                status, at = sub.feed(data, pos, out, eof)
-                self.started += sub.started - before
+                status, at = feed_nested(self, sub, data, pos, out, eof)
                 if status == MORE:
                     return MORE, at
                 if status == FAIL:
-                    self.raw.extend(sub.raw)
                     return self._fail(at, sub.failure, sub.message)
                 self.raw = []
                 self._state = _FENCE_CLOSE if self._fenced else _CALL_END_STATE

@@ -29,6 +29,7 @@ from toolwire.call_sections import (
     CallNumbering,
     SectionParser,
     SectionReader,
+    feed_nested,
     match_literal,
 )
 from toolwire.events import DiagnosticEvent, Event
@@ -71,9 +72,7 @@ class HermesCallBlock:
             if state == _CALL:
                 sub = self._sub
                 assert sub is not None
-                before = sub.started
-                status, at = sub.feed(data, pos, out, eof)
-                self.started += sub.started - before
+                status, at = feed_nested(self, sub, data, pos, out, eof)
                 if status == MORE:
                     return MORE, at
                 if status == DONE:
@@ -83,10 +82,8 @@ class HermesCallBlock:
                     continue
                 if isinstance(sub, CallObjectReader) and sub.complete_but_unclosed:
                     self._state = _REPAIR
-                    self.raw.extend(sub.raw)
                     pos = at
                     continue
-                self.raw.extend(sub.raw)
                 return self._fail(at, sub.failure, sub.message)
             if state == _REPAIR:
                 found = match_literal(data, pos, CLOSE_CALL, eof)

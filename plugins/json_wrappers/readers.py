@@ -23,6 +23,7 @@ from toolwire.call_sections import (
     PARTIAL,
     CallNumbering,
     SectionReader,
+    feed_nested,
     match_literal,
     read_name,
 )
@@ -63,11 +64,8 @@ class _Section:
     def _feed_sub(self, data: str, pos: int, out: list[Event], eof: bool) -> tuple[int, int]:
         sub = self._sub
         assert sub is not None
-        before = sub.started
-        status, at = sub.feed(data, pos, out, eof)
-        self.started += sub.started - before
+        status, at = feed_nested(self, sub, data, pos, out, eof)
         if status == FAIL:
-            self.raw.extend(sub.raw)
             self.failure, self.message = sub.failure, sub.message
         elif status == DONE:
             self.raw = []

@@ -27,6 +27,7 @@ from toolwire.call_sections import (
     CallNumbering,
     SectionParser,
     SectionReader,
+    feed_nested,
 )
 from toolwire.events import Event
 from toolwire.json_calls import CallObjectReader, CallShape
@@ -74,13 +75,10 @@ class _JsonCalls:
             if state == _CALL:
                 sub = self._sub
                 assert sub is not None
-                before = sub.started
-                status, at = sub.feed(data, pos, out, eof)
-                self.started += sub.started - before
+                status, at = feed_nested(self, sub, data, pos, out, eof)
                 if status == MORE:
                     return MORE, at
                 if status == FAIL:
-                    self.raw.extend(sub.raw)
                     self.failure, self.message = sub.failure, sub.message
                     self._state = _OVER
                     return FAIL, at

@@ -31,6 +31,7 @@ from toolwire.call_sections import (
     CallNumbering,
     SectionParser,
     SectionReader,
+    feed_nested,
     read_name,
 )
 from toolwire.events import Event
@@ -74,13 +75,10 @@ class _ToolCallsSection:
             if state == _CALL:
                 sub = self._sub
                 assert sub is not None
-                before = sub.started
-                status, at = sub.feed(data, pos, out, eof)
-                self.started += sub.started - before
+                status, at = feed_nested(self, sub, data, pos, out, eof)
                 if status == MORE:
                     return MORE, at
                 if status == FAIL:
-                    self.raw.extend(sub.raw)
                     return self._fail(at, sub.failure, sub.message)
                 self.raw = []
                 self._state = _AFTER_ARGS if isinstance(sub, ArgsReader) else _OVER
