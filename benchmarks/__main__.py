@@ -8,7 +8,8 @@ import time
 
 from .harness import write_results
 
-MODULES = ("parser_streaming", "gguf_header", "rendering", "dispatch", "end_to_end")
+MODULES = ("parser_streaming", "gguf_header", "rendering", "dispatch", "end_to_end",
+           "workspace_tools")
 
 
 def main(argv: list[str]) -> int:
