@@ -59,4 +59,4 @@ def example_plugin(session: nox.Session) -> None:
 def docs(session: nox.Session) -> None:
     """Check the docs: every hook documented, snippets run (tests marked 'docs')."""
     session.install(*EDITABLE)
-    session.run("python", "-m", "pytest", "-q", "tests/test_docs.py", *session.posargs)
+    session.run("python", "-m", "pytest", "-q", "tests/unit/test_docs.py", *session.posargs)

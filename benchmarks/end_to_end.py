@@ -57,7 +57,7 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
     backend = LlamaCppBackend(model, grammar=grammar_text, temperature=0.0, n_threads=1,
                               max_tokens=4096, n_ctx=8192, progress=False)
     request = ModelRequest((Message.user("write m.py"),), (write_file,))
-    _, _, tokens = backend.fit_prompt(request)
+    tokens = list(backend.fit_prompt(request)[1].tokens or ())
     runtime: Any = backend._runtime  # the raw model under the backend
     llm = runtime.model
     grammar = runtime.grammar(grammar_text)

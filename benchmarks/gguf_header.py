@@ -8,7 +8,7 @@ It is generated once and cached outside the work tree (a multi-gigabyte file in
 the repository would be one ``git add -A`` away from disaster): in
 ``$TOOLWIRE_BENCH_CACHE`` if set, else in ``<tempdir>/toolwire-bench``.
 
-Targets: :func:`toolwire.gguf_metadata.read_gguf_metadata` takes at most 30 ms
+Targets: :func:`toolwire.templates.gguf.read_gguf_metadata` takes at most 30 ms
 and is at least 50 times faster than ``GGUFReader(path)`` plus reading the
 template out of it.
 
@@ -27,7 +27,7 @@ from pathlib import Path
 import gguf
 import numpy as np
 
-from toolwire.gguf_metadata import read_gguf_metadata
+from toolwire.templates.gguf import read_gguf_metadata
 
 from .harness import print_table, time_runs, write_results
 

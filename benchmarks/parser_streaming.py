@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from toolwire.parsing import ParserSpec, StreamParser
+from toolwire.parse.protocol import ParserSpec, StreamParser
 from toolwire.testing import isolated_plugin_manager
 
 from .harness import fit_exponent, print_table, time_runs, write_results

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from toolwire.chat_template import ChatTemplate, get_chat_template
+from toolwire.templates.chat_template import ChatTemplate, get_chat_template
 
 from .harness import print_table, time_runs, write_results
 

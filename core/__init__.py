@@ -1,18 +1,31 @@
 """toolwire: chat with any LLM in its native tool-calling protocol.
 
 One tool registry, one dispatch and validation loop, a parser plugin per model
-family (Qwen XML built in), local GGUF models through their own chat template
-and remote OpenAI-compatible providers through native ``tools``.
+family, local GGUF models through their own chat template and remote
+OpenAI-compatible providers through native ``tools``.
+
+Everything in ``__all__`` is the public API and shows ``toolwire`` as its module
+(``toolwire.Chat``, not the module it is defined in), so reprs, tracebacks and
+docs name the path users import. The parts live in subpackages
+(``docs/architecture.md`` maps them); plugin authors find what they need in
+:mod:`toolwire.plugin_api`.
 """
 
 from __future__ import annotations
 
-from .backends import Backend, BackendSpec, ModelRequest, TurnEnd
-from .cancel import CancelToken
-from .chat import Chat
-from .chat_template import ChatTemplate, get_chat_template
-from .derive import DerivedFormat, derive_format
-from .dispatch import Dispatcher, DispatchResult
+from .backends.protocol import Backend, BackendSpec, ModelRequest, TurnEnd
+from .conversation.cancel import CancelToken
+from .conversation.chat import Chat
+from .conversation.dispatch import Dispatcher, DispatchResult
+from .conversation.history import (
+    Message,
+    ToolCall,
+    from_stored,
+    to_openai_messages,
+    to_stored,
+    to_template_messages,
+)
+from .conversation.tools import Tool, ToolRegistry, tool
 from .errors import (
     BackendError,
     BackendNotFoundError,
@@ -50,16 +63,9 @@ from .events import (
     ToolResultEvent,
     event_from_dict,
 )
-from .history import (
-    Message,
-    ToolCall,
-    from_stored,
-    to_openai_messages,
-    to_stored,
-    to_template_messages,
-)
-from .hookspecs import hookimpl
-from .parsing import (
+from .hooks.manager import PluginInfo, PluginManager, default_plugin_manager
+from .hooks.specs import hookimpl
+from .parse.protocol import (
     FilterContext,
     ParsedReply,
     ParserSpec,
@@ -69,9 +75,9 @@ from .parsing import (
     StreamParser,
     merge_events,
 )
-from .plugin_manager import PluginInfo, PluginManager, default_plugin_manager
-from .selection import ParserChoice, build_pipeline, parse_reply, select_parser
-from .tools import Tool, ToolRegistry, tool
+from .templates.chat_template import ChatTemplate, get_chat_template
+from .templates.derive import DerivedFormat, derive_format
+from .templates.selection import ParserChoice, build_pipeline, parse_reply, select_parser
 
 __version__ = "0.1.0"
 
@@ -148,3 +154,15 @@ __all__ = [
     "tool",
 ]
 
+
+def _show_public_paths() -> None:
+    """Set ``__module__`` of the exported classes and functions to ``toolwire``."""
+    namespace = globals()
+    for name in __all__:
+        value = namespace[name]
+        if isinstance(value, type) or (callable(value) and hasattr(value, "__code__")):
+            if getattr(value, "__module__", "").startswith("toolwire."):
+                value.__module__ = "toolwire"
+
+
+_show_public_paths()

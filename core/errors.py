@@ -156,7 +156,7 @@ class ParserConflictError(ToolwireError, ValueError):
 
 
 class DerivationError(ToolwireError, ValueError):
-    """A template's tool-call markup could not be inferred (see ``toolwire.derive``).
+    """A template's tool-call markup could not be inferred (see ``toolwire.templates.derive``).
 
     :ivar seen: what the template rendered, to show the user.
     """

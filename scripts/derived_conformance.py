@@ -18,11 +18,11 @@ from pathlib import Path
 from typing import Any
 
 from toolwire import ParserSpec, hookimpl, reasoning
-from toolwire.derive import derive_format
-from toolwire.derived_parser import derived_parser_spec
 from toolwire.errors import DerivationError
-from toolwire.plugin_manager import PluginManager
-from toolwire.selection import DERIVED_FAMILY
+from toolwire.hooks.manager import PluginManager
+from toolwire.parse.derived_parser import derived_parser_spec
+from toolwire.templates.derive import derive_format
+from toolwire.templates.selection import DERIVED_FAMILY
 from toolwire.testing import check_parser
 
 TEMPLATES = Path(__file__).resolve().parents[2] / "shared" / "templates"

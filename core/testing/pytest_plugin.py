@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from ..plugin_manager import PluginManager
+from ..hooks.manager import PluginManager
 from .scripted import isolated_plugin_manager
 
 __all__ = ["plugin_manager", "registered"]

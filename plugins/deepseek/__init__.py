@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import toolwire
-from toolwire.parsing import ParserSpec, StreamParser
+from toolwire.parse.protocol import ParserSpec, StreamParser
 
 from .parser import CALL_BEGIN, SEP, DeepSeekParser
 

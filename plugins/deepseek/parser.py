@@ -29,7 +29,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
-from toolwire.call_sections import (
+from toolwire.events import Event
+from toolwire.parse.call_sections import (
     DONE,
     FAIL,
     MATCH,
@@ -43,8 +44,7 @@ from toolwire.call_sections import (
     match_literal,
     read_name,
 )
-from toolwire.events import Event
-from toolwire.json_calls import ArgsReader
+from toolwire.parse.json_calls import ArgsReader
 
 __all__ = ["CALLS_BEGIN", "CALLS_END", "CALL_BEGIN", "CALL_END", "SEP", "DeepSeekParser"]
 
@@ -102,7 +102,7 @@ class _ToolCallsSection:
         self.started = 0
 
     def feed(self, data: str, pos: int, out: list[Event], eof: bool) -> tuple[int, int]:
-        """Consume from ``pos``; see :class:`~toolwire.call_sections.SectionReader`."""
+        """Consume from ``pos``; see :class:`~toolwire.parse.call_sections.SectionReader`."""
         while True:
             state = self._state
             if state == _OVER:

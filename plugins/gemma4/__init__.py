@@ -17,12 +17,12 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import toolwire
-from toolwire.parsing import ParserSpec, StreamFilterSpec, StreamParser
-from toolwire.tagged_stream import (
+from toolwire.parse.protocol import ParserSpec, StreamFilterSpec, StreamParser
+from toolwire.parse.reasoning import family_think_filter_spec
+from toolwire.parse.tagged_stream import (
     CallHeader,
     TaggedCallParser,
     TaggedFormat,
-    reasoning_filter_spec,
     valid_name,
 )
 
@@ -80,5 +80,5 @@ def register_parsers(register: Callable[[ParserSpec], None]) -> None:
 @toolwire.hookimpl
 def register_stream_filters(register: Callable[[StreamFilterSpec], None]) -> None:
     """Register Gemma 4's ``<|channel>thought ... <channel|>`` reasoning filter."""
-    register(reasoning_filter_spec("<|channel>thought", "<channel|>", name="gemma4_thought",
+    register(family_think_filter_spec("<|channel>thought", "<channel|>", name="gemma4_thought",
                                    families=(FAMILY,)))

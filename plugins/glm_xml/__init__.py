@@ -29,8 +29,9 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import toolwire
-from toolwire.parsing import ParserSpec, StreamFilterSpec, StreamParser
-from toolwire.tagged_stream import TaggedCallParser, TaggedFormat, reasoning_filter_spec
+from toolwire.parse.protocol import ParserSpec, StreamFilterSpec, StreamParser
+from toolwire.parse.reasoning import family_think_filter_spec
+from toolwire.parse.tagged_stream import TaggedCallParser, TaggedFormat
 
 __all__ = [
     "GLM_FAMILY",
@@ -116,6 +117,6 @@ def register_parsers(register: Callable[[ParserSpec], None]) -> None:
 @toolwire.hookimpl
 def register_stream_filters(register: Callable[[StreamFilterSpec], None]) -> None:
     """Register Hy3's ``<think:opensource>`` reasoning filter."""
-    register(reasoning_filter_spec(f"<think{_HY}>", f"</think{_HY}>", name="hy3_think",
+    register(family_think_filter_spec(f"<think{_HY}>", f"</think{_HY}>", name="hy3_think",
                                    families=(HY3_FAMILY,),
                                    template_uses=lambda source: detect_hy3(source) > 0))

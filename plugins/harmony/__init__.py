@@ -29,8 +29,8 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import toolwire
-from toolwire.parsing import ParserSpec, StreamParser
-from toolwire.tagged_stream import TaggedFormat, name_attribute_call, name_attribute_param
+from toolwire.parse.protocol import ParserSpec, StreamParser
+from toolwire.parse.tagged_stream import TaggedFormat, name_attribute_call, name_attribute_param
 
 from .parser import (
     HarmonyDialect,

@@ -34,8 +34,8 @@ from toolwire.events import (
     ToolCallEvent,
     ToolCallStartEvent,
 )
-from toolwire.streaming import HeldWhitespace
-from toolwire.tagged_stream import (
+from toolwire.parse.streaming import HeldWhitespace
+from toolwire.parse.tagged_stream import (
     JsonBody,
     TaggedCallParser,
     TaggedFormat,

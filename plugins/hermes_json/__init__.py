@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import toolwire
-from toolwire.parsing import ParserSpec, StreamParser
+from toolwire.parse.protocol import ParserSpec, StreamParser
 
 from .parser import CLOSE_CALL, OPEN_CALL, HermesJsonParser
 

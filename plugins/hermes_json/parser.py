@@ -7,7 +7,7 @@ The templates render each call as::
     </tool_call>
 
 and several calls as several blocks. The JSON is read with the shared call
-readers (:mod:`toolwire.json_calls`), so the arguments stream as deltas and are
+readers (:mod:`toolwire.parse.json_calls`), so the arguments stream as deltas and are
 decoded once. Drifts seen in real output and read here: a list of call objects
 (or several objects) in one block, ``"parameters"`` instead of ``"arguments"``,
 arguments encoded as a JSON string, a missing ``</tool_call>`` at the end of
@@ -20,7 +20,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
-from toolwire.call_sections import (
+from toolwire.events import DiagnosticEvent, Event
+from toolwire.parse.call_sections import (
     DONE,
     FAIL,
     MATCH,
@@ -32,8 +33,7 @@ from toolwire.call_sections import (
     feed_nested,
     match_literal,
 )
-from toolwire.events import DiagnosticEvent, Event
-from toolwire.json_calls import CallListReader, CallObjectReader, CallShape
+from toolwire.parse.json_calls import CallListReader, CallObjectReader, CallShape
 
 __all__ = ["CLOSE_CALL", "OPEN_CALL", "HermesCallBlock", "HermesJsonParser"]
 
@@ -49,7 +49,7 @@ _BODY, _CALL, _AFTER, _REPAIR, _OVER = range(5)
 
 class HermesCallBlock:
     """One ``<tool_call>`` block after its opening tag: call objects (or a list of them),
-    then the closing tag. A :class:`~toolwire.call_sections.SectionReader`; another
+    then the closing tag. A :class:`~toolwire.parse.call_sections.SectionReader`; another
     family whose models drift into this JSON (Qwen3-Coder) may read such a block with it.
     """
 
@@ -65,7 +65,7 @@ class HermesCallBlock:
         self.started = 0
 
     def feed(self, data: str, pos: int, out: list[Event], eof: bool) -> tuple[int, int]:
-        """Consume from ``pos``; see :class:`~toolwire.call_sections.SectionReader`."""
+        """Consume from ``pos``; see :class:`~toolwire.parse.call_sections.SectionReader`."""
         n = len(data)
         while True:
             state = self._state

@@ -31,15 +31,15 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import toolwire
-from toolwire.parsing import ParserSpec, StreamFilterSpec, StreamParser
-from toolwire.tagged_stream import (
+from toolwire.parse.protocol import ParserSpec, StreamFilterSpec, StreamParser
+from toolwire.parse.reasoning import family_think_filter_spec
+from toolwire.parse.tagged_stream import (
     ParamHeader,
     TaggedCallParser,
     TaggedFormat,
     attribute,
     name_attribute_call,
     name_attribute_param,
-    reasoning_filter_spec,
     valid_name,
 )
 
@@ -210,6 +210,6 @@ def register_parsers(register: Callable[[ParserSpec], None]) -> None:
 @toolwire.hookimpl
 def register_stream_filters(register: Callable[[StreamFilterSpec], None]) -> None:
     """Register MiniMax-M3's ``<mm:think>`` reasoning filter."""
-    register(reasoning_filter_spec("<mm:think>", "</mm:think>", name="minimax_m3_think",
-                                   families=(M3_FAMILY,), leading_close=True,
+    register(family_think_filter_spec("<mm:think>", "</mm:think>", name="minimax_m3_think",
+                                   families=(M3_FAMILY,), starts_unopened=True,
                                    template_uses=_m3_template_uses))

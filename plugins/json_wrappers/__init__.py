@@ -1,6 +1,6 @@
 """Built-in parser plugin for the families that wrap JSON calls in their own markers.
 
-One plugin registers one :class:`~toolwire.parsing.ParserSpec` per format of
+One plugin registers one :class:`~toolwire.parse.protocol.ParserSpec` per format of
 :data:`.formats.FORMATS` (Nemotron Nano v2, Apriel, MiniMax-M1, FireFunction v2,
 Apertus, Command R7B / Cohere2, Command R+, Functionary v3.1 and v3.2,
 GigaChat 3 / 3.1), all served by one configurable parser: the formats differ
@@ -14,8 +14,8 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import toolwire
-from toolwire.parsing import ParserSpec, StreamFilterSpec, StreamParser
-from toolwire.reasoning_tags import family_reasoning_filter_spec
+from toolwire.parse.protocol import ParserSpec, StreamFilterSpec, StreamParser
+from toolwire.parse.reasoning import family_think_filter_spec
 
 from .formats import FORMATS, WrapperFormat
 from .parser import WrapperParser
@@ -50,9 +50,8 @@ def reasoning_filter_spec(fmt: WrapperFormat) -> StreamFilterSpec:
     """The filter that routes a format's own reasoning block to reasoning events."""
     assert fmt.reasoning is not None
     open_tag, close_tag = fmt.reasoning
-    return family_reasoning_filter_spec(open_tag, close_tag, name=f"{fmt.family}_reasoning",
-                                        families=(fmt.family,),
-                                        starts_unopened=fmt.reasoning_auto)
+    return family_think_filter_spec(open_tag, close_tag, name=f"{fmt.family}_reasoning",
+                                    families=(fmt.family,), starts_unopened=fmt.reasoning_auto)
 
 
 @toolwire.hookimpl

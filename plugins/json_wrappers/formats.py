@@ -14,7 +14,7 @@ from typing import Literal
 
 import attrs
 
-from toolwire.json_calls import CallShape
+from toolwire.parse.json_calls import CallShape
 
 __all__ = ["FORMATS", "WrapperFormat"]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from toolwire.call_sections import PARTIAL, SectionParser, SectionReader, read_name
+from toolwire.parse.call_sections import PARTIAL, SectionParser, SectionReader, read_name
 
 from .formats import WrapperFormat
 from .readers import FunctionTag, Recipient, WrappedCalls

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 from typing import Final
 
-from toolwire.call_sections import (
+from toolwire.events import Event
+from toolwire.parse.call_sections import (
     DONE,
     FAIL,
     MATCH,
@@ -27,8 +28,7 @@ from toolwire.call_sections import (
     match_literal,
     read_name,
 )
-from toolwire.events import Event
-from toolwire.json_calls import ArgsReader, CallListReader, CallObjectReader, CallShape
+from toolwire.parse.json_calls import ArgsReader, CallListReader, CallObjectReader, CallShape
 
 __all__ = ["FunctionTag", "Recipient", "WrappedCalls"]
 
@@ -107,7 +107,7 @@ class WrappedCalls(_Section):
             self._state = _CALL
 
     def feed(self, data: str, pos: int, out: list[Event], eof: bool) -> tuple[int, int]:
-        """Consume from ``pos``; see :class:`~toolwire.call_sections.SectionReader`."""
+        """Consume from ``pos``; see :class:`~toolwire.parse.call_sections.SectionReader`."""
         while True:
             state = self._state
             if state == _OVER:
@@ -198,7 +198,7 @@ class FunctionTag(_Section):
         self._state = _NAME
 
     def feed(self, data: str, pos: int, out: list[Event], eof: bool) -> tuple[int, int]:
-        """Consume from ``pos``; see :class:`~toolwire.call_sections.SectionReader`."""
+        """Consume from ``pos``; see :class:`~toolwire.parse.call_sections.SectionReader`."""
         while True:
             if self._state == _NAME:
                 found, name, end = read_name(data, pos, (">",), eof)
@@ -245,7 +245,7 @@ class Recipient(_Section):
         self._state = _NAME
 
     def feed(self, data: str, pos: int, out: list[Event], eof: bool) -> tuple[int, int]:
-        """Consume from ``pos``; see :class:`~toolwire.call_sections.SectionReader`."""
+        """Consume from ``pos``; see :class:`~toolwire.parse.call_sections.SectionReader`."""
         if self._state == _NAME:
             found, name, end = read_name(data, pos, ("\n",), eof)
             if found == PARTIAL:

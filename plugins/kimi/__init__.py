@@ -29,15 +29,15 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import toolwire
-from toolwire.parsing import ParserSpec, StreamFilterSpec, StreamParser
-from toolwire.tagged_stream import (
+from toolwire.parse.protocol import ParserSpec, StreamFilterSpec, StreamParser
+from toolwire.parse.reasoning import family_think_filter_spec
+from toolwire.parse.tagged_stream import (
     CallHeader,
     JsonBody,
     ParamHeader,
     TaggedCallParser,
     TaggedFormat,
     attribute,
-    reasoning_filter_spec,
     valid_name,
 )
 
@@ -165,6 +165,6 @@ def register_parsers(register: Callable[[ParserSpec], None]) -> None:
 @toolwire.hookimpl
 def register_stream_filters(register: Callable[[StreamFilterSpec], None]) -> None:
     """Register Kimi K3's ``<|open|>think<|sep|>`` reasoning filter."""
-    register(reasoning_filter_spec(f"<|open|>think{_SEP}", f"<|close|>think{_SEP}",
+    register(family_think_filter_spec(f"<|open|>think{_SEP}", f"<|close|>think{_SEP}",
                                    name="kimi_k3_think", families=(K3_FAMILY,),
                                    template_uses=lambda source: detect_k3(source) > 0))

@@ -20,7 +20,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
-from toolwire.call_sections import (
+from toolwire.events import Event
+from toolwire.parse.call_sections import (
     DONE,
     FAIL,
     MORE,
@@ -29,8 +30,7 @@ from toolwire.call_sections import (
     SectionReader,
     feed_nested,
 )
-from toolwire.events import Event
-from toolwire.json_calls import CallObjectReader, CallShape
+from toolwire.parse.json_calls import CallObjectReader, CallShape
 
 from .pythonic import PYTHONIC_START, PythonicListReader
 
@@ -66,7 +66,7 @@ class _JsonCalls:
         self.started = 0
 
     def feed(self, data: str, pos: int, out: list[Event], eof: bool) -> tuple[int, int]:
-        """Consume from ``pos``; see :class:`~toolwire.call_sections.SectionReader`."""
+        """Consume from ``pos``; see :class:`~toolwire.parse.call_sections.SectionReader`."""
         n = len(data)
         while True:
             state = self._state

@@ -19,8 +19,8 @@ import re
 import tokenize
 from typing import Any, Final
 
-from toolwire.call_sections import DONE, FAIL, MORE, CallNumbering
 from toolwire.events import Event, ToolCallDeltaEvent, ToolCallEvent, ToolCallStartEvent
+from toolwire.parse.call_sections import DONE, FAIL, MORE, CallNumbering
 
 __all__ = ["PYTHONIC_START", "PythonicListReader", "calls_from_source"]
 
@@ -147,7 +147,7 @@ def calls_from_source(source: str) -> list[tuple[str, dict[str, Any]]]:
 class PythonicListReader:
     """Reads ``[f(a=1), g(b="x")]`` from its ``[``; emits the calls at the closing ``]``.
 
-    Implements :class:`~toolwire.call_sections.SectionReader`.
+    Implements :class:`~toolwire.parse.call_sections.SectionReader`.
     """
 
     __slots__ = ("_depth", "_escape", "_numbering", "_quote", "failure", "message", "raw",

@@ -19,8 +19,8 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import toolwire
-from toolwire.backends import BackendSpec
-from toolwire.tools import Tool
+from toolwire.backends.protocol import BackendSpec
+from toolwire.conversation.tools import Tool
 
 if TYPE_CHECKING:
     from .backend import LlamaCppBackend

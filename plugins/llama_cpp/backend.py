@@ -1,7 +1,7 @@
 """In-process llama.cpp backend: a local GGUF model speaking its own chat template.
 
 The prompt is rendered with the Jinja chat template stored in the model file
-(read with :func:`toolwire.gguf_metadata.read_gguf_metadata`, never with
+(read with :func:`toolwire.templates.gguf.read_gguf_metadata`, never with
 llama-cpp-python's chat formatters), in toolwire's sandbox; the parser plugin
 that claims that template reads the reply. Generation streams token by token
 from :meth:`llama_cpp.Llama.generate` with no stop strings: the model ends its
@@ -16,48 +16,36 @@ from __future__ import annotations
 import codecs
 import os
 import sys
-import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Any, Final, cast
+from typing import Any, Final
 
-import attrs
-
-from toolwire.backends import ModelRequest, TurnEnd
-from toolwire.cancel import CancelToken
-from toolwire.chat_template import ChatTemplate, get_chat_template
-from toolwire.errors import BackendError, ParserNotFoundError, TemplateError
-from toolwire.events import (
-    DiagnosticEvent,
-    ErrorEvent,
-    Event,
-    NoParserEvent,
-    ToolCallEvent,
+from toolwire.backends.protocol import ModelRequest
+from toolwire.backends.templated import (
+    EncodedPrompt,
+    GenerationEnd,
+    GenerationSetupError,
+    TemplateChoice,
+    TemplatedBackend,
+    TemplateSource,
 )
-from toolwire.gguf_metadata import GGUFMetadata, read_gguf_metadata
-from toolwire.history import Message, to_template_messages
-from toolwire.parsing import ParserSpec, default_call_id
-from toolwire.plugin_manager import PluginManager, default_plugin_manager
-from toolwire.selection import DERIVED_FAMILY, build_pipeline, select_parser
-
-from .budget import PruneResult, prune_history
+from toolwire.conversation.cancel import CancelToken
+from toolwire.errors import BackendError
+from toolwire.events import DiagnosticEvent, Event
+from toolwire.hooks.manager import PluginManager
+from toolwire.templates.gguf import GGUFMetadata, read_gguf_metadata
 
 __all__ = [
     "DEFAULT_CHAT_TEMPLATE",
     "DEFAULT_N_CTX_CAP",
     "OPTIONS",
-    "PROMPT_TAIL_CHARS",
     "LlamaCppBackend",
-    "TemplateChoice",
     "install_log_filter",
 ]
 
 DEFAULT_N_CTX_CAP: Final = 8192
 """``n_ctx`` defaults to the model's trained context length, capped at this."""
-
-PROMPT_TAIL_CHARS: Final = 64
-"""How much of the prompt's end the stream filters see (an open ``<think>``)."""
 
 _FALLBACK_N_CTX: Final = 4096  # when the file does not say its context length
 
@@ -111,29 +99,6 @@ OPTIONS: Final = (
 """The keyword arguments of :class:`LlamaCppBackend` (``toolwire plugins`` lists them)."""
 
 Grammar = str | Callable[[ModelRequest], str | None] | None
-
-
-@attrs.frozen
-class TemplateChoice:
-    """A chat template and the parser that reads what it makes the model write.
-
-    :ivar key: where the template came from: a GGUF key
-        (``tokenizer.chat_template``, ``tokenizer.chat_template.tool_use``),
-        ``"override"`` (the ``chat_template`` option) or ``"default"`` (the file
-        has none: :data:`DEFAULT_CHAT_TEMPLATE`).
-    :ivar source: the Jinja source.
-    :ivar template: the compiled template.
-    :ivar parser: the parser spec, or ``None`` when no parser claims the template.
-    :ivar no_parser_message: why there is no parser (for the ``no_parser`` event).
-    :ivar seen_markers: well-known tool-call markers seen in an unclaimed template.
-    """
-
-    key: str
-    source: str
-    template: ChatTemplate
-    parser: ParserSpec | None
-    no_parser_message: str = ""
-    seen_markers: tuple[str, ...] = ()
 
 
 class _Runtime:
@@ -292,8 +257,12 @@ def _load_llama(path: Path, *, n_ctx: int, seed: int | None, n_threads: int | No
                            path=str(path)) from exc
 
 
-class LlamaCppBackend:
+class LlamaCppBackend(TemplatedBackend):
     """A local GGUF model run in-process by llama.cpp.
+
+    Everything about the template, the context budget, the parser and the turn
+    is the :class:`~toolwire.backends.templated.TemplatedBackend`'s; this class
+    loads the model, tokenizes, samples and generates.
 
     :param model_path: the ``.gguf`` file.
     :param n_ctx: the context window in tokens; default: the model's trained
@@ -352,36 +321,24 @@ class LlamaCppBackend:
             what = "is a directory, not a GGUF file" if path.is_dir() else "does not exist"
             raise BackendError(f"model file {str(path)!r} {what}", kind="not_found",
                                path=str(path))
-        if max_tokens < 1:
-            raise ValueError("max_tokens must be at least 1")
         if n_ctx is not None and n_ctx < 2:
             raise ValueError("n_ctx must be at least 2")
         self.model_path = path
         self.metadata: GGUFMetadata = read_gguf_metadata(path)
-        trained = self.metadata.context_length
-        if n_ctx is not None:
-            self.n_ctx = n_ctx
-        elif model is not None:
-            self.n_ctx = int(model.n_ctx())  # the context the given model was made with
-        else:
-            self.n_ctx = min(trained or _FALLBACK_N_CTX, DEFAULT_N_CTX_CAP)
-        if max_tokens >= self.n_ctx:
-            raise ValueError(f"max_tokens ({max_tokens}) must be below n_ctx ({self.n_ctx}): "
-                             "the prompt needs room too")
-        self.max_tokens = max_tokens
+        if n_ctx is None:
+            if model is not None:
+                n_ctx = int(model.n_ctx())  # the context the given model was made with
+            else:
+                n_ctx = min(self.metadata.context_length or _FALLBACK_N_CTX, DEFAULT_N_CTX_CAP)
+        self._override = chat_template
+        super().__init__(templates=self._template_source, n_ctx=n_ctx, max_tokens=max_tokens,
+                         family=family, plugins=plugins, enable_thinking=enable_thinking,
+                         bos_token=self.metadata.bos_token or "",
+                         eos_token=self.metadata.eos_token or "")
         self.temperature = temperature
         self.top_p = top_p
         self.seed = seed
-        self.enable_thinking = enable_thinking
         self.grammar = grammar
-        self._family = family
-        self._plugins = plugins or default_plugin_manager()
-        self._override = chat_template
-        self._choices: dict[bool, TemplateChoice] = {
-            tools: self._choose_template(tools) for tools in (False, True)
-        }
-        self._announced: set[str] = set()
-        self._lock = threading.Lock()
         self.load_seconds = 0.0
         if model is None:
             started = time.perf_counter()
@@ -404,29 +361,13 @@ class LlamaCppBackend:
         """The loaded ``llama_cpp.Llama`` (or the stand-in given as ``model``)."""
         return self._runtime.model
 
-    @property
-    def prompt_budget(self) -> int:
-        """The most tokens a prompt may take: ``n_ctx - max_tokens``."""
-        return self.n_ctx - self.max_tokens
-
-    def template_choice(self, *, tools: bool) -> TemplateChoice:
-        """The template (and parser) used for turns with or without tools."""
-        return self._choices[tools]
-
-    def _choose_template(self, tools: bool) -> TemplateChoice:
+    def _template_source(self, tools: bool) -> TemplateSource:
         if self._override is not None:
-            key, source = "override", self._override
-        else:
-            found = self.metadata.template_for(tools=tools)
-            key, source = found if found is not None else ("default", DEFAULT_CHAT_TEMPLATE)
-        template = get_chat_template(source)
-        try:
-            spec = select_parser(source, self._plugins, family=self._family).spec
-        except ParserNotFoundError as exc:
-            if self._family is not None:
-                raise
-            return TemplateChoice(key, source, template, None, str(exc), exc.seen_markers)
-        return TemplateChoice(key, source, template, spec)
+            return TemplateSource("override", self._override)
+        found = self.metadata.template_for(tools=tools)
+        if found is None:
+            return TemplateSource("default", DEFAULT_CHAT_TEMPLATE, is_default=True)
+        return TemplateSource(*found)
 
     def _progress(self, enabled: bool, *, started: float | None, failed: bool = False) -> None:
         if not enabled or not sys.stderr.isatty():
@@ -442,149 +383,54 @@ class LlamaCppBackend:
             sys.stderr.write(f" done in {time.perf_counter() - started:.1f} s\n")
         sys.stderr.flush()
 
-    def make_call_id(self, index: int) -> str:
-        """Call ids in the form the parser family (of the tools template) wants."""
-        spec = self._choices[True].parser
-        return spec.make_call_id(index) if spec is not None else default_call_id(index)
-
-    # -- prompt --------------------------------------------------------------
-
-    def render(self, messages: Sequence[Message], tools: Sequence[Mapping[str, Any]] | None,
-               choice: TemplateChoice | None = None) -> str:
-        """The prompt text for ``messages`` (template errors propagate)."""
-        choice = choice or self._choices[bool(tools)]
-        return choice.template.render(
-            to_template_messages(messages), tools=list(tools) if tools else None,
-            add_generation_prompt=True, bos_token=self.metadata.bos_token or "",
-            eos_token=self.metadata.eos_token or "", enable_thinking=self.enable_thinking)
+    # -- what the templated base asks of a runtime ---------------------------
 
     def tokenize(self, text: str) -> list[int]:
         """Tokenize a rendered prompt as it is fed to the model."""
         return self._runtime.tokenize(text)
 
-    def fit_prompt(self, request: ModelRequest) -> tuple[PruneResult, str, list[int]]:
-        """Render, count and prune ``request`` to the prompt budget.
+    def encode_prompt(self, text: str) -> EncodedPrompt:
+        """The prompt's tokens, by the model's own tokenizer."""
+        tokens = self._runtime.tokenize(text)
+        return EncodedPrompt(text, len(tokens), tuple(tokens))
 
-        :returns: the pruning result, the prompt text and its tokens (those of
-            the pruned conversation, or of the protected part when it does not fit).
-        :raises TemplateError: the template raised.
-        """
-        tools = request.tool_schemas() or None
-        choice = self._choices[bool(tools)]
-        rendered: dict[tuple[int, ...], tuple[str, list[int]]] = {}
-
-        def count(messages: Sequence[Message]) -> int:
-            key = tuple(id(m) for m in messages)
-            if key not in rendered:
-                text = self.render(messages, tools, choice)
-                rendered[key] = (text, self._runtime.tokenize(text))
-            return len(rendered[key][1])
-
-        final_prompt = (request.final_turn and len(request.messages) >= 2
-                        and request.messages[-1].role == "user"
-                        and request.messages[-2].role == "tool")
-        result = prune_history(request.messages, count, self.prompt_budget,
-                               final_answer_prompt=final_prompt)
-        text, tokens = rendered[tuple(id(m) for m in result.messages)]
-        return result, text, tokens
-
-    # -- one turn ------------------------------------------------------------
-
-    def stream_turn(self, request: ModelRequest, cancel: CancelToken) -> Iterator[Event | TurnEnd]:
-        """Run one model turn: render, fit, generate, parse; ``TurnEnd`` last.
-
-        Never raises for a failed turn: a template error, a context overflow or a
-        llama.cpp failure becomes an ``error`` event and ``TurnEnd("error")``.
-        """
-        while not self._lock.acquire(timeout=0.05):
-            if cancel.cancelled:
-                yield TurnEnd("cancelled")
-                return
-        try:
-            yield from self._turn(request, cancel)
-        finally:
-            self._lock.release()
-
-    def _notices(self, choice: TemplateChoice) -> Iterator[Event]:
-        if choice.key == "default" and "default" not in self._announced:
-            self._announced.add("default")
+    def turn_notices(self, choice: TemplateChoice) -> Iterator[Event]:
+        """Say once that the file has no template and toolwire's default is used."""
+        if choice.is_default and self.announce_once("default"):
             yield DiagnosticEvent(
                 "default_chat_template",
                 f"{self.model_path.name} has no chat template in its metadata; using "
                 "toolwire's default ChatML template (tool calls in the Qwen XML markup, see "
                 "docs/local.md). Pass chat_template=... to use the model's real one.")
-        if choice.parser is not None and choice.parser.name == DERIVED_FAMILY and \
-                "derived" not in self._announced:
-            self._announced.add("derived")
-            yield DiagnosticEvent(
-                "derived_parser",
-                "no parser plugin claims this model's chat template; its tool calls are read "
-                "with markers inferred from the template itself (toolwire detect --derive "
-                "shows them)")
-        if choice.parser is None and choice.source not in self._announced:
-            self._announced.add(choice.source)
-            # cast: mypy cannot type the event's ``converter=tuple`` field
-            yield NoParserEvent(choice.no_parser_message, cast(Any, choice.seen_markers))
 
-    def _turn(self, request: ModelRequest, cancel: CancelToken) -> Iterator[Event | TurnEnd]:
-        load = self.load_seconds if self._first_turn else None
-        self._first_turn = False
-        tools = request.tool_schemas() or None
-        choice = self._choices[bool(tools)]
-        yield from self._notices(choice)
-        started = time.perf_counter()
-        try:
-            fitted, prompt, tokens = self.fit_prompt(request)
-        except TemplateError as exc:
-            yield ErrorEvent("template", f"the chat template ({choice.key}) failed: {exc}")
-            yield TurnEnd("error")
-            return
-        except Exception as exc:  # tokenizer failure
-            yield ErrorEvent("backend", f"could not build the prompt: {type(exc).__name__}: "
-                                        f"{exc}")
-            yield TurnEnd("error")
-            return
-        usage: dict[str, Any] = {"prompt_tokens": len(tokens), "completion_tokens": 0}
-        if not fitted.fits:
-            yield ErrorEvent(
-                "context",
-                f"the prompt needs {fitted.tokens} tokens but only {fitted.budget} fit "
-                f"(n_ctx {self.n_ctx} - max_tokens {self.max_tokens}): {fitted.over_by} tokens "
-                "over even after dropping all older history. Shorten the system prompt or "
-                "the latest message or tool results, offer fewer tools, or raise n_ctx.")
-            yield TurnEnd("error", usage=usage)
-            return
-        if fitted.removed:
-            yield DiagnosticEvent(
-                "context_pruned",
-                f"dropped the {fitted.removed} oldest messages from the prompt to fit the "
-                f"context window ({fitted.tokens} of {fitted.budget} tokens)")
+    def prepare_generation(self, request: ModelRequest, choice: TemplateChoice) -> Any:
+        """The sampler's grammar for this turn, if any."""
         try:
             grammar_text = self.grammar(request) if callable(self.grammar) else self.grammar
-            grammar = self._runtime.grammar(grammar_text) if grammar_text else None
+            return self._runtime.grammar(grammar_text) if grammar_text else None
         except Exception as exc:
-            yield ErrorEvent("grammar", f"the grammar option failed: {type(exc).__name__}: "
-                                        f"{exc}")
-            yield TurnEnd("error", usage=usage)
-            return
-        pipeline = build_pipeline(choice.parser, request.tool_parameters(),
-                                  plugins=self._plugins, chat_template=choice.source,
-                                  prompt_tail=prompt[-PROMPT_TAIL_CHARS:])
-        render_seconds = time.perf_counter() - started
-        if cancel.cancelled:
-            yield TurnEnd("cancelled", usage=usage)
-            return
+            raise GenerationSetupError(
+                "grammar", f"the grammar option failed: {type(exc).__name__}: {exc}") from exc
 
+    def extra_timings(self) -> Mapping[str, Any]:
+        """The load time, on the first turn."""
+        if not self._first_turn:
+            return {}
+        self._first_turn = False
+        return {"load": round(self.load_seconds, 6)}
+
+    def generate(self, prompt: EncodedPrompt, request: ModelRequest, options: Any,
+                 cancel: CancelToken) -> Iterator[str | GenerationEnd]:
+        """Sample token by token until an end-of-generation token, the limit or a cancel."""
         decoder = codecs.getincrementaldecoder("utf-8")("replace")
-        reason = "stop"
         completion = 0
-        called = False
         first_token: float | None = None
-        gen_started = time.perf_counter()
         stream: Iterator[int] | None = None
+        reason = "stop"
         try:
-            stream = self._runtime.generate(tokens, temperature=self.temperature,
-                                            top_p=self.top_p, grammar=grammar)
+            stream = self._runtime.generate(list(prompt.tokens or ()),
+                                            temperature=self.temperature, top_p=self.top_p,
+                                            grammar=options)
             for token in stream:
                 if first_token is None:
                     first_token = time.perf_counter()
@@ -596,9 +442,7 @@ class LlamaCppBackend:
                 completion += 1
                 text = decoder.decode(self._runtime.piece(token))
                 if text:
-                    for event in pipeline.feed(text):
-                        called = called or isinstance(event, ToolCallEvent)
-                        yield event
+                    yield text
                 if cancel.cancelled:
                     reason = "cancelled"
                     break
@@ -606,36 +450,21 @@ class LlamaCppBackend:
                     reason = "length"
                     break
         except Exception as exc:
-            reason = "error"
-            yield ErrorEvent("backend", f"llama.cpp failed while generating: "
-                                        f"{type(exc).__name__}: {exc}")
+            yield GenerationEnd("error", completion, f"llama.cpp failed while generating: "
+                                                     f"{type(exc).__name__}: {exc}",
+                                first_token_at=first_token)
+            return
         finally:
             # stop llama.cpp now, not when the generator is collected
             close = getattr(stream, "close", None)
             if close is not None:
                 close()
-        ended = time.perf_counter()
-        usage["completion_tokens"] = completion
-        timings: dict[str, Any] = {
-            "render": round(render_seconds, 6),
-            "prompt": round((first_token or ended) - gen_started, 6),
-            "generation": round(ended - (first_token or ended), 6),
-        }
-        if load is not None:
-            timings["load"] = round(load, 6)
-        if reason in ("cancelled", "error"):
-            yield TurnEnd(reason, usage=usage, timings=timings)
-            return
-        # A cut at max_tokens may split a character: its bytes are not text.
-        rest = decoder.decode(b"", final=True) if reason == "stop" else ""
-        events = pipeline.feed(rest) if rest else []
-        events.extend(pipeline.close())
-        for event in events:
-            called = called or isinstance(event, ToolCallEvent)
-            yield event
-        if reason == "stop" and called:
-            reason = "tool_calls"
-        yield TurnEnd(reason, usage=usage, timings=timings)
+        if reason == "stop":
+            # a cut at max_tokens may split a character: its bytes are not text
+            rest = decoder.decode(b"", final=True)
+            if rest:
+                yield rest
+        yield GenerationEnd(reason, completion, first_token_at=first_token)
 
     def close(self) -> None:
         """Free the model (the backend cannot be used afterwards)."""

@@ -14,9 +14,9 @@ from typing import Any
 
 import attrs
 
-from toolwire.chat_template import get_chat_template
-from toolwire.history import Message
-from toolwire.tools import Tool
+from toolwire.conversation.history import Message
+from toolwire.conversation.tools import Tool
+from toolwire.templates.chat_template import get_chat_template
 
 from .backend import LlamaCppBackend
 

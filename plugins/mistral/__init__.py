@@ -14,8 +14,8 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import toolwire
-from toolwire.parsing import ParserSpec, StreamFilterSpec, StreamParser, nine_char_call_id
-from toolwire.reasoning_tags import family_reasoning_filter_spec
+from toolwire.parse.protocol import ParserSpec, StreamFilterSpec, StreamParser, nine_char_call_id
+from toolwire.parse.reasoning import family_think_filter_spec
 
 from .parser import TOOL_CALLS, MistralParser
 
@@ -46,5 +46,5 @@ def register_parsers(register: Callable[[ParserSpec], None]) -> None:
 @toolwire.hookimpl
 def register_stream_filters(register: Callable[[StreamFilterSpec], None]) -> None:
     """Register the ``[THINK]...[/THINK]`` reasoning filter."""
-    register(family_reasoning_filter_spec(THINK_OPEN, THINK_CLOSE, name="mistral_think",
+    register(family_think_filter_spec(THINK_OPEN, THINK_CLOSE, name="mistral_think",
                                           families=(FAMILY,)))

@@ -22,7 +22,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
-from toolwire.call_sections import (
+from toolwire.events import Event
+from toolwire.parse.call_sections import (
     DONE,
     FAIL,
     MATCH,
@@ -34,8 +35,7 @@ from toolwire.call_sections import (
     feed_nested,
     read_name,
 )
-from toolwire.events import Event
-from toolwire.json_calls import ArgsReader, CallListReader, CallObjectReader, CallShape
+from toolwire.parse.json_calls import ArgsReader, CallListReader, CallObjectReader, CallShape
 
 __all__ = ["ARGS", "CALL_ID", "TOOL_CALLS", "MistralParser"]
 
@@ -66,7 +66,7 @@ class _ToolCallsSection:
         self.started = 0
 
     def feed(self, data: str, pos: int, out: list[Event], eof: bool) -> tuple[int, int]:
-        """Consume from ``pos``; see :class:`~toolwire.call_sections.SectionReader`."""
+        """Consume from ``pos``; see :class:`~toolwire.parse.call_sections.SectionReader`."""
         n = len(data)
         while True:
             state = self._state

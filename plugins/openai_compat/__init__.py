@@ -24,7 +24,7 @@ from collections.abc import Callable
 from typing import Any
 
 import toolwire
-from toolwire.backends import BackendSpec
+from toolwire.backends.protocol import BackendSpec
 
 from .assembler import ToolCallAssembler, parse_arguments
 from .backend import DEFAULT_TIMEOUT, OpenAICompatBackend, TurnTranslator

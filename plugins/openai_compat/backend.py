@@ -29,8 +29,9 @@ from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-from toolwire.backends import ModelRequest, TurnEnd
-from toolwire.cancel import CancelToken
+from toolwire.backends.protocol import ModelRequest, TurnEnd
+from toolwire.conversation.cancel import CancelToken
+from toolwire.conversation.history import to_openai_messages
 from toolwire.errors import BackendError
 from toolwire.events import (
     DiagnosticEvent,
@@ -40,7 +41,6 @@ from toolwire.events import (
     TextEvent,
     ToolCallEvent,
 )
-from toolwire.history import to_openai_messages
 
 from .assembler import ToolCallAssembler
 from .errors import (

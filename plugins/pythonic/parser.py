@@ -13,7 +13,7 @@ not read as an escape), and its closing quote counts only when what follows
 is another keyword of the tool (by the schema's names, not yet given) or the
 end of the call. Every other value (numbers, ``True``/``None``, lists and
 dicts, whose strings the template does escape, JSON's ``true``/``null``) is
-scanned to its end and read by :func:`toolwire.tagged_stream.python_literal`,
+scanned to its end and read by :func:`toolwire.parse.tagged_stream.python_literal`,
 which parses it with ``ast`` and never evaluates anything.
 
 String arguments stream as argument deltas; the parser never raises, and a
@@ -26,6 +26,7 @@ import re
 from collections.abc import Mapping
 from typing import Any, Final
 
+from toolwire.conversation.schema import ToolSchemaIndex
 from toolwire.events import (
     DiagnosticEvent,
     Event,
@@ -34,9 +35,8 @@ from toolwire.events import (
     ToolCallEvent,
     ToolCallStartEvent,
 )
-from toolwire.schema import ToolSchemaIndex
-from toolwire.streaming import HeldWhitespace
-from toolwire.tagged_stream import TokenSet, is_literal, python_literal
+from toolwire.parse.streaming import HeldWhitespace
+from toolwire.parse.tagged_stream import TokenSet, is_literal, python_literal
 
 __all__ = ["CALLS_CLOSE", "CALLS_OPEN", "PythonicParser"]
 

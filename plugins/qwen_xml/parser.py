@@ -29,6 +29,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from toolwire.conversation.schema import ToolSchemaIndex
 from toolwire.events import (
     DiagnosticEvent,
     Event,
@@ -37,8 +38,7 @@ from toolwire.events import (
     ToolCallEvent,
     ToolCallStartEvent,
 )
-from toolwire.schema import ToolSchemaIndex
-from toolwire.streaming import HeldWhitespace, partial_tag_start
+from toolwire.parse.streaming import HeldWhitespace, partial_tag_start
 
 __all__ = ["QwenXmlParser"]
 

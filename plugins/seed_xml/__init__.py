@@ -22,8 +22,9 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import toolwire
-from toolwire.parsing import ParserSpec, StreamFilterSpec, StreamParser
-from toolwire.tagged_stream import TaggedCallParser, TaggedFormat, reasoning_filter_spec
+from toolwire.parse.protocol import ParserSpec, StreamFilterSpec, StreamParser
+from toolwire.parse.reasoning import family_think_filter_spec
+from toolwire.parse.tagged_stream import TaggedCallParser, TaggedFormat
 
 __all__ = ["FAMILY", "SEED_FORMAT", "detect", "register_parsers", "register_stream_filters"]
 
@@ -65,5 +66,5 @@ def register_parsers(register: Callable[[ParserSpec], None]) -> None:
 @toolwire.hookimpl
 def register_stream_filters(register: Callable[[StreamFilterSpec], None]) -> None:
     """Register the ``<seed:think>`` reasoning filter."""
-    register(reasoning_filter_spec("<seed:think>", "</seed:think>", name="seed_think",
+    register(family_think_filter_spec("<seed:think>", "</seed:think>", name="seed_think",
                                    families=(FAMILY,)))

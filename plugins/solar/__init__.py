@@ -21,8 +21,14 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import toolwire
-from toolwire.parsing import ParserSpec, StreamParser
-from toolwire.tagged_stream import CallHeader, JsonBody, TaggedCallParser, TaggedFormat, valid_name
+from toolwire.parse.protocol import ParserSpec, StreamParser
+from toolwire.parse.tagged_stream import (
+    CallHeader,
+    JsonBody,
+    TaggedCallParser,
+    TaggedFormat,
+    valid_name,
+)
 
 __all__ = ["FAMILY", "SOLAR_FORMAT", "detect", "register_parsers", "solar_call_id"]
 

@@ -1,0 +1,122 @@
+"""``toolwire demo``: the whole loop on a tiny model toolwire writes itself.
+
+A newcomer on a fresh machine sees real llama.cpp generation, the model's
+chat template read from GGUF metadata, streaming parsing of its tool call,
+dispatch of a real workspace tool and the events, with nothing downloaded.
+The model has random weights; a grammar forces what it writes (a tool call,
+then an answer quoting the tool's real result), which the demo says plainly.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from ...backends.protocol import Backend, ModelRequest
+from ...conversation.chat import Chat
+from ...errors import ToolwireError
+from ...events import DoneEvent
+from ...hooks.manager import PluginManager
+
+__all__ = ["demo_grammar", "make_demo_backend", "register", "run_demo"]
+
+QUESTION = "What do my notes say about Alex?"
+NOTES = {
+    "notes/people.md": "# People\n\nAlex: maintains the parser plugins; prefers Qwen3.5.\n"
+                       "Sam: runs the dashboard.\n",
+    "notes/todo.md": "- ask Alex about the Hermes plugin\n- benchmark the 1 MB reply\n",
+}
+CALL = ("I will search the notes.\n\n<tool_call>\n<function=search_text>\n"
+        "<parameter=pattern>\nAlex\n</parameter>\n</function>\n</tool_call>")
+INTRO = """\
+toolwire demo: a tiny stand-in model (random weights, about 150 KB) that toolwire
+just wrote to
+  {model}
+llama.cpp runs it for real; a grammar forces what it writes, because random
+weights cannot choose a tool. Everything else is the real path: chat template
+from the GGUF metadata -> prompt -> llama.cpp tokens -> streaming parser ->
+validation -> the workspace tool -> its result rendered back -> the answer.
+"""
+OUTRO = """
+That was a stand-in model. Point toolwire at a real one:
+  toolwire chat --model path/to/Qwen3.5-4B-Q4_K_M.gguf --workspace DIR
+  toolwire chat --provider openai --model gpt-4o-mini      (OPENAI_API_KEY)
+  toolwire chat --provider ollama --model qwen3:4b
+"""
+
+
+def _answer_from_results(request: ModelRequest) -> str:
+    results = [m.content for m in request.messages if m.role == "tool"]
+    found = results[-1].strip() if results else "nothing"
+    return f"Your notes mention Alex here:\n{found}"
+
+
+def demo_grammar(request: ModelRequest) -> str:
+    """What the stand-in writes: a search call, then (after the result) the answer."""
+    from toolwire.plugins.llama_cpp.tiny_model import grammar_for
+
+    answered = request.messages and request.messages[-1].role == "tool"
+    return grammar_for(_answer_from_results(request) if answered or not request.tools
+                       else CALL)
+
+
+def make_demo_backend(base: Path, plugins: PluginManager) -> tuple[Backend, Path, Path]:
+    """Write the tiny model and a small workspace under ``base``; return the backend,
+    the model path and the workspace."""
+    try:
+        from toolwire.plugins.llama_cpp.backend import DEFAULT_CHAT_TEMPLATE, LlamaCppBackend
+        from toolwire.plugins.llama_cpp.tiny_model import TINY_BACKEND_OPTIONS, write_tiny_gguf
+    except ImportError as exc:  # pragma: no cover - depends on the install
+        raise ToolwireError(f"the demo needs the local extra: pip install 'toolwire[local]' "
+                            f"({exc})") from exc
+    workspace = base / "workspace"
+    for name, text in NOTES.items():
+        (workspace / name).parent.mkdir(parents=True, exist_ok=True)
+        (workspace / name).write_text(text, encoding="utf-8")
+    model = write_tiny_gguf(base / "tiny-demo.gguf", DEFAULT_CHAT_TEMPLATE)
+    options: dict[str, Any] = dict(TINY_BACKEND_OPTIONS)
+    backend = LlamaCppBackend(model, grammar=demo_grammar, temperature=0.0, max_tokens=512,
+                              plugins=plugins, progress=False, **options)
+    return backend, model, workspace
+
+
+def register(subparsers: Any) -> None:
+    """Add the ``demo`` command."""
+    p = subparsers.add_parser("demo", help="the whole loop on a tiny model toolwire writes itself",
+                              description="Write a tiny model, run it in llama.cpp and show a "
+                                          "real tool call parsed, validated, run and answered.")
+    p.add_argument("--json", action="store_true", help="print every event as a JSON line")
+    p.add_argument("--dir", help="where to write the model and workspace (default: temp)")
+    p.set_defaults(run=run_demo)
+
+
+def run_demo(args: argparse.Namespace, plugins: PluginManager) -> int:
+    """Run the demo; return 0 when the exchange ended normally."""
+    from .chat import _Printer
+
+    base = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="toolwire-demo-"))
+    started = time.perf_counter()
+    backend, model, workspace = make_demo_backend(base, plugins)
+    out = sys.stdout
+    if not args.json:
+        out.write(INTRO.format(model=model))
+        out.write(f"\nworkspace: {workspace}\n> {QUESTION}\n")
+    chat = Chat(backend, tools=plugins.tools(), workspace=workspace, read_only=True,
+                max_tool_iters=4, plugins=plugins)
+    printer = _Printer(out, as_json=args.json, show_reasoning=True,
+                       color=out.isatty() and not args.json)
+    done: DoneEvent | None = None
+    for event in chat.send(QUESTION):
+        printer.show(event)
+        if isinstance(event, DoneEvent):
+            done = event
+    if not args.json:
+        elapsed = time.perf_counter() - started
+        out.write(f"\n(done: {done.reason if done else '?'}, {elapsed:.2f} s including "
+                  "writing and loading the model)\n")
+        out.write(OUTRO)
+    return 0 if done is not None and done.reason == "stop" else 1

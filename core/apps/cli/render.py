@@ -1,0 +1,53 @@
+"""``toolwire render``: print the exact prompt a model would see."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from ...hooks.manager import PluginManager
+from .common import fail, load_tools, read_json_file, template_source
+
+__all__ = ["register", "run"]
+
+
+def register(subparsers: Any) -> None:
+    """Add the ``render`` command."""
+    p = subparsers.add_parser("render", help="print the exact prompt a model would see",
+                              description="Render messages (and tools) through a chat template "
+                                          "and print the exact prompt.")
+    p.add_argument("path", help="chat template file or .gguf")
+    p.add_argument("--tools", help="OpenAI-style tools list (JSON)")
+    p.add_argument("--messages", required=True, help="messages list (JSON)")
+    p.add_argument("--enable-thinking", choices=("true", "false"), default=None)
+    p.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace, plugins: PluginManager) -> int:
+    from ...templates.chat_template import get_chat_template
+
+    tools = load_tools(args.tools)
+    messages = read_json_file(args.messages, "messages")
+    if not isinstance(messages, list):
+        fail(f"messages file {args.messages} must hold a JSON list of messages")
+    _, source = template_source(args.path, tools=bool(tools))
+    extra = {}
+    bos = eos = ""
+    if Path(args.path).suffix.lower() == ".gguf":
+        from ...templates.gguf import read_gguf_metadata
+
+        meta = read_gguf_metadata(args.path)
+        bos, eos = meta.bos_token or "", meta.eos_token or ""
+    if args.enable_thinking is not None:
+        extra["enable_thinking"] = args.enable_thinking == "true"
+    prompt = get_chat_template(source).render(messages, tools=tools, bos_token=bos,
+                                              eos_token=eos, add_generation_prompt=True,
+                                              **extra)
+    sys.stdout.write(prompt)  # exactly the prompt: no newline added
+    sys.stdout.flush()
+    lead = "" if prompt.endswith("\n") else "\n"
+    print(f"{lead}-- {len(prompt)} characters, {len(prompt.encode('utf-8'))} bytes",
+          file=sys.stderr)
+    return 0

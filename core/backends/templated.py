@@ -1,0 +1,394 @@
+"""The path every text-completion runtime shares: render -> budget -> select -> pipeline.
+
+A runtime that completes raw text (llama.cpp in-process, a remote engine's
+completion endpoint) cannot be handed a conversation: it needs the model's own
+chat template rendered around the conversation and the tool schemas, a prompt
+that fits its context window, the parser that reads the markup the template
+makes the model write, and that parser fed with every piece of text the model
+produces. :class:`TemplatedBackend` owns all of that once; a runtime subclass
+provides only what differs:
+
+* :meth:`TemplatedBackend.encode_prompt`: count (and, where the runtime wants
+  them, produce) the prompt's tokens;
+* :meth:`TemplatedBackend.generate`: produce the reply's text pieces for an
+  encoded prompt, ending with a :class:`GenerationEnd`;
+* optionally :meth:`TemplatedBackend.prepare_generation` (per-turn options such
+  as a grammar) and :meth:`TemplatedBackend.turn_notices` (one-time remarks).
+
+The turn itself (:meth:`TemplatedBackend.stream_turn`) is the same for every
+runtime: one turn at a time, template notices, fitting with pruning, an
+``error`` event instead of an exception for every failure, cancellation between
+pieces, usage and timings, and the finish reason (``tool_calls`` when the
+parser read a call).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any, Final, cast
+
+import attrs
+
+from ..conversation.cancel import CancelToken
+from ..conversation.history import Message, to_template_messages
+from ..errors import ParserNotFoundError, TemplateError
+from ..events import DiagnosticEvent, ErrorEvent, Event, NoParserEvent, ToolCallEvent
+from ..hooks.manager import PluginManager, default_plugin_manager
+from ..parse.protocol import ParserSpec, default_call_id
+from ..templates.chat_template import ChatTemplate, get_chat_template
+from ..templates.selection import DERIVED_FAMILY, build_pipeline, select_parser
+from .budget import PruneResult, prune_history
+from .protocol import ModelRequest, TurnEnd
+
+__all__ = [
+    "PROMPT_TAIL_CHARS",
+    "EncodedPrompt",
+    "GenerationEnd",
+    "GenerationSetupError",
+    "TemplateChoice",
+    "TemplateSource",
+    "TemplatedBackend",
+]
+
+PROMPT_TAIL_CHARS: Final = 64
+"""How much of the prompt's end the stream filters see (an open ``<think>``)."""
+
+
+@attrs.frozen
+class TemplateSource:
+    """A chat template's source and where it came from.
+
+    :ivar key: the origin, shown in messages: a GGUF key
+        (``tokenizer.chat_template``), ``"override"``, ``"default"``, a file path...
+    :ivar source: the Jinja source.
+    :ivar is_default: the runtime had no template and uses toolwire's default.
+    """
+
+    key: str
+    source: str
+    is_default: bool = False
+
+
+@attrs.frozen
+class TemplateChoice:
+    """A chat template and the parser that reads what it makes the model write.
+
+    :ivar key: where the template came from (see :class:`TemplateSource`).
+    :ivar source: the Jinja source.
+    :ivar template: the compiled template.
+    :ivar parser: the parser spec, or ``None`` when no parser claims the template.
+    :ivar no_parser_message: why there is no parser (for the ``no_parser`` event).
+    :ivar seen_markers: well-known tool-call markers seen in an unclaimed template.
+    :ivar is_default: the template is toolwire's default, not the model's.
+    """
+
+    key: str
+    source: str
+    template: ChatTemplate
+    parser: ParserSpec | None
+    no_parser_message: str = ""
+    seen_markers: tuple[str, ...] = ()
+    is_default: bool = False
+
+
+@attrs.frozen
+class EncodedPrompt:
+    """A rendered prompt as the runtime counts it.
+
+    :ivar text: the prompt text.
+    :ivar n_tokens: its size in tokens (exact, or the runtime's estimate).
+    :ivar tokens: the token ids, for runtimes that generate from ids.
+    """
+
+    text: str
+    n_tokens: int
+    tokens: tuple[int, ...] | None = None
+
+
+@attrs.frozen
+class GenerationEnd:
+    """The last item :meth:`TemplatedBackend.generate` yields.
+
+    :ivar reason: ``stop`` (the model ended its turn), ``length`` (the token
+        limit), ``cancelled`` or ``error``.
+    :ivar completion_tokens: tokens generated.
+    :ivar error: for ``error``, what failed (becomes an ``error`` event).
+    :ivar error_kind: that event's ``kind`` (``backend`` by default).
+    :ivar first_token_at: ``time.perf_counter()`` of the first token, if any.
+    """
+
+    reason: str = "stop"
+    completion_tokens: int = 0
+    error: str = ""
+    error_kind: str = "backend"
+    first_token_at: float | None = None
+
+
+class GenerationSetupError(Exception):
+    """:meth:`TemplatedBackend.prepare_generation` failed; the turn ends with an error.
+
+    :param kind: the ``error`` event's kind (``grammar``...).
+    """
+
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
+Piece = str | GenerationEnd
+
+
+class TemplatedBackend:
+    """Base class of the backends that prompt a model through its own chat template.
+
+    :param templates: the template source for turns without (``False``) and with
+        (``True``) tools.
+    :param n_ctx: the context window in tokens.
+    :param max_tokens: the most tokens one reply may take; the prompt gets
+        ``n_ctx - max_tokens``.
+    :param family: force a parser family instead of selecting one by template.
+    :param plugins: the plugin manager whose parsers and filters apply.
+    :param enable_thinking: passed to the template (Qwen3-style reasoning switch).
+    :param bos_token: the template's ``bos_token`` variable.
+    :param eos_token: the template's ``eos_token`` variable.
+    :raises toolwire.TemplateError: a template does not compile.
+    :raises toolwire.ParserNotFoundError: ``family`` names no registered parser.
+    :raises toolwire.ParserConflictError: two parsers tie for a template.
+    """
+
+    name = "templated"
+
+    def __init__(self, *, templates: Callable[[bool], TemplateSource], n_ctx: int,
+                 max_tokens: int, family: str | None = None,
+                 plugins: PluginManager | None = None, enable_thinking: bool = False,
+                 bos_token: str = "", eos_token: str = "") -> None:
+        if max_tokens < 1:
+            raise ValueError("max_tokens must be at least 1")
+        if max_tokens >= n_ctx:
+            raise ValueError(f"max_tokens ({max_tokens}) must be below n_ctx ({n_ctx}): "
+                             "the prompt needs room too")
+        self.n_ctx = n_ctx
+        self.max_tokens = max_tokens
+        self.enable_thinking = enable_thinking
+        self.bos_token = bos_token
+        self.eos_token = eos_token
+        self._family = family
+        self._plugins = plugins or default_plugin_manager()
+        self._choices: dict[bool, TemplateChoice] = {
+            tools: self._choose_template(templates(tools)) for tools in (False, True)
+        }
+        self._announced: set[str] = set()
+        self._turn_lock = threading.Lock()
+
+    # -- what a runtime provides ---------------------------------------------------------
+
+    def encode_prompt(self, text: str) -> EncodedPrompt:
+        """Count the prompt's tokens (and give their ids where the runtime needs them)."""
+        raise NotImplementedError
+
+    def generate(self, prompt: EncodedPrompt, request: ModelRequest, options: Any,
+                 cancel: CancelToken) -> Iterator[Piece]:
+        """Yield the reply's text pieces, then one :class:`GenerationEnd`.
+
+        Check ``cancel`` between pieces (end with ``cancelled``), stop at
+        :attr:`max_tokens` (end with ``length``), and never raise: a failure is
+        ``GenerationEnd("error", error=...)``. Text must be whole characters.
+        """
+        raise NotImplementedError
+
+    def prepare_generation(self, request: ModelRequest, choice: TemplateChoice) -> Any:
+        """Per-turn generation options (a grammar...), passed to :meth:`generate`.
+
+        :raises GenerationSetupError: the turn cannot run (an ``error`` event).
+        """
+        return None
+
+    def turn_notices(self, choice: TemplateChoice) -> Iterator[Event]:
+        """Runtime-specific remarks before a turn; override to add some (call ``super``)."""
+        return iter(())
+
+    # -- templates and parsers -----------------------------------------------------------
+
+    @property
+    def plugins(self) -> PluginManager:
+        """The plugin manager whose parsers and stream filters apply."""
+        return self._plugins
+
+    @property
+    def prompt_budget(self) -> int:
+        """The most tokens a prompt may take: ``n_ctx - max_tokens``."""
+        return self.n_ctx - self.max_tokens
+
+    def template_choice(self, *, tools: bool) -> TemplateChoice:
+        """The template (and parser) used for turns with or without tools."""
+        return self._choices[tools]
+
+    def _choose_template(self, origin: TemplateSource) -> TemplateChoice:
+        template = get_chat_template(origin.source)
+        try:
+            spec = select_parser(origin.source, self._plugins, family=self._family).spec
+        except ParserNotFoundError as exc:
+            if self._family is not None:
+                raise
+            return TemplateChoice(origin.key, origin.source, template, None, str(exc),
+                                  exc.seen_markers, origin.is_default)
+        return TemplateChoice(origin.key, origin.source, template, spec,
+                              is_default=origin.is_default)
+
+    def make_call_id(self, index: int) -> str:
+        """Call ids in the form the parser family (of the tools template) wants."""
+        spec = self._choices[True].parser
+        return spec.make_call_id(index) if spec is not None else default_call_id(index)
+
+    # -- the prompt ----------------------------------------------------------------------
+
+    def render(self, messages: Sequence[Message], tools: Sequence[Mapping[str, Any]] | None,
+               choice: TemplateChoice | None = None) -> str:
+        """The prompt text for ``messages`` (template errors propagate)."""
+        choice = choice or self._choices[bool(tools)]
+        return choice.template.render(
+            to_template_messages(messages), tools=list(tools) if tools else None,
+            add_generation_prompt=True, bos_token=self.bos_token, eos_token=self.eos_token,
+            enable_thinking=self.enable_thinking)
+
+    def fit_prompt(self, request: ModelRequest) -> tuple[PruneResult, EncodedPrompt]:
+        """Render, count and prune ``request`` to the prompt budget.
+
+        :returns: the pruning result and the encoded prompt (of the pruned
+            conversation, or of the protected part when even that does not fit).
+        :raises TemplateError: the template raised.
+        """
+        tools = request.tool_schemas() or None
+        choice = self._choices[bool(tools)]
+        encoded: dict[tuple[int, ...], EncodedPrompt] = {}
+
+        def count(messages: Sequence[Message]) -> int:
+            key = tuple(id(m) for m in messages)
+            if key not in encoded:
+                encoded[key] = self.encode_prompt(self.render(messages, tools, choice))
+            return encoded[key].n_tokens
+
+        final_prompt = (request.final_turn and len(request.messages) >= 2
+                        and request.messages[-1].role == "user"
+                        and request.messages[-2].role == "tool")
+        result = prune_history(request.messages, count, self.prompt_budget,
+                               final_answer_prompt=final_prompt)
+        return result, encoded[tuple(id(m) for m in result.messages)]
+
+    # -- one turn ------------------------------------------------------------------------
+
+    def stream_turn(self, request: ModelRequest, cancel: CancelToken) -> Iterator[Event | TurnEnd]:
+        """Run one model turn: render, fit, generate, parse; ``TurnEnd`` last.
+
+        Turns run one at a time. Never raises for a failed turn: a template error,
+        a context overflow or a runtime failure becomes an ``error`` event and
+        ``TurnEnd("error")``.
+        """
+        while not self._turn_lock.acquire(timeout=0.05):
+            if cancel.cancelled:
+                yield TurnEnd("cancelled")
+                return
+        try:
+            yield from self._turn(request, cancel)
+        finally:
+            self._turn_lock.release()
+
+    def _notices(self, choice: TemplateChoice) -> Iterator[Event]:
+        yield from self.turn_notices(choice)
+        if choice.parser is not None and choice.parser.name == DERIVED_FAMILY and \
+                "derived" not in self._announced:
+            self._announced.add("derived")
+            yield DiagnosticEvent(
+                "derived_parser",
+                "no parser plugin claims this model's chat template; its tool calls are read "
+                "with markers inferred from the template itself (toolwire detect --derive "
+                "shows them)")
+        if choice.parser is None and choice.source not in self._announced:
+            self._announced.add(choice.source)
+            # cast: mypy cannot type the event's ``converter=tuple`` field
+            yield NoParserEvent(choice.no_parser_message, cast(Any, choice.seen_markers))
+
+    def announce_once(self, key: str) -> bool:
+        """``True`` the first time ``key`` is seen (for one-time notices)."""
+        if key in self._announced:
+            return False
+        self._announced.add(key)
+        return True
+
+    def _turn(self, request: ModelRequest, cancel: CancelToken) -> Iterator[Event | TurnEnd]:
+        tools = request.tool_schemas() or None
+        choice = self._choices[bool(tools)]
+        yield from self._notices(choice)
+        started = time.perf_counter()
+        try:
+            fitted, prompt = self.fit_prompt(request)
+        except TemplateError as exc:
+            yield ErrorEvent("template", f"the chat template ({choice.key}) failed: {exc}")
+            yield TurnEnd("error")
+            return
+        except Exception as exc:  # a tokenizer failure
+            yield ErrorEvent("backend", f"could not build the prompt: {type(exc).__name__}: "
+                                        f"{exc}")
+            yield TurnEnd("error")
+            return
+        usage: dict[str, Any] = {"prompt_tokens": prompt.n_tokens, "completion_tokens": 0}
+        if not fitted.fits:
+            yield ErrorEvent(
+                "context",
+                f"the prompt needs {fitted.tokens} tokens but only {fitted.budget} fit "
+                f"(n_ctx {self.n_ctx} - max_tokens {self.max_tokens}): {fitted.over_by} tokens "
+                "over even after dropping all older history. Shorten the system prompt or "
+                "the latest message or tool results, offer fewer tools, or raise n_ctx.")
+            yield TurnEnd("error", usage=usage)
+            return
+        if fitted.removed:
+            yield DiagnosticEvent(
+                "context_pruned",
+                f"dropped the {fitted.removed} oldest messages from the prompt to fit the "
+                f"context window ({fitted.tokens} of {fitted.budget} tokens)")
+        try:
+            options = self.prepare_generation(request, choice)
+        except GenerationSetupError as exc:
+            yield ErrorEvent(exc.kind, str(exc))
+            yield TurnEnd("error", usage=usage)
+            return
+        pipeline = build_pipeline(choice.parser, request.tool_parameters(),
+                                  plugins=self._plugins, chat_template=choice.source,
+                                  prompt_tail=prompt.text[-PROMPT_TAIL_CHARS:])
+        render_seconds = time.perf_counter() - started
+        if cancel.cancelled:
+            yield TurnEnd("cancelled", usage=usage)
+            return
+        called = False
+        end = GenerationEnd("error", error="the runtime ended without saying why")
+        generation_started = time.perf_counter()
+        for piece in self.generate(prompt, request, options, cancel):
+            if isinstance(piece, GenerationEnd):
+                end = piece
+                break
+            for event in pipeline.feed(piece):
+                called = called or isinstance(event, ToolCallEvent)
+                yield event
+        ended = time.perf_counter()
+        usage["completion_tokens"] = end.completion_tokens
+        first = end.first_token_at or ended
+        timings: dict[str, Any] = {"render": round(render_seconds, 6),
+                                   "prompt": round(first - generation_started, 6),
+                                   "generation": round(ended - first, 6)}
+        timings.update(self.extra_timings())
+        if end.reason == "error":
+            yield ErrorEvent(end.error_kind, end.error)
+        if end.reason in ("cancelled", "error"):
+            yield TurnEnd(end.reason, usage=usage, timings=timings)
+            return
+        for event in pipeline.close():
+            called = called or isinstance(event, ToolCallEvent)
+            yield event
+        reason = "tool_calls" if end.reason == "stop" and called else end.reason
+        yield TurnEnd(reason, usage=usage, timings=timings)
+
+    def extra_timings(self) -> Mapping[str, Any]:
+        """Timings a runtime adds to the turn's (``load`` on the first turn...)."""
+        return {}

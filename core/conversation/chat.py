@@ -1,0 +1,350 @@
+"""The chat loop: one fixed dispatch and validation loop around any backend.
+
+A :class:`Chat` holds a conversation, a tool registry and a backend. ``send``
+runs one exchange: model turn -> parse -> for each call: ``tool_call`` event,
+run it, ``tool_result`` event, a tool message answering it -> next model turn,
+until the model answers without calling tools. ``max_tool_iters`` bounds the
+model turns; the last one is reserved for the answer: it offers no tools and
+asks the model to answer from what it has, so the user always gets an answer.
+
+``send`` is a plain iterator; ``asend`` is the same loop as an async iterator
+(it runs the iterator in a worker thread), so a dashboard server and a script
+share one implementation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import AsyncGenerator, Generator, Iterable, Iterator, Mapping, Sequence
+from typing import Any
+
+import attrs
+
+from ..backends.protocol import Backend, ModelRequest, TurnEnd
+from ..events import (
+    DiagnosticEvent,
+    DoneEvent,
+    ErrorEvent,
+    Event,
+    ReasoningEvent,
+    TextEvent,
+    ToolCallDeltaEvent,
+    ToolCallEvent,
+    ToolCallStartEvent,
+    ToolResultEvent,
+)
+from ..hooks.manager import PluginManager, default_plugin_manager
+from .cancel import CancelToken
+from .dispatch import Dispatcher
+from .history import Message, ToolCall, from_stored, to_stored
+from .tools import Tool, ToolRegistry
+
+__all__ = ["DEFAULT_FINAL_ANSWER_PROMPT", "Chat"]
+
+DEFAULT_FINAL_ANSWER_PROMPT = (
+    "No more tool calls are available for this request. Answer the user now, as well as "
+    "you can, from the tool results above."
+)
+_CANCELLED_RESULT = "Not run: the user cancelled the reply before this call ran."
+
+
+class _Failure:
+    __slots__ = ("exc",)
+
+    def __init__(self, exc: BaseException) -> None:
+        self.exc = exc
+
+
+_END = object()
+
+
+class Chat:
+    """A conversation with one model and one set of tools.
+
+    :param backend: the model (see :class:`toolwire.Backend`).
+    :param tools: a :class:`ToolRegistry` or tools to put in one.
+    :param system_prompt: strategy guidance for the model; tool descriptions come
+        from the schemas and need not be repeated here.
+    :param max_tool_iters: the most model turns one exchange may take (>= 1); the
+        last is reserved for the answer and offers no tools.
+    :param read_only: offer and run only read-only tools; a write tool called by
+        name anyway is refused.
+    :param workspace: given to tools that take a ``workspace`` parameter.
+    :param tool_timeout: default seconds a tool may run.
+    :param history: earlier messages (see :func:`toolwire.from_stored`).
+    :param plugins: the plugin manager for observation hooks.
+    """
+
+    def __init__(
+        self,
+        backend: Backend,
+        tools: ToolRegistry | Iterable[Tool] = (),
+        *,
+        system_prompt: str | None = None,
+        max_tool_iters: int = 10,
+        read_only: bool = False,
+        workspace: Any = None,
+        tool_timeout: float | None = 60.0,
+        history: Sequence[Message] = (),
+        plugins: PluginManager | None = None,
+        final_answer_prompt: str = DEFAULT_FINAL_ANSWER_PROMPT,
+    ) -> None:
+        if max_tool_iters < 1:
+            raise ValueError("max_tool_iters must be at least 1")
+        self.backend = backend
+        self.registry = tools if isinstance(tools, ToolRegistry) else ToolRegistry(tools)
+        self.system_prompt = system_prompt
+        self.max_tool_iters = max_tool_iters
+        self.dispatcher = Dispatcher(self.registry, read_only=read_only, workspace=workspace,
+                                     timeout=tool_timeout)
+        self.final_answer_prompt = final_answer_prompt
+        self._history: list[Message] = list(history)
+        self._plugins = plugins
+        self._busy = threading.Lock()
+
+    # -- state ----------------------------------------------------------------
+
+    @property
+    def history(self) -> tuple[Message, ...]:
+        """The conversation so far (without the system prompt)."""
+        return tuple(self._history)
+
+    @property
+    def read_only(self) -> bool:
+        """Whether write tools are withheld."""
+        return self.dispatcher.read_only
+
+    @read_only.setter
+    def read_only(self, value: bool) -> None:
+        self.dispatcher.read_only = value
+
+    def save(self) -> list[dict[str, Any]]:
+        """The conversation in the stored tool-exchange format."""
+        return to_stored(self._history)
+
+    def load(self, records: Sequence[Mapping[str, Any]]) -> None:
+        """Replace the conversation with a stored one."""
+        self._history = from_stored(records, self.backend.make_call_id)
+
+    def _plugins_or_default(self) -> PluginManager:
+        if self._plugins is None:
+            self._plugins = default_plugin_manager()
+        return self._plugins
+
+    # -- the loop ---------------------------------------------------------------
+
+    def send(self, message: str, *,
+             cancel: CancelToken | None = None) -> Generator[Event, None, None]:
+        """Run one exchange for a user message; yield its events, ``done`` last.
+
+        Stopping early (``break``, ``close()``) cancels the rest of the exchange;
+        the history keeps what was written and every call gets its result.
+        """
+        if not self._busy.acquire(blocking=False):
+            raise RuntimeError("this chat is already answering a message")
+        try:
+            yield from self._exchange(message, cancel or CancelToken())
+        finally:
+            self._busy.release()
+
+    def ask(self, message: str, *, cancel: CancelToken | None = None) -> str:
+        """Run one exchange and return the answer's text."""
+        return "".join(e.text for e in self.send(message, cancel=cancel)
+                       if isinstance(e, TextEvent))
+
+    def _request(self, turn: int, final: bool) -> ModelRequest:
+        messages: list[Message] = []
+        if self.system_prompt:
+            messages.append(Message.system(self.system_prompt))
+        messages.extend(self._history)
+        if final and turn > 1 and self._history and self._history[-1].role == "tool":
+            messages.append(Message.user(self.final_answer_prompt))
+        tools = () if final else tuple(self.dispatcher.offered_tools())
+        return ModelRequest(tuple(messages), tools, final)
+
+    def _exchange(self, message: str, cancel: CancelToken) -> Iterator[Event]:
+        self._history.append(Message.user(message))
+        pending: list[_TurnOutcome] = []
+        try:
+            yield from self._turns(cancel, pending)
+        finally:
+            # Reached early when the caller stops iterating, or when something
+            # raises (Ctrl-C in a tool): keep the conversation replayable.
+            for outcome in pending:
+                self._history.append(Message.assistant("".join(outcome.text), (),
+                                                       "".join(outcome.reasoning) or None))
+            self._answer_open_calls()
+
+    def _turns(self, cancel: CancelToken, pending: list[_TurnOutcome]) -> Iterator[Event]:
+        usage: dict[str, Any] = {}
+        started = time.perf_counter()
+        for turn in range(1, self.max_tool_iters + 1):
+            final = turn == self.max_tool_iters
+            outcome = _TurnOutcome()
+            pending.append(outcome)
+            yield from self._model_turn(self._request(turn, final), cancel, outcome)
+            _add_usage(usage, outcome.end.usage if outcome.end else None)
+            calls = outcome.calls
+            stopped = cancel.cancelled or outcome.failed
+            if final and calls and not stopped:
+                yield DiagnosticEvent("call_in_final_turn",
+                                      "the model called tools on the turn reserved for the "
+                                      "answer; the calls were not run",
+                                      ", ".join(c.name for c in calls))
+                calls = []
+            pending.clear()
+            self._history.append(Message.assistant(
+                "".join(outcome.text), () if stopped else calls,
+                "".join(outcome.reasoning) or None))
+            timings = {"total": round(time.perf_counter() - started, 6)}
+            if cancel.cancelled:
+                yield DoneEvent("cancelled", turn, usage or None, timings)
+                return
+            if outcome.failed:
+                yield DoneEvent("error", turn, usage or None, timings)
+                return
+            if not calls:
+                reason = "length" if outcome.end and outcome.end.reason == "length" else "stop"
+                if reason == "length":
+                    yield ErrorEvent("length", "the reply reached the token limit and was cut "
+                                               "short; what was written is kept")
+                yield DoneEvent(reason, turn, usage or None, timings)
+                return
+            yield from self._run_calls(calls, cancel)
+            if cancel.cancelled:
+                yield DoneEvent("cancelled", turn, usage or None,
+                                {"total": round(time.perf_counter() - started, 6)})
+                return
+        raise AssertionError("unreachable: the final turn always returns")
+
+    def _answer_open_calls(self) -> None:
+        """Give every call of the last assistant turn a result, if it has none yet."""
+        last = next((i for i in range(len(self._history) - 1, -1, -1)
+                     if self._history[i].role == "assistant"), None)
+        if last is None:
+            return
+        answered = {m.tool_call_id for m in self._history[last + 1:] if m.role == "tool"}
+        for call in self._history[last].tool_calls:
+            if call.id not in answered:
+                self._history.append(Message.tool_result(call, _CANCELLED_RESULT, True))
+
+    def _model_turn(self, request: ModelRequest, cancel: CancelToken,
+                    outcome: _TurnOutcome) -> Iterator[Event]:
+        ids: dict[int, str] = {}
+
+        def call_id(index: int, given: str) -> str:
+            if given:
+                ids.setdefault(index, given)
+                return given
+            if index not in ids:
+                ids[index] = self.backend.make_call_id(index)
+            return ids[index]
+
+        stream = self.backend.stream_turn(request, cancel)
+        try:
+            for item in stream:
+                if isinstance(item, TurnEnd):
+                    outcome.end = item
+                    continue
+                if isinstance(item, TextEvent):
+                    outcome.text.append(item.text)
+                elif isinstance(item, ReasoningEvent):
+                    outcome.reasoning.append(item.text)
+                elif isinstance(item, ToolCallStartEvent | ToolCallDeltaEvent):
+                    item = attrs.evolve(item, id=call_id(item.index, item.id))
+                elif isinstance(item, ToolCallEvent):
+                    cid = call_id(item.index, item.id)
+                    outcome.calls.append(ToolCall(cid, item.name, item.arguments))
+                    continue  # announced when it runs
+                elif isinstance(item, ErrorEvent):
+                    outcome.failed = True
+                yield item
+        except Exception as exc:  # a backend must not raise, but one that does ends the turn
+            outcome.failed = True
+            yield ErrorEvent("backend", f"{type(exc).__name__}: {exc}")
+        finally:
+            # release the backend's stream (a connection, a slot) now, not at GC
+            close = getattr(stream, "close", None)
+            if close is not None:
+                close()
+        if outcome.end is not None and outcome.end.reason == "error":
+            outcome.failed = True
+
+    def _run_calls(self, calls: list[ToolCall], cancel: CancelToken) -> Iterator[Event]:
+        plugins = self._plugins_or_default()
+        for index, call in enumerate(calls):
+            if cancel.cancelled:
+                # every call keeps its answer, so the history stays replayable
+                self._history.append(Message.tool_result(call, _CANCELLED_RESULT, True))
+                continue
+            yield ToolCallEvent(call.name, call.arguments, call.id, index)
+            if cancel.cancelled:  # the caller cancelled on seeing the call: do not run it
+                self._history.append(Message.tool_result(call, _CANCELLED_RESULT, True))
+                yield ToolResultEvent(call.id, call.name, _CANCELLED_RESULT, True, "cancelled")
+                continue
+            plugins.notify_tool_call(call.name, call.arguments, call.id)
+            result = self.dispatcher.dispatch(call)
+            self._history.append(Message.tool_result(call, result.content, result.is_error))
+            plugins.notify_tool_result(call.name, call.id, result.content, result.is_error)
+            yield ToolResultEvent(call.id, call.name, result.content, result.is_error,
+                                  result.error_kind)
+
+    # -- asyncio ------------------------------------------------------------------
+
+    async def asend(self, message: str, *,
+                    cancel: CancelToken | None = None) -> AsyncGenerator[Event, None]:
+        """``send`` as an async iterator; the loop runs in a worker thread.
+
+        Leaving the iteration early (``break``, task cancellation) cancels the
+        reply and waits for the worker to finish, so the history stays whole.
+        Python closes an abandoned async generator only when it is collected; wrap
+        the call in :func:`contextlib.aclosing` to have that happen at the ``break``.
+        """
+        loop = asyncio.get_running_loop()
+        queue: asyncio.Queue[Any] = asyncio.Queue()
+        token = cancel or CancelToken()
+
+        def worker() -> None:
+            try:
+                for event in self.send(message, cancel=token):
+                    loop.call_soon_threadsafe(queue.put_nowait, event)
+            except BaseException as exc:
+                loop.call_soon_threadsafe(queue.put_nowait, _Failure(exc))
+            finally:
+                loop.call_soon_threadsafe(queue.put_nowait, _END)
+
+        thread = threading.Thread(target=worker, name="toolwire-chat", daemon=True)
+        thread.start()
+        finished = False
+        try:
+            while True:
+                item = await queue.get()
+                if item is _END:
+                    finished = True
+                    return
+                if isinstance(item, _Failure):
+                    raise item.exc
+                yield item
+        finally:
+            if not finished:
+                token.cancel()
+                await asyncio.shield(loop.run_in_executor(None, thread.join))
+
+
+@attrs.define
+class _TurnOutcome:
+    text: list[str] = attrs.Factory(list)
+    reasoning: list[str] = attrs.Factory(list)
+    calls: list[ToolCall] = attrs.Factory(list)
+    end: TurnEnd | None = None
+    failed: bool = False
+
+
+def _add_usage(total: dict[str, Any], usage: Any) -> None:
+    if not usage:
+        return
+    for key, value in dict(usage).items():
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            total[key] = total.get(key, 0) + value

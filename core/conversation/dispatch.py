@@ -1,0 +1,376 @@
+"""Dispatch and validation: the fixed path from a model's call to its result.
+
+This is core policy, not a hook. For each call the dispatcher:
+
+1. drops a model-supplied ``workspace`` argument (the session's is used);
+2. refuses an unknown tool, and a write tool in read-only mode, by name;
+3. validates the arguments against the tool's schema (missing required,
+   unknown parameters, wrong types), with a validator compiled once per tool;
+4. runs the tool with a timeout;
+5. turns the return value into text.
+
+Every failure becomes a :class:`DispatchResult` with ``is_error`` set and a
+message written for the model, so it can correct itself on the next turn.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import json
+import queue
+import threading
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import attrs
+import jsonschema
+from jsonschema.exceptions import ValidationError
+from jsonschema.protocols import Validator
+from jsonschema.validators import validator_for
+
+from ..errors import (
+    ToolArgumentsError,
+    ToolCallError,
+    ToolExecutionError,
+    ToolPermissionError,
+    ToolTimeoutError,
+    UnknownToolError,
+)
+from .history import ToolCall
+from .tools import WORKSPACE_PARAMETER, Tool, ToolRegistry
+
+__all__ = ["DispatchResult", "Dispatcher", "format_tool_output"]
+
+_MAX_PROBLEMS = 8
+
+
+@attrs.frozen
+class DispatchResult:
+    """A call's outcome as the model will read it.
+
+    :ivar error_kind: for failures, ``unknown_tool``, ``invalid_arguments``,
+        ``read_only``, ``tool_error`` or ``timeout``.
+    """
+
+    call: ToolCall
+    content: str
+    is_error: bool = False
+    error_kind: str | None = None
+
+
+def format_tool_output(value: Any) -> str:
+    """Turn a tool's return value into the text the model reads.
+
+    Strings pass through; ``None`` says so; anything JSON can express is JSON;
+    other objects use ``str()``.
+    """
+    if isinstance(value, str):
+        return value
+    if value is None:
+        return "(the tool returned nothing)"
+    if isinstance(value, bytes):
+        return value.decode("utf-8", errors="replace")
+    try:
+        return json.dumps(value, ensure_ascii=False, default=_not_json)
+    except (TypeError, ValueError):
+        return str(value)
+
+
+def _not_json(value: Any) -> Any:
+    if isinstance(value, set | frozenset | tuple):
+        return list(value)
+    raise TypeError(type(value).__name__)
+
+
+_ERROR_KINDS: dict[type[ToolCallError], str] = {
+    UnknownToolError: "unknown_tool",
+    ToolArgumentsError: "invalid_arguments",
+    ToolPermissionError: "read_only",
+    ToolTimeoutError: "timeout",
+    ToolExecutionError: "tool_error",
+}
+
+
+class Dispatcher:
+    """Runs the model's calls against a registry, under one session's policy.
+
+    :param registry: the tools.
+    :param read_only: offer and run only read-only tools.
+    :param workspace: passed to tools that take a ``workspace`` parameter.
+    :param timeout: default seconds a tool may run (a tool's own ``timeout``
+        wins); ``None`` runs tools inline without a limit.
+    """
+
+    def __init__(self, registry: ToolRegistry, *, read_only: bool = False,
+                 workspace: Any = None, timeout: float | None = 60.0) -> None:
+        self.registry = registry
+        self.read_only = read_only
+        self.workspace = workspace
+        self.timeout = timeout
+        # Keyed by the tool itself (not its id, which a new tool may reuse once
+        # an old one is gone), so a validator never outlives its schema.
+        self._validators: dict[Tool, Validator] = {}
+        self._fast_checks: dict[Tool, Any] = {}
+        self._lock = threading.Lock()
+
+    def offered_tools(self) -> list[Tool]:
+        """The tools the model is shown this session."""
+        return self.registry.offered(read_only=self.read_only)
+
+    def dispatch(self, call: ToolCall) -> DispatchResult:
+        """Validate and run one call; never raises for anything the model did."""
+        try:
+            tool, arguments = self.check(call)
+            return DispatchResult(call, self._run(tool, arguments))
+        except ToolCallError as exc:
+            kind = next((k for cls, k in _ERROR_KINDS.items() if isinstance(exc, cls)),
+                        "tool_error")
+            return DispatchResult(call, f"Error: {exc}", True, kind)
+
+    def check(self, call: ToolCall) -> tuple[Tool, dict[str, Any]]:
+        """Resolve and validate a call without running it.
+
+        :raises ToolCallError: with a message for the model.
+        """
+        tool = self.registry.get(call.name)
+        if tool is None:
+            offered = ", ".join(t.name for t in self.offered_tools()) or "none"
+            raise UnknownToolError(
+                f"there is no tool named {call.name!r}. Available tools: {offered}.",
+                tool=call.name)
+        if self.read_only and not tool.read_only:
+            raise ToolPermissionError(
+                f"tool {call.name!r} changes things and this session is read-only; "
+                "it was not run. Use only the read-only tools offered.", tool=call.name)
+        arguments = {k: v for k, v in call.arguments.items() if k != WORKSPACE_PARAMETER}
+        self._validate(tool, arguments)
+        if tool.accepts_workspace:
+            arguments[WORKSPACE_PARAMETER] = self.workspace
+        return tool, arguments
+
+    def _validator(self, tool: Tool) -> Validator:
+        with self._lock:
+            validator = self._validators.get(tool)
+            if validator is None:
+                schema = dict(tool.parameters)
+                cls = validator_for(schema, default=jsonschema.Draft202012Validator)
+                validator = cls(schema)
+                self._validators[tool] = validator
+        return validator
+
+    def _validate(self, tool: Tool, arguments: Mapping[str, Any]) -> None:
+        params = tool.parameters
+        properties = params.get("properties") or {}
+        problems: list[str] = []
+        required = params.get("required") or []
+        missing = [r for r in required if r not in arguments]
+        for name in missing:
+            problems.append(f"missing required parameter {name!r}")
+        unknown = [k for k in arguments if k not in properties]
+        if unknown and params.get("additionalProperties", False) is False:
+            expected = ", ".join(properties) or "no parameters"
+            for name in unknown:
+                problems.append(f"unknown parameter {name!r} (expected: {expected})")
+        if not problems:
+            fast = self._fast_checks.get(tool, _UNCOMPILED)
+            if fast is _UNCOMPILED:
+                fast = _compile_fast_check(params)
+                self._fast_checks[tool] = fast
+            if fast is not None and fast(arguments):
+                return  # certainly valid; jsonschema is only needed to explain failures
+        validator = self._validator(tool)
+        errors = sorted(validator.iter_errors(dict(arguments)),
+                        key=lambda e: [str(p) for p in e.path])
+        for error in errors:
+            if error.validator == "required" and not error.path:
+                continue  # reported above, by name
+            if error.validator == "additionalProperties" and not error.path:
+                continue
+            problems.append(_describe(error))
+        if problems:
+            shown = problems[:_MAX_PROBLEMS]
+            more = len(problems) - len(shown)
+            text = "; ".join(shown) + (f"; and {more} more" if more else "")
+            raise ToolArgumentsError(
+                f"invalid arguments for {tool.name!r}: {text}. "
+                f"Expected parameters: {_signature(tool)}.",
+                tool=tool.name, problems=tuple(problems))
+
+    def _run(self, tool: Tool, arguments: dict[str, Any]) -> str:
+        timeout = tool.timeout if tool.timeout is not None else self.timeout
+        if timeout is None:
+            return self._call(tool, arguments)
+        job = _WORKERS.submit(self._call, tool, arguments)
+        if not job.done.wait(timeout):
+            raise ToolTimeoutError(
+                f"tool {tool.name!r} did not finish within {timeout:g} seconds and was "
+                "abandoned; try a smaller request", tool=tool.name)
+        if job.error is not None:
+            raise job.error
+        text: str = job.value
+        return text
+
+    @staticmethod
+    def _call(tool: Tool, arguments: dict[str, Any]) -> str:
+        try:
+            return format_tool_output(tool.function(**arguments))
+        except ToolCallError:
+            raise
+        except Exception as exc:
+            raise ToolExecutionError(
+                f"tool {tool.name!r} failed: {type(exc).__name__}: {exc}", tool=tool.name
+            ) from exc
+
+
+class _Job:
+    """One tool call handed to a worker thread."""
+
+    __slots__ = ("args", "context", "done", "error", "function", "value")
+
+    def __init__(self, function: Callable[..., Any], args: tuple[Any, ...]) -> None:
+        self.function = function
+        self.args = args
+        self.context = contextvars.copy_context()
+        self.done = threading.Event()
+        self.value: Any = None
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            self.value = self.context.run(self.function, *self.args)
+        except BaseException as exc:
+            self.error = exc
+        finally:
+            self.done.set()
+
+
+class _DaemonWorkers:
+    """Daemon threads that run tool calls with a timeout.
+
+    A new thread starts whenever none is idle, so a hung tool never delays a
+    later call, and daemon threads never keep the process from exiting; idle
+    threads are reused, so a call costs a hand-off rather than a thread start.
+    """
+
+    MAX_IDLE = 8
+
+    def __init__(self) -> None:
+        self._jobs: queue.SimpleQueue[_Job] = queue.SimpleQueue()
+        self._idle = 0
+        self._lock = threading.Lock()
+
+    def submit(self, function: Callable[..., Any], *args: Any) -> _Job:
+        job = _Job(function, args)
+        with self._lock:
+            if self._idle:
+                self._idle -= 1
+                start = False
+            else:
+                start = True
+        if start:
+            threading.Thread(target=self._work, name="toolwire-tool", daemon=True).start()
+        self._jobs.put(job)
+        return job
+
+    def _work(self) -> None:
+        while True:
+            self._jobs.get().run()
+            with self._lock:
+                if self._idle >= self.MAX_IDLE:
+                    return
+                self._idle += 1
+
+
+_WORKERS = _DaemonWorkers()
+_UNCOMPILED = object()
+_SIMPLE_TYPES: dict[str, Callable[[Any], bool]] = {
+    "string": lambda v: isinstance(v, str),
+    "integer": lambda v: isinstance(v, int) and not isinstance(v, bool),
+    "number": lambda v: isinstance(v, int | float) and not isinstance(v, bool),
+    "boolean": lambda v: isinstance(v, bool),
+    "null": lambda v: v is None,
+    "object": lambda v: isinstance(v, dict),
+}
+_INERT_KEYWORDS = frozenset({"type", "description", "title", "default", "examples"})
+
+
+def _compile_fast_check(
+    parameters: Mapping[str, Any],
+) -> Callable[[Mapping[str, Any]], bool] | None:
+    """A quick "certainly valid" test for schemas made only of plain typed properties.
+
+    Returns ``None`` for anything richer (enums, formats, nesting constraints...),
+    which jsonschema then validates alone. A ``False`` answer is never final:
+    jsonschema re-checks and explains.
+    """
+    if set(parameters) - {"type", "properties", "required", "additionalProperties",
+                          "description", "title", "$schema"}:
+        return None
+    checks: dict[str, Callable[[Any], bool]] = {}
+    for name, schema in (parameters.get("properties") or {}).items():
+        check = _simple_value_check(schema)
+        if check is None:
+            return None
+        checks[name] = check
+
+    def fast(arguments: Mapping[str, Any]) -> bool:
+        for key, value in arguments.items():
+            check = checks.get(key)
+            if check is None or not check(value):
+                return False
+        return True
+
+    return fast
+
+
+def _simple_value_check(schema: Any) -> Callable[[Any], bool] | None:
+    if not isinstance(schema, Mapping):
+        return None
+    keys = set(schema)
+    kind = schema.get("type")
+    if kind == "array" and keys <= _INERT_KEYWORDS | {"items"}:
+        items = schema.get("items")
+        if items is None:
+            return lambda v: isinstance(v, list)
+        inner = _simple_value_check(items)
+        if inner is None or items.get("type") in ("array", "object"):
+            return None
+        return lambda v: isinstance(v, list) and all(inner(x) for x in v)
+    if not keys <= _INERT_KEYWORDS:
+        return None
+    if isinstance(kind, str) and kind in _SIMPLE_TYPES:
+        return _SIMPLE_TYPES[kind]
+    if isinstance(kind, list) and kind and all(k in _SIMPLE_TYPES for k in kind):
+        tests = [_SIMPLE_TYPES[k] for k in kind]
+        return lambda v: any(t(v) for t in tests)
+    return None
+
+
+def _describe(error: ValidationError) -> str:
+    where = ".".join(str(p) for p in error.path)
+    if error.validator == "type":
+        expected = error.validator_value
+        return (f"parameter {where!r} must be of type {expected}, "
+                f"got {type(error.instance).__name__} {_short(error.instance)}")
+    if error.validator == "enum":
+        return (f"parameter {where!r} must be one of {error.validator_value}, "
+                f"got {_short(error.instance)}")
+    if where:
+        return f"parameter {where!r}: {error.message}"
+    return error.message
+
+
+def _short(value: Any) -> str:
+    text = json.dumps(value, ensure_ascii=False, default=str)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _signature(tool: Tool) -> str:
+    params = tool.parameters
+    properties = params.get("properties") or {}
+    required = set(params.get("required") or [])
+    parts = []
+    for name, schema in properties.items():
+        kind = schema.get("type", "any") if isinstance(schema, Mapping) else "any"
+        parts.append(f"{name}: {kind}{'' if name in required else ' (optional)'}")
+    return ", ".join(parts) or "none"

@@ -1,0 +1,226 @@
+"""The reasoning stream filter: ``<think>...</think>`` becomes ``reasoning`` events.
+
+Families differ only in their tags, so one class serves them all. A reply may
+begin inside an already-open block (the prompt ended with ``<think>``): the
+filter is told so by its context, or, when nothing is known (parsing a stored
+reply), it waits to see whether a closing tag comes without an opening one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection
+from typing import Literal
+
+from ..events import Event, ReasoningEvent, TextEvent
+from ..hooks.specs import hookimpl
+from .protocol import FilterContext, StreamFilter, StreamFilterSpec
+from .streaming import HeldWhitespace, partial_tag_start
+
+__all__ = [
+    "ReasoningBlockFilter",
+    "family_think_filter_spec",
+    "register_stream_filters",
+    "think_filter_spec",
+]
+
+StartState = Literal["text", "reasoning", "auto"]
+
+
+class ReasoningBlockFilter:
+    """Routes the text between ``open_tag`` and ``close_tag`` to reasoning events.
+
+    Only a block at the very start of the reply (after blanks) is reasoning; a
+    literal ``<think>`` later in the answer stays text. Whitespace just inside
+    the block and just after it is dropped, as the templates add it.
+    """
+
+    def __init__(self, open_tag: str = "<think>", close_tag: str = "</think>",
+                 start: StartState = "auto") -> None:
+        self._open = open_tag
+        self._close = close_tag
+        self._state: str = start
+        self._pending = ""
+        self._lead = True  # strip leading blanks of the current segment
+        self._held = HeldWhitespace()
+        self._auto_parts: list[str] = []
+        self._auto_text_seen = False
+
+    def feed(self, text: str) -> list[Event]:
+        """Consume a delta."""
+        if self._state == "text" and not self._lead and not self._pending:
+            return [TextEvent(text)] if text else []
+        data = self._pending + text
+        self._pending = ""
+        out: list[Event] = []
+        pos = 0
+        while pos < len(data):
+            if self._state == "text":
+                if self._lead:
+                    stripped = data[pos:].lstrip()
+                    pos = len(data) - len(stripped)
+                    if pos == len(data):
+                        break
+                    if data.startswith(self._open, pos):
+                        pos += len(self._open)
+                        self._state = "reasoning"
+                        continue
+                    if self._open.startswith(data[pos:]):
+                        self._pending = data[pos:]
+                        return out
+                    self._lead = False
+                out.append(TextEvent(data[pos:]))
+                pos = len(data)
+            elif self._state == "reasoning":
+                pos = self._scan_reasoning(data, pos, out)
+            else:
+                pos = self._scan_auto(data, pos, out)
+        return out
+
+    def _scan_reasoning(self, data: str, pos: int, out: list[Event]) -> int:
+        if self._lead:
+            stripped = data[pos:].lstrip()
+            pos = len(data) - len(stripped)
+            if pos == len(data):
+                return pos
+            self._lead = False
+        end = data.find(self._close, pos)
+        if end >= 0:
+            chunk = self._held.push(data[pos:end])
+            self._held.drop()
+            if chunk:
+                out.append(ReasoningEvent(chunk))
+            self._state = "text"
+            self._lead = True
+            return end + len(self._close)
+        safe = partial_tag_start(data, pos, (self._close,))
+        chunk = self._held.push(data[pos:safe])
+        if chunk:
+            out.append(ReasoningEvent(chunk))
+        self._pending = data[safe:]
+        return len(data)
+
+    def _scan_auto(self, data: str, pos: int, out: list[Event]) -> int:
+        # Undecided: a closing tag with no opening one means the reply began
+        # inside the block. Hold the text (as parts, never rescanned) until then.
+        if not self._auto_text_seen:
+            stripped = data[pos:].lstrip()
+            if not stripped:
+                self._auto_parts.append(data[pos:])
+                return len(data)
+            if stripped.startswith(self._open):
+                self._auto_parts = []
+                self._state = "text"
+                return len(data) - len(stripped)
+            if self._open.startswith(stripped):
+                self._pending = data[pos:]
+                return len(data)
+            self._auto_text_seen = True
+        end = data.find(self._close, pos)
+        if end >= 0:
+            self._auto_parts.append(data[pos:end])
+            held = "".join(self._auto_parts).strip()
+            self._auto_parts = []
+            if held:
+                out.append(ReasoningEvent(held))
+            self._state = "text"
+            self._lead = True
+            return end + len(self._close)
+        safe = partial_tag_start(data, pos, (self._close,))
+        if safe > pos:
+            self._auto_parts.append(data[pos:safe])
+        self._pending = data[safe:]
+        return len(data)
+
+    def close(self) -> list[Event]:
+        """End of reply: flush what is held."""
+        out: list[Event] = []
+        rest, self._pending = self._pending, ""
+        if self._state == "auto":
+            self._state = "text"
+            text = "".join(self._auto_parts) + rest
+            self._auto_parts = []
+            self._lead = False
+            if text:
+                out.append(TextEvent(text))
+        elif self._state == "reasoning":
+            chunk = self._held.push(rest) if not self._lead else rest.strip()
+            if chunk.strip():
+                out.append(ReasoningEvent(chunk))
+            self._held.drop()
+        elif rest:
+            out.append(TextEvent(rest))
+        return out
+
+
+def _prompt_start_state(context: FilterContext, open_tag: str, close_tag: str) -> StartState:
+    tail = context.prompt_tail.rstrip()
+    if not context.prompt_tail:
+        return "auto"
+    if tail.endswith(open_tag):
+        return "reasoning"
+    return "text"
+
+
+def think_filter_spec(open_tag: str = "<think>", close_tag: str = "</think>", *,
+                      name: str = "think", priority: int = 100) -> StreamFilterSpec:
+    """A :class:`StreamFilterSpec` for a ``<think>``-style block.
+
+    It applies when the chat template mentions ``close_tag``. With no template
+    at hand (parsing a stored reply by family) it applies in its cautious
+    ``auto`` mode, which only acts on a block at the start or a lone closing tag.
+    A family with other tags registers its own spec under another name.
+    """
+
+    def create(context: FilterContext) -> StreamFilter | None:
+        if context.chat_template is not None and close_tag not in context.chat_template:
+            return None
+        return ReasoningBlockFilter(open_tag, close_tag,
+                                    _prompt_start_state(context, open_tag, close_tag))
+
+    return StreamFilterSpec(name=name, priority=priority, create=create,
+                            description=f"{open_tag}...{close_tag} as reasoning")
+
+
+def family_think_filter_spec(open_tag: str, close_tag: str, *, name: str,
+                             families: Collection[str], starts_unopened: bool = False,
+                             template_uses: Callable[[str], bool] | None = None,
+                             priority: int = 100) -> StreamFilterSpec:
+    """A reasoning filter for a family's own tags (``[THINK]``, ``<seed:think>``, ...).
+
+    It applies to the templates that use the tags (by default: mention
+    ``close_tag``) and, with no template at hand, only to replies of one of
+    ``families``, so one family's tags never act on another family's replies.
+
+    :param name: the filter's registered name (distinct from ``think``).
+    :param starts_unopened: the model may begin reasoning without ``open_tag`` (Apriel
+        1.5) or write a lone ``close_tag`` first (MiniMax-M3): unless the prompt ends
+        with the opening tag, the filter waits to see whether a lone closing tag comes.
+    :param template_uses: decides whether a template uses the tags, for templates
+        that assemble them from pieces.
+    """
+    accepted = frozenset(families)
+
+    def uses(template: str) -> bool:
+        return template_uses(template) if template_uses is not None else close_tag in template
+
+    def create(context: FilterContext) -> StreamFilter | None:
+        if context.chat_template is None:
+            if context.family not in accepted:
+                return None
+        elif not uses(context.chat_template):
+            return None
+        start: StartState = "auto"
+        if context.prompt_tail.rstrip().endswith(open_tag):
+            start = "reasoning"
+        elif context.prompt_tail and not starts_unopened:
+            start = "text"
+        return ReasoningBlockFilter(open_tag, close_tag, start)
+
+    return StreamFilterSpec(name=name, priority=priority, create=create,
+                            description=f"{open_tag}...{close_tag} as reasoning")
+
+
+@hookimpl
+def register_stream_filters(register: Callable[[StreamFilterSpec], None]) -> None:
+    """Register the shared ``<think>`` reasoning filter (a built-in plugin)."""
+    register(think_filter_spec())

@@ -1,0 +1,89 @@
+"""Everything a plugin author needs, in one import.
+
+``from toolwire import plugin_api as tw`` gives the hook marker, the
+registration records each hook takes, the protocols a parser, a stream filter
+and a backend implement, the events they emit, and the helpers the built-in
+plugins use. ``docs/plugin-api.md`` documents each name; ``toolwire.testing``
+has the test kit (the conformance suite, strategies, a scripted backend).
+
+The names are the same objects the package root and the subpackages export;
+this module only gathers them.
+"""
+
+from __future__ import annotations
+
+from .backends.protocol import Backend, BackendSpec, ModelRequest, TurnEnd
+from .backends.templated import (
+    EncodedPrompt,
+    GenerationEnd,
+    GenerationSetupError,
+    TemplateChoice,
+    TemplatedBackend,
+    TemplateSource,
+)
+from .conversation.cancel import CancelToken
+from .conversation.history import Message, ToolCall
+from .conversation.schema import ToolSchemaIndex, coerce_text_value, json_type_of
+from .conversation.tools import Tool, tool
+from .events import (
+    DiagnosticEvent,
+    ErrorEvent,
+    Event,
+    ReasoningEvent,
+    TextEvent,
+    ToolCallDeltaEvent,
+    ToolCallEvent,
+    ToolCallStartEvent,
+)
+from .hooks.specs import hookimpl
+from .parse.protocol import (
+    FilterContext,
+    ParserSpec,
+    StreamFilter,
+    StreamFilterSpec,
+    StreamParser,
+    default_call_id,
+    nine_char_call_id,
+)
+from .parse.reasoning import family_think_filter_spec
+from .parse.streaming import HeldWhitespace, partial_tag_start
+
+__all__ = [
+    "Backend",
+    "BackendSpec",
+    "CancelToken",
+    "DiagnosticEvent",
+    "EncodedPrompt",
+    "ErrorEvent",
+    "Event",
+    "FilterContext",
+    "GenerationEnd",
+    "GenerationSetupError",
+    "HeldWhitespace",
+    "Message",
+    "ModelRequest",
+    "ParserSpec",
+    "ReasoningEvent",
+    "StreamFilter",
+    "StreamFilterSpec",
+    "StreamParser",
+    "TemplateChoice",
+    "TemplateSource",
+    "TemplatedBackend",
+    "TextEvent",
+    "Tool",
+    "ToolCall",
+    "ToolCallDeltaEvent",
+    "ToolCallEvent",
+    "ToolCallStartEvent",
+    "ToolSchemaIndex",
+    "TurnEnd",
+    "coerce_text_value",
+    "default_call_id",
+    "family_think_filter_spec",
+    "hookimpl",
+    "json_type_of",
+    "nine_char_call_id",
+    "partial_tag_start",
+    "tool",
+]

@@ -1,0 +1,444 @@
+"""Infer a model family's tool-call markup from its chat template.
+
+A chat template already says how the model writes a call: it renders an
+assistant's ``tool_calls`` in the model's own markup. :func:`derive_format`
+renders synthetic conversations that differ in one thing at a time (no call vs
+one call, one vs two calls, name A vs B, one vs two arguments, a string vs a
+number value, no arguments) and reads the markers off the differences. The
+result is a plain :class:`DerivedFormat` record (``toolwire detect --derive``
+prints it) from which :mod:`toolwire.parse.derived_parser` builds a streaming parser.
+
+When the differences do not fit the model (no call rendered, a name written
+twice, values without closing markers), :class:`DerivationError` says what was
+seen. :func:`derive_format` finally checks itself: it renders a richer
+conversation (three calls, several value types) and parses it back with the
+derived parser; markers that do not reproduce the template's own output are an
+error, never a wrong parser.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import attrs
+
+from ..errors import DerivationError, TemplateError
+from .chat_template import get_chat_template
+
+__all__ = ["DerivationError", "DerivedFormat", "derive_format"]
+
+NAME_A, NAME_B = "zqfnalpha", "zqfnbeta"
+KEY_A, KEY_B = "zqkeyone", "zqkeytwo"
+TEXT_VALUE = "zqvalstr"
+NUMBER_VALUE = 7130
+CONTENT = "zqcontent"
+IDS = ("zqid00001", "zqid00002", "zqid00003")
+ID_HOLE, KEY_HOLE = "{id}", "{key}"
+_PROBE_PARAMETERS = {
+    KEY_A: {"type": "string", "description": "probe"},
+    KEY_B: {"type": "integer", "description": "probe"},
+    "zqkeythree": {"type": "object", "description": "probe"},
+    "zqkeyfour": {"type": "boolean", "description": "probe"},
+}
+_PROBE_TOOLS = [{"type": "function", "function": {
+    "name": name, "description": "probe",
+    "parameters": {"type": "object", "properties": _PROBE_PARAMETERS}}}
+    for name in (NAME_A, NAME_B)]
+
+
+@attrs.frozen
+class DerivedFormat:
+    """The tool-call markup of a template, as inferred.
+
+    Calls read ``section_open`` + call (+ ``call_separator`` + call)* +
+    ``section_close``; one call ``call_open`` NAME ``name_close`` ARGS
+    ``call_close``. ``{id}`` inside those markers stands for the call id.
+
+    ARGS is one JSON object (``arguments == "json"``) or tagged pairs
+    (``arguments == "tagged"``): ``arg_open`` KEY ``key_close`` VALUE
+    ``value_close``, joined by ``arg_separator``; ``{key}`` inside
+    ``value_close`` repeats the argument name. String values may be marked
+    apart from JSON values: ``string_key_close``/``string_value_close``.
+    """
+
+    section_open: str
+    section_close: str
+    call_open: str
+    name_close: str
+    call_close: str
+    call_separator: str
+    arguments: str
+    arg_open: str = ""
+    key_close: str = ""
+    value_close: str = ""
+    string_key_close: str = ""
+    string_value_close: str = ""
+    arg_separator: str = ""
+    parallel: bool = True
+    reasoning_open: str = ""
+    reasoning_close: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready data (what ``toolwire detect --derive`` prints)."""
+        return attrs.asdict(self)
+
+    def markers(self) -> tuple[str, ...]:
+        """The literal markers (without ``{id}``/``{key}`` holes), for checks that content
+        holds none of them."""
+        found: list[str] = []
+        for marker in (self.section_open, self.call_open, self.name_close, self.call_close,
+                       self.section_close, self.arg_open, self.key_close, self.value_close,
+                       self.string_key_close, self.string_value_close, self.reasoning_open,
+                       self.reasoning_close):
+            for part in marker.replace(KEY_HOLE, ID_HOLE).split(ID_HOLE):
+                if part.strip() and part.strip() not in found:
+                    found.append(part.strip())
+        return tuple(found)
+
+    @property
+    def opening(self) -> str:
+        """The literal text that announces the calls in a reply."""
+        first = self.section_open or self.call_open
+        return first.split(ID_HOLE, 1)[0]
+
+
+def _call(name: str, args: Mapping[str, Any], index: int = 0) -> dict[str, Any]:
+    return {"id": IDS[index], "type": "function",
+            "function": {"name": name, "arguments": dict(args)}}
+
+
+def _common_prefix(a: str, b: str) -> int:
+    n = min(len(a), len(b))
+    i = 0
+    while i < n and a[i] == b[i]:
+        i += 1
+    return i
+
+
+def _common_suffix(a: str, b: str, limit: int) -> int:
+    i = 0
+    limit = min(limit, len(a), len(b))
+    while i < limit and a[-1 - i] == b[-1 - i]:
+        i += 1
+    return i
+
+
+def _tag_bounds(text: str, start: int, end: int) -> tuple[int, int]:
+    """Widen ``text[start:end]`` so it neither starts nor ends inside a ``<...>`` tag.
+
+    A character diff stops at the first differing character, which may be in the
+    middle of a tag both versions share a beginning (``<|`` of ``<|tool_calls|>`` vs
+    ``<|content|>``) or an end with.
+    """
+    if text.rfind("<", 0, start) > text.rfind(">", 0, start):
+        start = text.rfind("<", 0, start)
+    next_close, next_open = text.find(">", end), text.find("<", end)
+    if next_close != -1 and (next_open == -1 or next_close < next_open) and \
+            text.rfind("<", start, end) > text.rfind(">", start, end):
+        end = next_close + 1
+    return start, end
+
+
+def _holes(text: str) -> str:
+    for call_id in IDS:
+        text = text.replace(call_id, ID_HOLE)
+    return text
+
+
+class _Renderer:
+    """Renders probe conversations and cuts out the block the calls add."""
+
+    def __init__(self, source: str) -> None:
+        self.template = get_chat_template(source)
+        self._prefix = self._render([{"role": "user", "content": "zqquestion"}], True)
+
+    def _render(self, messages: list[dict[str, Any]], generation_prompt: bool) -> str:
+        return self.template.render(messages, tools=_PROBE_TOOLS,
+                                    add_generation_prompt=generation_prompt,
+                                    bos_token="<s>", eos_token="</s>")
+
+    def turn(self, content: str, calls: Sequence[dict[str, Any]]) -> str:
+        """The assistant turn after the generation prompt (what the model writes)."""
+        message: dict[str, Any] = {"role": "assistant", "content": content}
+        if calls:
+            message["tool_calls"] = list(calls)
+        full = self._render([{"role": "user", "content": "zqquestion"}, message], False)
+        return full[_common_prefix(self._prefix, full):]
+
+    def block(self, calls: Sequence[dict[str, Any]], *, holes: bool = True) -> str:
+        """The text the calls add to an assistant turn, ids replaced by ``{id}``."""
+        mark = _holes if holes else str
+        return mark(self._after_generation_prompt(self._block(calls)).strip())
+
+    def _after_generation_prompt(self, block: str) -> str:
+        # Some templates re-open the assistant turn before the calls (Nemotron:
+        # "<SPECIAL_11>Assistant\n<TOOLCALL>"); the model writes only what follows
+        # the generation prompt, so cut after its tail when the block repeats it.
+        tail = self._prefix.rstrip()
+        first_call = block.find("zqfn")
+        for size in range(min(len(tail), 64), 7, -1):
+            if tail[-size] != "<":  # only whole tags: a shared suffix like ":opensource>"
+                continue            # says nothing
+            at = block.rfind(tail[-size:], 0, first_call if first_call >= 0 else len(block))
+            if at >= 0:
+                return block[at + size:]
+        return block
+
+    def _block(self, calls: Sequence[dict[str, Any]]) -> str:
+        anchored = self._anchored_block(calls)
+        if anchored is not None:
+            return anchored
+        base, extended = self.turn("", []), self.turn("", calls)
+        prefix = _common_prefix(base, extended)
+        suffix = _common_suffix(base, extended, min(len(base), len(extended)))
+        if prefix + suffix > len(base):  # the shared ends overlap: the block keeps whole tags
+            prefix = len(base) - suffix
+        start, end = _tag_bounds(extended, prefix, len(extended) - suffix)
+        return extended[start:end]
+
+    def _anchored_block(self, calls: Sequence[dict[str, Any]]) -> str | None:
+        # With text before the calls, the block starts right after the text: no
+        # ambiguity about where shared markup ends.
+        base, extended = self.turn(CONTENT, []), self.turn(CONTENT, calls)
+        at = base.find(CONTENT)
+        end = at + len(CONTENT)
+        if at < 0 or extended[:end] != base[:end]:
+            return None
+        tail_base, tail_ext = base[end:], extended[end:]
+        suffix = _common_suffix(tail_base, tail_ext, len(tail_base))
+        _, stop = _tag_bounds(tail_ext, 0, len(tail_ext) - suffix)
+        return tail_ext[:stop]
+
+
+def _find_once(text: str, probe: str, what: str) -> int:
+    first = text.find(probe)
+    if first < 0:
+        raise DerivationError(f"the template does not render {what}", seen=text[:300])
+    if text.find(probe, first + 1) >= 0:
+        raise DerivationError(f"the template writes {what} more than once in a call",
+                              seen=text[:300])
+    return first
+
+
+def _json_object_at(text: str, key: str, expected: Mapping[str, Any]) -> tuple[int, int] | None:
+    """Find a JSON object equal to ``expected`` around ``key``: (start, end)."""
+    decoder = json.JSONDecoder()
+    start = text.rfind("{", 0, text.find(key) + 1)
+    while start >= 0:
+        try:
+            value, end = decoder.raw_decode(text, start)
+        except ValueError:
+            value, end = None, -1
+        if value == dict(expected):
+            return start, end
+        start = text.rfind("{", 0, start)
+    return None
+
+
+def _reasoning_markers(source: str) -> tuple[str, str]:
+    for open_tag, close_tag in (("<think>", "</think>"), ("<seed:think>", "</seed:think>")):
+        if close_tag in source:
+            return open_tag, close_tag
+    return "", ""
+
+
+def derive_format(source: str, *, verify: bool = True) -> DerivedFormat:
+    """Infer the call markup a template renders.
+
+    :param verify: parse a richer rendered conversation back with the derived
+        parser and refuse markers that do not reproduce it.
+    :raises DerivationError: the markup could not be inferred, or failed the check.
+    """
+    try:
+        derived = _derive(_Renderer(source), source)
+    except DerivationError:
+        raise
+    except TemplateError as exc:
+        raise DerivationError(f"the template failed while rendering probe calls: {exc}"
+                              ) from exc
+    derived = _snap_boundaries(derived)
+    if verify:
+        from ..parse.derived_parser import verify_format
+
+        problem = verify_format(derived, _Renderer(source))
+        if problem:
+            raise DerivationError(f"the inferred markers do not reproduce the template's "
+                                  f"output: {problem}", seen=json.dumps(derived.to_dict()))
+    return derived
+
+
+def _index_hole(first: str, second: str) -> str | None:
+    """``first`` with the one place where call 0 says ``0`` and call 1 says ``1``
+    replaced by ``{id}`` (the parser reads it as the call's id), else ``None``."""
+    prefix = _common_prefix(first, second)
+    if first[prefix:prefix + 1] != "0" or second[prefix:prefix + 1] != "1":
+        return None
+    if first[prefix + 1:prefix + 1 + 64] != second[prefix + 1:prefix + 1 + 64] and \
+            not second.startswith(first[prefix + 1:], prefix + 1):
+        return None
+    return first[:prefix] + ID_HOLE + first[prefix + 1:]
+
+
+def _leading_run(marker: str) -> str:
+    """The characters before a marker's first ``<`` (the tail of the previous tag)."""
+    at = marker.find("<")
+    return marker[:at] if at > 0 else ""
+
+
+def _snap_boundaries(fmt: DerivedFormat) -> DerivedFormat:
+    """Move tag endings (``>``, ``|>``) split off by character diffs back onto the tag
+    they close, wherever every context the marker appears in agrees.
+
+    Only cosmetic for the parser (the concatenations stay the same), but the
+    record a person reads says ``<calls>`` rather than ``<calls``.
+    """
+    run = _leading_run(fmt.call_open)
+    if run and not fmt.call_separator and fmt.section_open and \
+            fmt.section_close.startswith(run):
+        fmt = attrs.evolve(fmt, section_open=fmt.section_open + run,
+                           call_close=fmt.call_close + run,
+                           call_open=fmt.call_open[len(run):],
+                           section_close=fmt.section_close[len(run):])
+    if fmt.arguments == "tagged":
+        run = _leading_run(fmt.arg_open)
+        if run and not fmt.arg_separator and fmt.call_close.startswith(run) and \
+                ID_HOLE not in run:
+            fmt = attrs.evolve(fmt, name_close=fmt.name_close + run,
+                               value_close=fmt.value_close + run,
+                               string_value_close=fmt.string_value_close + run,
+                               arg_open=fmt.arg_open[len(run):],
+                               call_close=fmt.call_close[len(run):])
+    return fmt
+
+
+def _split_call(block: str, name: str) -> tuple[str, str]:
+    at = _find_once(block, name, "the function name")
+    return block[:at], block[at + len(name):]
+
+
+def _derive(r: _Renderer, source: str) -> DerivedFormat:
+    one = r.block([_call(NAME_A, {KEY_A: TEXT_VALUE})])
+    if NAME_A not in one:
+        raise DerivationError("the template renders no tool call for an assistant message",
+                              seen=one[:300])
+    head, tail = _split_call(one, NAME_A)
+
+    section_open, section_close, call_open, call_tail, separator = "", "", head, tail, ""
+    parallel = True
+    try:
+        two = r.block([_call(NAME_A, {KEY_A: TEXT_VALUE}), _call(NAME_B, {KEY_A: TEXT_VALUE}, 1)])
+    except TemplateError:
+        two, parallel = "", False
+    if parallel and NAME_B in two:
+        head2, rest = _split_call(two, NAME_A)
+        middle, tail2 = _split_call(rest, NAME_B)
+        if head2 != head:
+            raise DerivationError("the first of two calls opens differently from a single call",
+                                  seen=two[:300])
+        call_open = head[len(head) - _common_suffix(head, middle, len(head)):]
+        section_open = head[:len(head) - len(call_open)]
+        rest_a = middle[:len(middle) - len(call_open)]
+        shared = _common_prefix(tail, rest_a)
+        call_tail, separator, section_close = tail[:shared], rest_a[shared:], tail[shared:]
+        if tail2 != tail:
+            # the call's position may be written in it (Kimi's ``functions.NAME:0``)
+            indexed = _index_hole(tail, tail2)
+            if indexed is None or _index_hole(rest_a, tail2) is None:
+                raise DerivationError("two calls end differently from one", seen=two[:300])
+            tail = indexed
+            call_tail, separator = _index_hole(rest_a, tail2) or "", ""
+            shared = _common_prefix(tail, call_tail)
+            call_tail, separator, section_close = tail[:shared], call_tail[shared:], \
+                tail[shared:]
+    else:
+        parallel = False
+    if not call_open.strip():
+        raise DerivationError("nothing marks where a call begins", seen=one[:300])
+
+    bare = r.block([_call(NAME_A, {})])
+    if not bare.startswith(head) or NAME_A not in bare:
+        raise DerivationError("the call's opening changes with its arguments", seen=bare[:300])
+    bare_tail = bare[len(head) + len(NAME_A):]
+    if section_close and bare_tail.endswith(section_close):
+        bare_tail = bare_tail[:len(bare_tail) - len(section_close)]
+    reasoning = _reasoning_markers(source)
+
+    found = _json_object_at(call_tail, KEY_A, {KEY_A: TEXT_VALUE})
+    if found is not None:
+        start, end = found
+        return DerivedFormat(
+            section_open=section_open, section_close=section_close, call_open=call_open,
+            name_close=call_tail[:start], call_close=call_tail[end:],
+            call_separator=separator, arguments="json", parallel=parallel,
+            reasoning_open=reasoning[0], reasoning_close=reasoning[1])
+    return _derive_tagged(r, reasoning, section_open, section_close, call_open, call_tail,
+                          bare_tail, separator, parallel)
+
+
+def _value_markers(r: _Renderer, value: Any, name_close_and_open: str, call_close: str,
+                   section_close: str) -> tuple[str, str]:
+    """(key_close, value_close) around a value of this type in a one-argument call."""
+    block = r.block([_call(NAME_A, {KEY_A: value})])
+    _, tail = _split_call(block, NAME_A)
+    if section_close and tail.endswith(section_close):
+        tail = tail[:len(tail) - len(section_close)]
+    text = value if isinstance(value, str) else json.dumps(value)
+    k = tail.find(KEY_A)
+    v = tail.find(text, k + len(KEY_A))
+    if k < 0 or v < 0 or tail[:k] != name_close_and_open or not tail.endswith(call_close):
+        raise DerivationError(f"a {type(value).__name__} argument is written in another "
+                              "structure", seen=tail[:300])
+    value_close = tail[v + len(text):len(tail) - len(call_close)]
+    return tail[k + len(KEY_A):v], value_close.replace(KEY_A, KEY_HOLE)
+
+
+def _derive_tagged(r: _Renderer, reasoning: tuple[str, str], section_open: str,
+                   section_close: str, call_open: str, tail: str, bare_tail: str,
+                   separator: str, parallel: bool) -> DerivedFormat:
+    k = tail.find(KEY_A)
+    if k < 0:
+        raise DerivationError("the argument name is not rendered", seen=tail[:300])
+    v = tail.find(TEXT_VALUE, k)
+    if v < 0:
+        raise DerivationError("the argument value is not rendered after its name",
+                              seen=tail[:300])
+    after_value = tail[v + len(TEXT_VALUE):].replace(KEY_A, KEY_HOLE)
+    if KEY_A in tail[k + len(KEY_A):v] or KEY_A in tail[:k]:
+        raise DerivationError("the argument name is written more than once before its value",
+                              seen=tail[:300])
+    # The call without arguments is name_close + call_close; the suffix wins overlaps.
+    suffix = _common_suffix(bare_tail, after_value, len(bare_tail))
+    call_close = bare_tail[len(bare_tail) - suffix:]
+    name_close = bare_tail[:len(bare_tail) - suffix]
+    if not tail[:k].startswith(name_close):
+        raise DerivationError("the call's name is closed differently with arguments",
+                              seen=tail[:300])
+    arg_open = tail[len(name_close):k]
+    string_key_close, string_value_close = _value_markers(
+        r, TEXT_VALUE, name_close + arg_open, call_close, section_close)
+    key_close, value_close = _value_markers(r, NUMBER_VALUE, name_close + arg_open,
+                                            call_close, section_close)
+    if not value_close.strip() or not string_value_close.strip():
+        raise DerivationError("a value has no closing marker (its end could only be found "
+                              "with a grammar for values)", seen=tail[:300])
+
+    both = r.block([_call(NAME_A, {KEY_A: TEXT_VALUE, KEY_B: NUMBER_VALUE})])
+    first_end = both.find(TEXT_VALUE)
+    second = both.find(KEY_B)
+    closing = string_value_close.replace(KEY_HOLE, KEY_A)
+    if first_end < 0 or second < 0 or not both.startswith(closing, first_end + len(TEXT_VALUE)):
+        raise DerivationError("two arguments are not written one after the other",
+                              seen=both[:300])
+    between = both[first_end + len(TEXT_VALUE) + len(closing):second]
+    if not between.endswith(arg_open):
+        raise DerivationError("the second argument opens differently from the first",
+                              seen=both[:300])
+    return DerivedFormat(
+        section_open=section_open, section_close=section_close, call_open=call_open,
+        name_close=name_close, call_close=call_close, call_separator=separator,
+        arguments="tagged", arg_open=arg_open, key_close=key_close, value_close=value_close,
+        string_key_close=string_key_close, string_value_close=string_value_close,
+        arg_separator=between[:len(between) - len(arg_open)], parallel=parallel,
+        reasoning_open=reasoning[0], reasoning_close=reasoning[1])

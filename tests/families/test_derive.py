@@ -1,0 +1,207 @@
+"""Parsers derived from a chat template for families no plugin knows."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from tests.support.templates import SHARED_TEMPLATES, shared_template
+from toolwire import Chat, DiagnosticEvent, ParserNotFoundError, merge_events, parse_reply, tool
+from toolwire.parse.derived_parser import DerivedParser
+from toolwire.templates.derive import DerivationError, DerivedFormat, derive_format
+from toolwire.templates.selection import DERIVED_FAMILY, select_parser
+from toolwire.testing import isolated_plugin_manager
+from toolwire.testing import strategies as tws
+
+# A family no plugin knows: calls in a made-up markup.
+CUSTOM_TEMPLATE = """\
+{%- for m in messages -%}
+<|{{ m.role }}|>{{ m.content or '' }}
+{%- if m.tool_calls %}{% for c in m.tool_calls %}
+[[invoke {{ c.function.name }}]]{{ c.function.arguments | tojson }}[[/invoke]]
+{%- endfor %}{% endif %}<|end|>
+{% endfor -%}
+{%- if tools %}<|tools|>{% for t in tools %}{{ t | tojson }}{% endfor %}<|end|>{% endif -%}
+{%- if add_generation_prompt %}<|assistant|>{% endif -%}"""
+
+CUSTOM_TAGGED = """\
+{%- for m in messages -%}
+<|{{ m.role }}|>{{ m.content or '' }}
+{%- if m.tool_calls %}<calls>{% for c in m.tool_calls %}<call fn="{{ c.function.name }}">
+{%- for k, v in c.function.arguments | items %}<arg key="{{ k }}">
+{{- v if v is string else v | tojson }}</arg>
+{%- endfor %}</call>{% endfor %}</calls>{% endif %}<|end|>
+{% endfor -%}
+{%- if add_generation_prompt %}<|assistant|>{% endif -%}"""
+
+TOOLS = [{"type": "function", "function": {"name": "search", "parameters": {
+    "type": "object", "properties": {"query": {"type": "string"},
+                                     "limit": {"type": "integer"}}}}}]
+
+
+def test_json_arguments_format_is_inferred() -> None:
+    fmt = derive_format(CUSTOM_TEMPLATE)
+    assert fmt.arguments == "json"
+    assert fmt.opening == "[[invoke "
+    assert fmt.name_close == "]]" and fmt.call_close == "[[/invoke]]"
+    assert fmt.parallel
+
+
+def test_tagged_arguments_format_is_inferred() -> None:
+    fmt = derive_format(CUSTOM_TAGGED)
+    assert fmt.arguments == "tagged"
+    assert (fmt.section_open, fmt.section_close) == ("<calls>", "</calls>")
+    assert fmt.arg_open.endswith('<arg key="') and fmt.string_key_close == '">'
+    assert fmt.string_value_close == "</arg>"
+
+
+def test_derived_parser_reads_calls_and_streams_arguments() -> None:
+    reply = 'Let me look.\n[[invoke search]]{"query": "alex", "limit": 3}[[/invoke]]'
+    out = parse_reply(reply, chat_template=CUSTOM_TEMPLATE, tools=TOOLS,
+                      plugins=isolated_plugin_manager(), chunk_size=2)
+    assert out.family == DERIVED_FAMILY
+    assert out.to_dict()["tool_calls"] == [{"name": "search",
+                                            "arguments": {"query": "alex", "limit": 3}}]
+    assert out.content == "Let me look."
+
+
+def test_tagged_values_are_typed_by_the_schema() -> None:
+    reply = '<calls><call fn="search"><arg key="query">a < b\nc</arg><arg key="limit">7</arg>' \
+            '</call></calls>'
+    out = parse_reply(reply, chat_template=CUSTOM_TAGGED, tools=TOOLS,
+                      plugins=isolated_plugin_manager(), chunk_size=3)
+    assert out.to_dict()["tool_calls"] == [{"name": "search",
+                                            "arguments": {"query": "a < b\nc", "limit": 7}}]
+
+
+def test_derived_parser_never_wins_over_a_plugin() -> None:
+    template = shared_template("Qwen3.5-4B.jinja")
+    choice = select_parser(template, isolated_plugin_manager())
+    assert choice.spec.name == "qwen_xml"
+    assert select_parser(template, isolated_plugin_manager(),
+                         family=DERIVED_FAMILY).spec.name == DERIVED_FAMILY
+
+
+def test_template_without_call_rendering_reports_what_was_seen() -> None:
+    template = "{% for m in messages %}<|python_tag|>{{ m.content }}{% endfor %}"
+    with pytest.raises(DerivationError, match="renders no tool call"):
+        derive_format(template)
+    with pytest.raises(ParserNotFoundError) as caught:
+        select_parser(template, isolated_plugin_manager())
+    assert "<|python_tag|>" in str(caught.value) and "could not be derived" in str(caught.value)
+
+
+def test_detect_derive_prints_the_record(tmp_path: Path) -> None:
+    path = tmp_path / "custom.jinja"
+    path.write_text(CUSTOM_TEMPLATE)
+    run = subprocess.run([sys.executable, "-m", "toolwire", "detect", "--derive", str(path)],
+                         capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stderr
+    record = json.loads(run.stdout)
+    assert DerivedFormat(**record) == derive_format(CUSTOM_TEMPLATE)
+
+
+def _render_reply(template: str, calls: list[tuple[str, dict[str, Any]]]) -> str:
+    from toolwire.templates.derive import _Renderer
+
+    renderer = _Renderer(template)
+    return renderer.block([{"id": f"call{i:05d}", "type": "function",
+                            "function": {"name": n, "arguments": a}}
+                           for i, (n, a) in enumerate(calls)], holes=False)
+
+
+_values = st.one_of(st.text(max_size=20).filter(
+    lambda s: "[[" not in s and "</arg>" not in s and "\\" not in s), st.integers())
+
+
+@given(calls=st.lists(st.tuples(st.just("search"), st.fixed_dictionaries(
+    {"query": st.text(max_size=15).filter(lambda s: "</arg>" not in s)},
+    optional={"limit": st.integers(-1000, 1000)})), min_size=1, max_size=3), data=st.data())
+def test_round_trip_through_a_derived_tagged_format(calls: list[tuple[str, dict[str, Any]]],
+                                                     data: st.DataObject) -> None:
+    fmt = derive_format(CUSTOM_TAGGED)
+    reply = _render_reply(CUSTOM_TAGGED, calls)
+    pieces = data.draw(tws.chunkings(reply))
+    parser = DerivedParser(fmt, {"search": TOOLS[0]["function"]["parameters"]})
+    events = [e for p in pieces for e in parser.feed(p)] + parser.close()
+    got = [(e.name, dict(e.arguments)) for e in events if e.type == "tool_call"]
+    assert got == calls
+    whole = DerivedParser(fmt, {"search": TOOLS[0]["function"]["parameters"]})
+    assert merge_events(events) == merge_events(whole.feed(reply) + whole.close())
+
+
+@given(text=tws.adversarial_text(max_size=200,
+                                 fragments=("[[invoke ", "]]", "[[/invoke]]", "{", "}", '"')))
+def test_garbage_never_raises(text: str) -> None:
+    parser = DerivedParser(derive_format(CUSTOM_TEMPLATE), {})
+    events = parser.feed(text) + parser.close()
+    assert not any(isinstance(e, DiagnosticEvent) and e.code == "parser_error" for e in events)
+
+
+def _all_templates() -> list[Path]:
+    if not SHARED_TEMPLATES.is_dir():
+        return []
+    return sorted(SHARED_TEMPLATES.glob("*.jinja"))
+
+
+@pytest.mark.parametrize("path", _all_templates(), ids=lambda p: p.stem)
+def test_every_real_template_derives_or_says_why(path: Path) -> None:
+    source = path.read_text(encoding="utf-8")
+    try:
+        fmt = derive_format(source)
+    except DerivationError as exc:
+        assert str(exc)  # an honest reason, never a crash
+        return
+    # what was derived reproduces the template's own rendering (checked again here)
+    from toolwire.parse.derived_parser import verify_format
+    from toolwire.templates.derive import _Renderer
+
+    assert verify_format(fmt, _Renderer(source)) == ""
+
+
+def test_most_real_templates_that_render_calls_derive() -> None:
+    paths = _all_templates()
+    if not paths:
+        pytest.skip(f"real chat templates not available ({SHARED_TEMPLATES} is absent)")
+    derived = 0
+    for path in paths:
+        try:
+            derive_format(path.read_text(encoding="utf-8"))
+            derived += 1
+        except DerivationError:
+            pass
+    assert derived >= 45, derived
+
+
+@tool
+def lookup(query: str) -> str:
+    """Look something up.
+
+    :param query: what
+    """
+    return f"found {query}"
+
+
+def test_local_model_with_an_unknown_family_runs_its_calls(tmp_path: Path) -> None:
+    pytest.importorskip("llama_cpp")
+    from toolwire.plugins.llama_cpp.backend import LlamaCppBackend
+    from toolwire.plugins.llama_cpp.tiny_model import grammar_for, write_tiny_gguf
+
+    model = write_tiny_gguf(tmp_path / "custom.gguf", CUSTOM_TEMPLATE)
+    replies = ['[[invoke lookup]]{"query": "alex"}[[/invoke]]', "Done."]
+    backend = LlamaCppBackend(model, grammar=lambda request: grammar_for(replies.pop(0)),
+                              n_threads=1, temperature=0.0, max_tokens=256, progress=False,
+                              plugins=isolated_plugin_manager())
+    events = list(Chat(backend, [lookup], plugins=isolated_plugin_manager()).send("who?"))
+    codes = [e.code for e in events if isinstance(e, DiagnosticEvent)]
+    assert "derived_parser" in codes
+    results = [e for e in events if e.type == "tool_result"]
+    assert [r.content for r in results] == ["found alex"]
+    assert events[-1].type == "done" and events[-1].reason == "stop"

@@ -1,0 +1,208 @@
+"""The harmony parser (gpt-oss) and glimmer (Muse Glimmer): channels and recipients,
+JSON and ``<atem:invoke>`` bodies, conformance through the real templates, BFCL round
+trips, the gpt-oss template's limits, bad input."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tests.support.families import (
+    canonical,
+    conformance_examples,
+    parse,
+    parse_text,
+    template_source,
+)
+from tests.support.tagged_families import (
+    bfcl_round_trip,
+    check_literal_markup,
+    conformance,
+    markers,
+    render,
+)
+from toolwire.events import ReasoningEvent, TextEvent, ToolCallDeltaEvent
+from toolwire.parse.protocol import collect_reply, merge_events
+from toolwire.plugins import harmony
+from toolwire.plugins.harmony import GLIMMER_FORMAT
+from toolwire.testing import strategies as tws
+
+GPT_OSS = "openai-gpt-oss-120b.jinja"
+GLIMMER = "muse-glimmer.jinja"
+HARMONY_TOKENS = ("<|start|>", "<|message|>", "<|channel|>", "<|constrain|>", "<|end|>",
+                  "<|call|>", "<|return|>", "<|eom|>", "<|eot|>", "to=")
+GPT_OSS_MARKERS = markers(None, *HARMONY_TOKENS)
+GLIMMER_MARKERS = markers(GLIMMER_FORMAT, *HARMONY_TOKENS)
+TOOLS = [{"type": "function", "function": {"name": "get_weather", "parameters": {
+    "type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer"}}}}}]
+
+
+def test_conformance_through_the_gpt_oss_template() -> None:
+    """The template renders one call per message (``parallel_calls`` is skipped) and
+    writes the content beside a call as an ``analysis`` message. The suite expects
+    content back as text: it either leaves such examples out (they change the
+    template's markup) or fails ``round_trip`` on them; the content-as-reasoning
+    round trip is checked by the next test."""
+    report = conformance(harmony, GPT_OSS, GPT_OSS_MARKERS, raise_on_failure=False)
+    assert report.statuses["parallel_calls"] == "skipped"  # the template renders one call
+    assert set(report.failed) <= {"round_trip"}
+    if report.failed:
+        error = report["round_trip"].error or ""
+        text = report["round_trip"].falsifying_text or ""
+        assert error.startswith("text differs"), error
+        assert text.startswith("<|channel|>analysis<|message|>"), text
+
+
+@settings(max_examples=conformance_examples() * 2)
+@given(case=tws.tool_calls_with_schemas(max_calls=1), data=st.data())
+def test_gpt_oss_round_trip_reads_content_beside_a_call_as_reasoning(
+        case: Any, data: st.DataObject) -> None:
+    tools, calls = case
+    keep = [c for c in calls if not any(t in s for s in _strings(c[1]) for t in HARMONY_TOKENS)]
+    if not keep:
+        return
+    content = data.draw(tws.adversarial_text().filter(
+        lambda s: not any(t in s for t in HARMONY_TOKENS)), label="content")
+    tail, reply = render(GPT_OSS, keep, tools, content=content)
+    pieces = data.draw(tws.chunkings(reply), label="chunks")
+    got = collect_reply(parse("harmony", pieces, tools, template=template_source(GPT_OSS),
+                              prompt_tail=tail))
+    assert canonical((c.name, c.arguments) for c in got.tool_calls) == canonical(keep)
+    assert (got.content, got.reasoning.strip()) == ("", content.strip())
+    assert got.diagnostics == ()
+
+
+def _strings(value: Any) -> list[str]:
+    from tests.support.families import strings_in
+
+    return list(strings_in(value))
+
+
+def test_conformance_through_the_glimmer_template() -> None:
+    conformance(harmony, GLIMMER, GLIMMER_MARKERS)
+
+
+def test_bfcl_ground_truth_first_calls_round_trip_through_gpt_oss() -> None:
+    assert bfcl_round_trip("harmony", GPT_OSS, first_call_only=True, every=3) > 250
+
+
+def test_bfcl_ground_truth_calls_round_trip_through_glimmer() -> None:
+    assert bfcl_round_trip("glimmer", GLIMMER, every=3) > 500
+
+
+@settings(max_examples=conformance_examples() * 2)
+@given(data=st.data())
+def test_values_holding_atem_tags_come_back_unchanged(data: st.DataObject) -> None:
+    check_literal_markup("glimmer", GLIMMER, GLIMMER_FORMAT, data,
+                         content_markers=GLIMMER_MARKERS)
+
+
+# -- gpt-oss -----------------------------------------------------------------------------
+
+
+def test_gpt_oss_as_the_model_writes_it() -> None:
+    reply = ("<|channel|>analysis<|message|>Need weather.<|end|>"
+             "<|start|>assistant<|channel|>commentary to=functions.get_weather "
+             '<|constrain|>json<|message|>{"city": "Paris", "days": 2}<|call|>')
+    events = parse("harmony", [reply[i:i + 3] for i in range(0, len(reply), 3)], TOOLS,
+                   template=template_source(GPT_OSS), prompt_tail="<|start|>assistant")
+    got = collect_reply(events)
+    assert got.reasoning == "Need weather." and got.content == ""
+    assert [(c.name, dict(c.arguments)) for c in got.tool_calls] == [
+        ("get_weather", {"city": "Paris", "days": 2})]
+    deltas = [e for e in events if isinstance(e, ToolCallDeltaEvent)]
+    assert "".join(d.text for d in deltas) == '{"city": "Paris", "days": 2}'
+
+
+def test_gpt_oss_final_channel_is_text() -> None:
+    reply = "<|channel|>analysis<|message|>Easy.<|end|><|start|>assistant<|channel|>final" \
+            "<|message|>It is 4.<|return|>"
+    out = parse_text("harmony", reply, chunk=2)
+    assert (out.reasoning, out.content) == ("Easy.", "It is 4.")
+
+
+def test_gpt_oss_call_without_its_stop_token_is_complete() -> None:
+    reply = '<|channel|>commentary to=functions.get_weather json<|message|>{"city": "Oslo"}'
+    out = parse_text("harmony", reply, TOOLS, chunk=5)
+    assert [dict(c.arguments) for c in out.tool_calls] == [{"city": "Oslo"}]
+    assert out.diagnostics == ()
+
+
+def test_gpt_oss_builtin_recipients_keep_their_name() -> None:
+    reply = '<|channel|>analysis to=browser.search<|message|>{"query": "x"}<|call|>'
+    out = parse_text("harmony", reply)
+    assert [(c.name, dict(c.arguments)) for c in out.tool_calls] == [
+        ("browser.search", {"query": "x"})]
+
+
+def test_reply_without_a_header_is_plain_text() -> None:
+    text = "Hello there, no channels here.\nSecond line."
+    events = merge_events(parse("harmony", [text[i:i + 4] for i in range(0, len(text), 4)]))
+    assert events == [TextEvent(text)]
+
+
+def test_unreadable_header_is_text_with_a_diagnostic() -> None:
+    reply = "<|channel|>final {weird}<|message|>body<|end|>"
+    out = parse_text("harmony", reply)
+    assert out.diagnostics[0].code == "malformed_header"
+    assert out.content == "<|channel|>final {weird}<|message|>body"
+
+
+def test_tool_message_with_bad_json_is_text_with_a_diagnostic() -> None:
+    reply = "<|channel|>commentary to=functions.get_weather<|message|>{nope<|call|>"
+    out = parse_text("harmony", reply, TOOLS)
+    assert out.tool_calls == () and out.diagnostics[0].code == "malformed_arguments"
+    assert "{nope" in out.content
+
+
+# -- Glimmer -----------------------------------------------------------------------------
+
+
+def atem(name: str, **params: str) -> str:
+    body = "".join(f'<atem:parameter name="{k}">{v}</atem:parameter>\n'
+                   for k, v in params.items())
+    return (f'<atem:function_calls>\n<atem:invoke name="{name}">\n{body}</atem:invoke>\n'
+            "</atem:function_calls>")
+
+
+def test_glimmer_recipients_route_reasoning_calls_and_text() -> None:
+    reply = (" to=self<|message|>Look it up.<|eom|>"
+             f"<|start|>assistant to=get_weather<|message|>{atem('get_weather', city='Rome')}"
+             f"<|eom|><|start|>assistant to=get_weather<|message|>{atem('get_weather', days='3')}"
+             "<|eom|><|start|>assistant to=user<|message|>Done.<|eot|>")
+    events = parse("glimmer", [reply[i:i + 6] for i in range(0, len(reply), 6)], TOOLS,
+                   template=template_source(GLIMMER), prompt_tail="<|start|>assistant")
+    got = collect_reply(events)
+    assert (got.reasoning, got.content) == ("Look it up.", "Done.")
+    assert [(c.index, dict(c.arguments)) for c in got.tool_calls] == [(0, {"city": "Rome"}),
+                                                                      (1, {"days": 3})]
+    assert any(isinstance(e, ReasoningEvent) for e in events)
+
+
+def test_glimmer_json_body_is_read_as_arguments() -> None:
+    out = parse_text("glimmer", ' to=get_weather<|message|>{"city": "Lima"}<|eom|>', TOOLS)
+    assert [(c.name, dict(c.arguments)) for c in out.tool_calls] == [
+        ("get_weather", {"city": "Lima"})]
+
+
+@pytest.mark.parametrize(("family", "text"), [
+    ("harmony", "<|channel|>commentary to=functions.f<|message|>"),
+    ("harmony", "<|channel|>commentary to=functions.f<|message|>{\"a\": "),
+    ("harmony", "<|start|><|start|>"), ("harmony", "<|channel|>" + "x" * 600),
+    ("glimmer", " to=f<|message|><atem:function_calls>"),
+    ("glimmer", " to=f<|message|><atem:function_calls><atem:invoke name=\"f\">cut"),
+    ("glimmer", " to=f<|message|>not a call<|eom|>"),
+])
+def test_bad_input_never_raises_and_never_loses_text(family: str, text: str) -> None:
+    out = parse_text(family, text, TOOLS, chunk=3)
+    assert out.tool_calls == ()
+    ends = r"<\|(end|call|eom|eot|return)\|>"
+    assert re.sub(r"\s", "", out.content) == re.sub(r"\s|" + ends, "", text)
+
+
+def test_stray_end_tokens_are_framing_not_text() -> None:
+    assert parse_text("harmony", "<|end|><|call|> tail").content.strip() == "tail"

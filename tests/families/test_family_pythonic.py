@@ -1,0 +1,138 @@
+"""The pythonic parser (LFM2.5): raw string arguments as the template writes them,
+Python literals read without evaluation, conformance and BFCL round trips through the
+real template, streaming, bad input."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tests.support.families import (
+    all_of,
+    canonical,
+    conformance_examples,
+    parse,
+    parse_text,
+    template_source,
+    without,
+)
+from tests.support.tagged_families import bfcl_round_trip, conformance, markers, render
+from toolwire.events import ToolCallDeltaEvent
+from toolwire.parse.protocol import collect_reply
+from toolwire.plugins import pythonic
+from toolwire.plugins.pythonic import CALLS_CLOSE, CALLS_OPEN
+
+TEMPLATE = "LFM2.5-8B-A1B.jinja"
+MARKERS = markers(None, CALLS_OPEN, CALLS_CLOSE, "<think>", "</think>")
+TAIL = "<|im_start|>assistant\n"
+TOOLS = [{"type": "function", "function": {"name": "note", "parameters": {
+    "type": "object", "properties": {"text": {"type": "string"}, "title": {"type": "string"},
+                                     "n": {"type": "integer"}, "meta": {"type": "object"},
+                                     "tags": {"type": "array"}}}}},
+         {"type": "function", "function": {"name": "math.sum", "parameters": {
+             "type": "object", "properties": {"xs": {"type": "array"}}}}}]
+_CLOSING_QUOTE = re.compile(r"'[ \t\r\n]*(?:,|\)|$)")
+
+
+def pythonic_expressible(schema: dict[str, Any], arguments: dict[str, Any]) -> bool:
+    """The template writes string arguments unescaped between single quotes, so a
+    string holding a quote that looks like its end (``', ``, ``')``) is ambiguous."""
+    return not any(isinstance(v, str) and _CLOSING_QUOTE.search(v) for v in arguments.values())
+
+
+def calls(*items: str) -> str:
+    return f"{CALLS_OPEN}[{', '.join(items)}]{CALLS_CLOSE}"
+
+
+def test_conformance_through_the_lfm25_template() -> None:
+    conformance(pythonic, TEMPLATE, MARKERS, keep=all_of(without(MARKERS), pythonic_expressible))
+
+
+def test_bfcl_ground_truth_calls_round_trip() -> None:
+    assert bfcl_round_trip("pythonic", TEMPLATE, keep=pythonic_expressible) > 800
+
+
+@settings(max_examples=conformance_examples() * 3)
+@given(data=st.data())
+def test_strings_with_quotes_newlines_and_backslashes_round_trip(data: st.DataObject) -> None:
+    pieces = st.sampled_from(["'", '"', "\\", "\\n", "\n", ")", "(", ",", "=", "]", "[", " ",
+                              "text", "title=", "n=1", "'s", "\\'", "{}", "#"])
+    strings = st.lists(pieces, max_size=10).map("".join)
+    arguments = data.draw(st.fixed_dictionaries({"text": strings},
+                                                optional={"title": strings, "n": st.integers()}))
+    if not pythonic_expressible({}, arguments):
+        return
+    tail, reply = render(TEMPLATE, [("note", arguments)], TOOLS)
+    chunks = data.draw(st.sampled_from([1, 3, 64]))
+    got = collect_reply(parse("pythonic", [reply[i:i + chunks]
+                                           for i in range(0, len(reply), chunks)], TOOLS,
+                              template=template_source(TEMPLATE), prompt_tail=tail))
+    assert canonical((c.name, c.arguments) for c in got.tool_calls) == \
+        canonical([("note", arguments)]), reply
+
+
+def test_reference_conversion_with_nested_literals() -> None:
+    reply = "Saving.\n" + calls("note(text='multi\nline', n=-3, meta={\"a\": [1, null, true]}, "
+                                "tags=['x', None, False, 1.5])", "math.sum(xs=[1, 2])")
+    out = parse_text("pythonic", reply, TOOLS, chunk=5)
+    assert out.content == "Saving."
+    assert [(c.name, dict(c.arguments)) for c in out.tool_calls] == [
+        ("note", {"text": "multi\nline", "n": -3, "meta": {"a": [1, None, True]},
+                  "tags": ["x", None, False, 1.5]}),
+        ("math.sum", {"xs": [1, 2]})]
+
+
+def test_raw_string_keeps_quotes_and_backslashes_as_written() -> None:
+    reply = calls("note(text='it's C:\\new, isn't it', title=\"say \"hi\"\")")
+    out = parse_text("pythonic", reply, TOOLS, chunk=1)
+    assert dict(out.tool_calls[0].arguments) == {"text": "it's C:\\new, isn't it",
+                                                 "title": 'say "hi"'}
+
+
+def test_nothing_is_ever_evaluated() -> None:
+    reply = calls("note(text=__import__('os').system('echo pwned'))")
+    out = parse_text("pythonic", reply, TOOLS)
+    assert out.tool_calls == () and out.diagnostics[0].code == "malformed_call"
+    assert out.content == reply
+
+
+def test_positional_arguments_are_not_a_call() -> None:
+    out = parse_text("pythonic", calls("note('x')"), TOOLS)
+    assert out.tool_calls == () and out.diagnostics[0].code == "malformed_call"
+
+
+def test_string_argument_streams_as_deltas() -> None:
+    value = "abc " * 50
+    reply = calls(f"note(text='{value}', n=2)")
+    events = parse("pythonic", [reply[i:i + 4] for i in range(0, len(reply), 4)], TOOLS,
+                   template=template_source(TEMPLATE), prompt_tail=TAIL)
+    deltas = [e for e in events if isinstance(e, ToolCallDeltaEvent)]
+    assert len(deltas) > 20 and "".join(d.text for d in deltas) == value
+
+
+def test_list_cut_at_its_closing_token_keeps_the_calls() -> None:
+    out = parse_text("pythonic", f"{CALLS_OPEN}[note(n=1)]<|tool_ca", TOOLS)
+    assert [dict(c.arguments) for c in out.tool_calls] == [{"n": 1}] and out.content == ""
+
+
+def test_reasoning_is_the_core_think_block() -> None:
+    reply = "<think>hmm</think>" + calls("note(n=1)")
+    out = parse_text("pythonic", reply, TOOLS, chunk=3, template=template_source(TEMPLATE),
+                     prompt_tail=TAIL)
+    assert out.reasoning == "hmm" and len(out.tool_calls) == 1
+
+
+@pytest.mark.parametrize("text", [
+    CALLS_OPEN, CALLS_OPEN + "[", CALLS_OPEN + "[note(", CALLS_OPEN + "[note(text='cut",
+    CALLS_OPEN + "not a list" + CALLS_CLOSE, CALLS_OPEN + "[note(n=1 2)]" + CALLS_CLOSE,
+    CALLS_OPEN + "[note(n=[1, 2)]" + CALLS_CLOSE + " after", CALLS_CLOSE + " stray",
+    CALLS_OPEN + "[note(n==1)]" + CALLS_CLOSE,
+])
+def test_bad_input_never_raises_and_never_loses_text(text: str) -> None:
+    out = parse_text("pythonic", text, TOOLS, chunk=2)
+    assert out.tool_calls == ()
+    assert re.sub(r"\s", "", out.content) == re.sub(r"\s", "", text)
