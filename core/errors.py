@@ -16,7 +16,8 @@ catch generically (``except LookupError``)::
     │   ├── ToolArgumentsError (ValueError)
     │   ├── ToolPermissionError (PermissionError)
     │   ├── ToolExecutionError
-    │   └── ToolTimeoutError (TimeoutError)
+    │   ├── ToolTimeoutError (TimeoutError)
+    │   └── ToolCancelledError              the reply was cancelled while it ran
     ├── ParserNotFoundError (LookupError)   no parser plugin claims a template / family
     ├── ParserConflictError (ValueError)    two parser plugins tie for a template
     ├── DerivationError (ValueError)        a template's call markup cannot be inferred
@@ -60,6 +61,7 @@ __all__ = [
     "TemplateSecurityError",
     "ToolArgumentsError",
     "ToolCallError",
+    "ToolCancelledError",
     "ToolDefinitionError",
     "ToolExecutionError",
     "ToolPermissionError",
@@ -141,6 +143,10 @@ class ToolExecutionError(ToolCallError):
 
 class ToolTimeoutError(ToolCallError, TimeoutError):
     """The tool did not finish within its timeout."""
+
+
+class ToolCancelledError(ToolCallError):
+    """The reply was cancelled while the tool ran; the dispatcher stopped waiting for it."""
 
 
 class ParserNotFoundError(ToolwireError, LookupError):

@@ -22,6 +22,7 @@ from .backends.templated import (
     TemplateSource,
 )
 from .conversation.cancel import CancelToken
+from .conversation.dispatch import RunningCall, current_call
 from .conversation.history import Message, ToolCall
 from .conversation.schema import ToolSchemaIndex, coerce_text_value, json_type_of
 from .conversation.tools import Tool, tool
@@ -64,6 +65,7 @@ __all__ = [
     "ModelRequest",
     "ParserSpec",
     "ReasoningEvent",
+    "RunningCall",
     "StreamFilter",
     "StreamFilterSpec",
     "StreamParser",
@@ -79,6 +81,7 @@ __all__ = [
     "ToolSchemaIndex",
     "TurnEnd",
     "coerce_text_value",
+    "current_call",
     "default_call_id",
     "family_think_filter_spec",
     "hookimpl",

@@ -285,7 +285,7 @@ class Chat:
                 yield ToolResultEvent(call.id, call.name, _CANCELLED_RESULT, True, "cancelled")
                 continue
             plugins.notify_tool_call(call.name, call.arguments, call.id)
-            result = self.dispatcher.dispatch(call)
+            result = self.dispatcher.dispatch(call, cancel=cancel)
             self._history.append(Message.tool_result(call, result.content, result.is_error))
             plugins.notify_tool_result(call.name, call.id, result.content, result.is_error)
             yield ToolResultEvent(call.id, call.name, result.content, result.is_error,

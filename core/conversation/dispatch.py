@@ -6,8 +6,12 @@ This is core policy, not a hook. For each call the dispatcher:
 2. refuses an unknown tool, and a write tool in read-only mode, by name;
 3. validates the arguments against the tool's schema (missing required,
    unknown parameters, wrong types), with a validator compiled once per tool;
-4. runs the tool with a timeout;
+4. runs the tool with a timeout, and stops waiting when the reply is cancelled;
 5. turns the return value into text.
+
+A tool function may ask :func:`current_call` for the call it runs for: its
+deadline and the reply's cancel token, so a tool that waits on something else
+(a remote server) can give up at the same moment the dispatcher does.
 
 Every failure becomes a :class:`DispatchResult` with ``is_error`` set and a
 message written for the model, so it can correct itself on the next turn.
@@ -19,6 +23,7 @@ import contextvars
 import json
 import queue
 import threading
+import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -31,17 +36,50 @@ from jsonschema.validators import validator_for
 from ..errors import (
     ToolArgumentsError,
     ToolCallError,
+    ToolCancelledError,
     ToolExecutionError,
     ToolPermissionError,
     ToolTimeoutError,
     UnknownToolError,
 )
+from .cancel import CancelToken
 from .history import ToolCall
 from .tools import WORKSPACE_PARAMETER, Tool, ToolRegistry
 
-__all__ = ["DispatchResult", "Dispatcher", "format_tool_output"]
+__all__ = ["DispatchResult", "Dispatcher", "RunningCall", "current_call", "format_tool_output"]
 
 _MAX_PROBLEMS = 8
+_CANCEL_POLL_SECONDS = 0.05
+
+
+@attrs.frozen
+class RunningCall:
+    """What a tool function may learn about the call it is running for.
+
+    :ivar call: the model's call.
+    :ivar deadline: the :func:`time.monotonic` value at which the dispatcher stops
+        waiting for the tool, or ``None`` when it waits without a limit.
+    :ivar cancel: the reply's cancel token, when the caller gave one.
+    """
+
+    call: ToolCall
+    deadline: float | None = None
+    cancel: CancelToken | None = None
+
+    def remaining(self) -> float | None:
+        """Seconds left before the deadline (never negative), or ``None`` without one."""
+        if self.deadline is None:
+            return None
+        return max(0.0, self.deadline - time.monotonic())
+
+
+_RUNNING: contextvars.ContextVar[RunningCall | None] = contextvars.ContextVar(
+    "toolwire_running_call", default=None)
+
+
+def current_call() -> RunningCall | None:
+    """The call the current tool function runs for; ``None`` outside a dispatch."""
+    return _RUNNING.get()
 
 
 @attrs.frozen
@@ -49,7 +87,7 @@ class DispatchResult:
     """A call's outcome as the model will read it.
 
     :ivar error_kind: for failures, ``unknown_tool``, ``invalid_arguments``,
-        ``read_only``, ``tool_error`` or ``timeout``.
+        ``read_only``, ``tool_error``, ``timeout`` or ``cancelled``.
     """
 
     call: ToolCall
@@ -87,6 +125,7 @@ _ERROR_KINDS: dict[type[ToolCallError], str] = {
     ToolArgumentsError: "invalid_arguments",
     ToolPermissionError: "read_only",
     ToolTimeoutError: "timeout",
+    ToolCancelledError: "cancelled",
     ToolExecutionError: "tool_error",
 }
 
@@ -98,7 +137,8 @@ class Dispatcher:
     :param read_only: offer and run only read-only tools.
     :param workspace: passed to tools that take a ``workspace`` parameter.
     :param timeout: default seconds a tool may run (a tool's own ``timeout``
-        wins); ``None`` runs tools inline without a limit.
+        wins); ``None`` runs tools inline without a limit, where only the tool
+        itself can notice a cancellation (through :func:`current_call`).
     """
 
     def __init__(self, registry: ToolRegistry, *, read_only: bool = False,
@@ -117,11 +157,15 @@ class Dispatcher:
         """The tools the model is shown this session."""
         return self.registry.offered(read_only=self.read_only)
 
-    def dispatch(self, call: ToolCall) -> DispatchResult:
-        """Validate and run one call; never raises for anything the model did."""
+    def dispatch(self, call: ToolCall, *, cancel: CancelToken | None = None) -> DispatchResult:
+        """Validate and run one call; never raises for anything the model did.
+
+        :param cancel: the reply's cancel token: once it is set the dispatcher stops
+            waiting for the tool (which :func:`current_call` also hands to the tool).
+        """
         try:
             tool, arguments = self.check(call)
-            return DispatchResult(call, self._run(tool, arguments))
+            return DispatchResult(call, self._run(tool, arguments, call, cancel))
         except ToolCallError as exc:
             kind = next((k for cls, k in _ERROR_KINDS.items() if isinstance(exc, cls)),
                         "tool_error")
@@ -196,12 +240,22 @@ class Dispatcher:
                 f"Expected parameters: {_signature(tool)}.",
                 tool=tool.name, problems=tuple(problems))
 
-    def _run(self, tool: Tool, arguments: dict[str, Any]) -> str:
+    def _run(self, tool: Tool, arguments: dict[str, Any], call: ToolCall,
+             cancel: CancelToken | None) -> str:
         timeout = tool.timeout if tool.timeout is not None else self.timeout
-        if timeout is None:
-            return self._call(tool, arguments)
-        job = _WORKERS.submit(self._call, tool, arguments)
-        if not job.done.wait(timeout):
+        deadline = None if timeout is None else time.monotonic() + timeout
+        running = _RUNNING.set(RunningCall(call, deadline, cancel))
+        try:
+            if timeout is None:  # inline, as documented; the tool still sees the token
+                return self._call(tool, arguments)
+            job = _WORKERS.submit(self._call, tool, arguments)  # copies the context
+        finally:
+            _RUNNING.reset(running)
+        if not _wait(job.done, deadline, cancel):
+            if cancel is not None and cancel.cancelled:
+                raise ToolCancelledError(
+                    f"tool {tool.name!r} was still running when the reply was cancelled; "
+                    "it was abandoned", tool=tool.name)
             raise ToolTimeoutError(
                 f"tool {tool.name!r} did not finish within {timeout:g} seconds and was "
                 "abandoned; try a smaller request", tool=tool.name)
@@ -220,6 +274,25 @@ class Dispatcher:
             raise ToolExecutionError(
                 f"tool {tool.name!r} failed: {type(exc).__name__}: {exc}", tool=tool.name
             ) from exc
+
+
+def _wait(done: threading.Event, deadline: float | None, cancel: CancelToken | None) -> bool:
+    """Wait for ``done`` until the deadline or a cancellation; return whether it is set.
+
+    A cancel token has no way to wake this thread, so it is polled in short slices.
+    """
+    while True:
+        remaining = None if deadline is None else deadline - time.monotonic()
+        if remaining is not None and remaining <= 0:
+            return done.is_set()
+        if cancel is None:
+            return done.wait(remaining)
+        if cancel.cancelled:
+            return done.is_set()
+        step = _CANCEL_POLL_SECONDS if remaining is None else min(remaining,
+                                                                 _CANCEL_POLL_SECONDS)
+        if done.wait(step):
+            return True
 
 
 class _Job:
