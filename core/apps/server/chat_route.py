@@ -1,0 +1,174 @@
+"""``POST /v1/chat`` (toolwire's own loop, streamed as events) and its cancel route.
+
+The reply runs a whole :class:`~toolwire.Chat` exchange (model turns and the
+server's tools) and streams its events as server-sent events; the first item is
+``{"type": "session", "id", "queued"}``, the id also in the ``X-Toolwire-Chat``
+header, and the stream ends after ``done``. ``POST /v1/chat/{id}/cancel``
+cancels a reply that runs or waits. A client that disconnects cancels its reply.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import uuid
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from ...conversation.cancel import CancelToken
+from ...events import DoneEvent, ErrorEvent
+from .chat_request import parse_chat_request
+from .http_input import ClientGone, RequestError, decode_json_body, read_body
+from .http_input import require_json_media_type as require_json
+from .model_queue import QueueFullError, QueueTicket
+from .responses import ASGIApp, JsonResponse, Receive, Scope, Send
+from .sse import SSE_HEADERS, event_frame
+
+if TYPE_CHECKING:
+    from ...conversation.chat import Chat
+    from .app import ServerState
+
+__all__ = ["CHAT_ID_HEADER", "CancelEndpoint", "ChatEndpoint"]
+
+logger = logging.getLogger("toolwire.apps.server")
+
+CHAT_ID_HEADER = "X-Toolwire-Chat"
+
+
+def _error(status: int, message: str, headers: tuple[tuple[str, str], ...] = ()) -> JsonResponse:
+    return JsonResponse(status, {"error": message}, headers)
+
+
+class _EventStream:
+    """The ``POST /v1/chat`` response: one reply's events as server-sent events."""
+
+    def __init__(self, state: ServerState, chat_id: str, token: CancelToken, chat: Chat,
+                 message: str, ticket: QueueTicket) -> None:
+        self.state = state
+        self.chat_id = chat_id
+        self.token = token
+        self.chat = chat
+        self.message = message
+        self.ticket = ticket
+        self.client_gone = False
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        watcher = asyncio.create_task(self._watch_disconnect(receive))
+        try:
+            await self._send(send, {"type": "http.response.start", "status": 200,
+                                    "headers": [*SSE_HEADERS, (CHAT_ID_HEADER.lower().encode(),
+                                                               self.chat_id.encode())]})
+            await self._emit(send, {"type": "session", "id": self.chat_id,
+                                    "queued": self.ticket.queued})
+            await self._reply(send)
+            await self._send(send, {"type": "http.response.body", "body": b"",
+                                    "more_body": False})
+        finally:
+            self.ticket.release()
+            watcher.cancel()
+            self.state.replies.pop(self.chat_id, None)
+
+    async def _watch_disconnect(self, receive: Receive) -> None:
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                self.client_gone = True
+                self.token.cancel("disconnected")
+                return
+
+    async def _send(self, send: Send, message: dict[str, Any]) -> None:
+        if self.client_gone:
+            return
+        try:
+            await send(message)
+        except OSError:
+            self.client_gone = True
+            self.token.cancel("disconnected")
+
+    async def _emit(self, send: Send, payload: Mapping[str, Any]) -> None:
+        await self._send(send, {"type": "http.response.body", "body": event_frame(payload),
+                                "more_body": True})
+
+    async def _reply(self, send: Send) -> None:
+        if not await self.ticket.wait_turn(self.token) or self.token.cancelled:
+            # cancelled (or the client left) while it waited
+            await self._emit(send, DoneEvent("cancelled").to_dict())
+            return
+        done = False
+        try:
+            # the loop keeps running to its done even when the client has gone (the
+            # token is set then), so the model is free before the turn is given on
+            async with contextlib.aclosing(self.chat.asend(self.message,
+                                                           cancel=self.token)) as events:
+                async for event in events:
+                    done = done or isinstance(event, DoneEvent)
+                    await self._emit(send, event.to_dict())
+        except Exception as exc:
+            logger.exception("reply %s failed", self.chat_id)
+            if not done:
+                await self._emit(send, ErrorEvent(
+                    "server", f"{type(exc).__name__}: {exc}").to_dict())
+                await self._emit(send, DoneEvent("error").to_dict())
+
+
+class ChatEndpoint:
+    """The ``POST /v1/chat`` route (an ASGI app)."""
+
+    def __init__(self, state: ServerState) -> None:
+        self.state = state
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Answer one request."""
+        await (await _chat_response(self.state, scope, receive))(scope, receive, send)
+
+
+async def _chat_response(state: ServerState, scope: Scope, receive: Receive) -> ASGIApp:
+    loaded = state.model.loaded
+    if loaded is None:
+        return _error(503, f"the model is {state.model.state}", (("Retry-After", "5"),))
+    limits = state.limits
+    try:
+        require_json(scope["headers"])
+        body = await read_body(receive, scope["headers"], limit=limits.max_body_bytes,
+                               timeout=limits.body_timeout)
+        data = decode_json_body(body, max_depth=limits.max_json_depth)
+        parsed = parse_chat_request(data, limits=limits)
+    except ClientGone:
+        return _error(400, "the client went away")  # never sent: nobody listens
+    except RequestError as exc:
+        return _error(exc.status, exc.message)
+    except ValueError as exc:
+        return _error(400, str(exc))
+    try:
+        session = loaded.make_chat(parsed.history, parsed.system)
+    except ValueError as exc:
+        return _error(400, str(exc))
+    except Exception as exc:
+        logger.exception("cannot start a chat")
+        return _error(500, f"cannot start a chat: {type(exc).__name__}: {exc}")
+    try:
+        ticket = state.queue.join()
+    except QueueFullError as exc:
+        return _error(429, str(exc), (("Retry-After", "1"),))
+    chat_id = uuid.uuid4().hex
+    token = CancelToken()
+    state.replies[chat_id] = token
+    return _EventStream(state, chat_id, token, session, parsed.message, ticket)
+
+
+class CancelEndpoint:
+    """The ``POST /v1/chat/{chat_id}/cancel`` route (an ASGI app)."""
+
+    def __init__(self, state: ServerState) -> None:
+        self.state = state
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Cancel the reply named in the path."""
+        token = self.state.replies.get(scope["path_params"]["chat_id"])
+        if token is None:
+            response = _error(404, "no reply in progress has this id")
+        else:
+            token.cancel("user")
+            response = JsonResponse(200, {"cancelled": True})
+        await response(scope, receive, send)

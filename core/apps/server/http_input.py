@@ -1,0 +1,150 @@
+"""Reading a request body: size, time and nesting bounds, and one typed error.
+
+Works on the raw ASGI ``receive`` channel, so an upload that is cut off, too
+big, too slow or nested too deeply becomes a :class:`RequestError` (or a quiet
+:class:`ClientGone`) instead of an exception with a traceback.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Awaitable, Callable, Iterable, Mapping, MutableMapping
+from typing import Any
+
+__all__ = [
+    "ClientGone",
+    "RequestError",
+    "decode_json_body",
+    "header_value",
+    "json_depth_exceeds",
+    "read_body",
+    "require_json_media_type",
+]
+
+Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
+
+
+class RequestError(Exception):
+    """A request the server refuses, with the HTTP status and what is wrong.
+
+    :param status: the HTTP status (``400``, ``404``, ``408``, ``413``, ``415``, ``429``...).
+    :param message: what is wrong, for the client.
+    :param param: the request field concerned (OpenAI's ``param``), if any.
+    :param code: a machine-readable code (OpenAI's ``code``), if any.
+    """
+
+    def __init__(self, status: int, message: str, *, param: str | None = None,
+                 code: str | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.param = param
+        self.code = code
+
+
+class ClientGone(Exception):
+    """The client closed the connection before its request was read (nothing to answer)."""
+
+
+def header_value(headers: Iterable[tuple[bytes, bytes]], name: bytes) -> str | None:
+    """The first value of header ``name`` (lower case) in an ASGI header list."""
+    for key, value in headers:
+        if key == name:
+            return value.decode("latin-1")
+    return None
+
+
+def require_json_media_type(headers: Iterable[tuple[bytes, bytes]]) -> None:
+    """Refuse a body not declared as ``application/json`` (``415``).
+
+    A plain cross-site form cannot send that type, so this also stops another web
+    page from posting to a local server.
+    """
+    declared = (header_value(headers, b"content-type") or "").split(";")[0].strip().lower()
+    if declared != "application/json":
+        raise RequestError(415, "send the body as application/json",
+                           code="unsupported_media_type")
+
+
+async def read_body(receive: Receive, headers: Iterable[tuple[bytes, bytes]], *,
+                    limit: int, timeout: float) -> bytes:
+    """Read the whole request body from ``receive``.
+
+    :raises RequestError: ``413`` as soon as the body is known to exceed
+        ``limit`` bytes; ``408`` when it has not all arrived within ``timeout``
+        seconds.
+    :raises ClientGone: the client disconnected mid-upload.
+    """
+    declared = header_value(headers, b"content-length") or ""
+    if declared.strip().isdigit() and int(declared) > limit:
+        raise _too_large(limit)
+    body = bytearray()
+    deadline = time.monotonic() + timeout
+    while True:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise _too_slow(timeout)
+        try:
+            message = await asyncio.wait_for(receive(), remaining)
+        except TimeoutError:
+            raise _too_slow(timeout) from None
+        if message["type"] == "http.disconnect":
+            raise ClientGone
+        body.extend(message.get("body", b""))
+        if len(body) > limit:
+            raise _too_large(limit)
+        if not message.get("more_body", False):
+            return bytes(body)
+
+
+def _too_large(limit: int) -> RequestError:
+    return RequestError(413, f"the body is larger than {limit} bytes",
+                        code="request_too_large")
+
+
+def _too_slow(timeout: float) -> RequestError:
+    return RequestError(408, f"the body did not arrive within {timeout:g} seconds",
+                        code="request_timeout")
+
+
+def json_depth_exceeds(value: Any, limit: int) -> bool:
+    """Whether arrays and objects in ``value`` nest more than ``limit`` deep (no recursion)."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, Mapping):
+            children: Iterable[Any] = item.values()
+        elif isinstance(item, list):
+            children = item
+        else:
+            continue
+        if depth > limit:
+            return True
+        stack.extend((child, depth + 1) for child in children
+                     if isinstance(child, Mapping | list))
+    return False
+
+
+def decode_json_body(body: bytes, *, max_depth: int) -> Any:
+    """The JSON value of a body.
+
+    :raises RequestError: ``400`` when the body is not JSON (UTF-8) or nests more
+        than ``max_depth`` levels.
+    """
+    try:
+        value = json.loads(body)
+    except RecursionError:
+        raise _too_deep(max_depth) from None
+    except ValueError as exc:
+        raise RequestError(400, f"the body is not valid JSON: {exc}",
+                           code="invalid_json") from None
+    if json_depth_exceeds(value, max_depth):
+        raise _too_deep(max_depth)
+    return value
+
+
+def _too_deep(limit: int) -> RequestError:
+    return RequestError(400, f"the body nests arrays and objects more than {limit} levels deep",
+                        code="invalid_json")

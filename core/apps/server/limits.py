@@ -1,0 +1,56 @@
+"""The server's bounds: how much one request may ask for and how long a client may take.
+
+Every HTTP client is untrusted, so each of these has a default far above what a
+real conversation needs and below what would tie the server up. ``toolwire
+serve`` sets them from its options (``docs/openai-server.md`` lists each with the
+option that changes it).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+
+__all__ = ["ServerLimits"]
+
+
+def _positive(instance: object, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if value <= 0:
+        raise ValueError(f"{attribute.name} must be positive, not {value!r}")
+
+
+@attrs.frozen
+class ServerLimits:
+    """The bounds one server applies to every request and connection.
+
+    :ivar max_body_bytes: the largest request body (``413`` above it).
+    :ivar max_messages: the most messages one request may carry (``413``).
+    :ivar max_chars: the most characters of message text (contents, reasoning,
+        call arguments) one request may carry (``413``).
+    :ivar max_json_depth: the deepest nesting of arrays and objects in a body
+        (``400``).
+    :ivar max_tools: the most tools one chat-completions request may offer (``400``).
+    :ivar max_waiting: requests that may wait for the model while it is busy;
+        one more is refused with ``429``.
+    :ivar body_timeout: seconds a client has to send the whole body (``408``).
+    :ivar header_timeout: seconds a client has to send a request's headers once
+        the connection is open (or its first byte has come); then it is closed.
+    :ivar keep_alive_timeout: seconds an idle keep-alive connection stays open.
+    :ivar max_connections: open connections (and running requests) before new
+        requests get ``503``.
+    :ivar max_header_bytes: the largest request head (request line and headers);
+        a larger one gets ``400``.
+    """
+
+    max_body_bytes: int = attrs.field(default=8 * 1024 * 1024, validator=_positive)
+    max_messages: int = attrs.field(default=2_000, validator=_positive)
+    max_chars: int = attrs.field(default=2_000_000, validator=_positive)
+    max_json_depth: int = attrs.field(default=100, validator=_positive)
+    max_tools: int = attrs.field(default=128, validator=_positive)
+    max_waiting: int = attrs.field(default=16, validator=_positive)
+    body_timeout: float = attrs.field(default=30.0, validator=_positive)
+    header_timeout: float = attrs.field(default=10.0, validator=_positive)
+    keep_alive_timeout: float = attrs.field(default=5.0, validator=_positive)
+    max_connections: int = attrs.field(default=64, validator=_positive)
+    max_header_bytes: int = attrs.field(default=16 * 1024, validator=_positive)

@@ -1,0 +1,234 @@
+"""The OpenAI-compatible routes: ``POST /v1/chat/completions`` and ``GET /v1/models``.
+
+Any OpenAI client gets the served model's native tool calls, parsed by toolwire.
+The route only generates and parses: it runs one backend turn
+(``backend.stream_turn(ModelRequest(...), cancel)``) and answers with the text,
+reasoning and tool calls the model wrote; the client runs the tools and sends
+their results back. Requests wait their turn at the model in arrival order
+(:mod:`.model_queue`); a client that disconnects cancels its generation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+from ...backends.protocol import ModelRequest
+from ...conversation.cancel import CancelToken
+from .backend_thread import stream_backend_turn
+from .completion_request import CompletionRequest, parse_completion_request
+from .completion_stream import CompletionBuilder
+from .http_input import ClientGone, RequestError, decode_json_body, read_body
+from .http_input import require_json_media_type as require_json
+from .model_queue import QueueFullError, QueueTicket
+from .responses import (
+    ASGIApp,
+    JsonResponse,
+    Receive,
+    Scope,
+    Send,
+    error_response,
+    openai_error_body,
+)
+from .sse import DONE_FRAME, SSE_HEADERS, data_frame
+
+if TYPE_CHECKING:
+    from .app import ServerState
+
+__all__ = ["CompletionsEndpoint", "ModelsEndpoint", "model_request_for"]
+
+logger = logging.getLogger("toolwire.apps.server")
+
+Chunks = list[dict[str, Any]]
+
+
+def model_request_for(parsed: CompletionRequest) -> ModelRequest:
+    """The backend turn a chat-completions request asks for.
+
+    ``tool_choice="none"`` offers no tools. ``ModelRequest`` has no sampling
+    fields yet, so ``temperature``, ``top_p``, ``seed``, ``max_tokens`` and the
+    other tool choices are accepted but the served model's own settings apply.
+    """
+    return ModelRequest(parsed.messages, parsed.offered_tools)
+
+
+def _openai_error(status: int, message: str, code: str | None = None,
+                  headers: tuple[tuple[str, str], ...] = ()) -> JsonResponse:
+    return JsonResponse(status, openai_error_body(status, message, code=code), headers)
+
+
+class ModelsEndpoint:
+    """``GET /v1/models`` and ``GET /v1/models/{model_id}`` (an ASGI app)."""
+
+    def __init__(self, state: ServerState) -> None:
+        self.state = state
+
+    def entry(self) -> dict[str, Any]:
+        """The served model as an OpenAI ``model`` object."""
+        return {"id": self.state.model.model_id, "object": "model",
+                "created": self.state.started, "owned_by": "toolwire"}
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """List the model, or describe the one named in the path."""
+        asked = scope.get("path_params", {}).get("model_id")
+        if asked is None:
+            response = JsonResponse(200, {"object": "list", "data": [self.entry()]})
+        elif asked == self.state.model.model_id:
+            response = JsonResponse(200, self.entry())
+        else:
+            response = _openai_error(404, f"the model {asked!r} does not exist here; this "
+                                          f"server serves {self.state.model.model_id!r}",
+                                     "model_not_found")
+        await response(scope, receive, send)
+
+
+class CompletionsEndpoint:
+    """``POST /v1/chat/completions`` (an ASGI app)."""
+
+    def __init__(self, state: ServerState) -> None:
+        self.state = state
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Answer one request: a stream of chunks or one completion."""
+        response = await self._respond(scope, receive)
+        await response(scope, receive, send)
+
+    async def _respond(self, scope: Scope, receive: Receive) -> ASGIApp:
+        state = self.state
+        if state.model.loaded is None:
+            return _openai_error(503, f"the model is {state.model.state}; try again shortly",
+                                 "model_loading", (("Retry-After", "5"),))
+        limits = state.limits
+        try:
+            require_json(scope["headers"])
+            body = await read_body(receive, scope["headers"], limit=limits.max_body_bytes,
+                                   timeout=limits.body_timeout)
+            parsed = parse_completion_request(
+                decode_json_body(body, max_depth=limits.max_json_depth), limits)
+            if parsed.model != state.model.model_id:
+                raise RequestError(404, f"the model {parsed.model!r} does not exist here; this "
+                                        f"server serves {state.model.model_id!r}",
+                                   param="model", code="model_not_found")
+            ticket = state.queue.join()
+        except ClientGone:
+            return JsonResponse(400, {})  # never sent: nobody listens
+        except RequestError as exc:
+            return error_response(scope["path"], exc)
+        except QueueFullError as exc:
+            return _openai_error(429, str(exc), "queue_full", (("Retry-After", "1"),))
+        builder = CompletionBuilder(
+            "chatcmpl-" + uuid.uuid4().hex, int(time.time()), state.model.model_id,
+            make_call_id=state.model.backend().make_call_id, stop=parsed.stop,
+            parallel_tool_calls=parsed.parallel_tool_calls, include_usage=parsed.include_usage)
+        turn = _Turn(state, ticket, model_request_for(parsed), builder)
+        if parsed.stream:
+            return _ChunkStream(turn)
+        return await turn.complete(receive)
+
+
+class _Turn:
+    """One request's generation: wait for the model, run the turn, feed the builder."""
+
+    def __init__(self, state: ServerState, ticket: QueueTicket, request: ModelRequest,
+                 builder: CompletionBuilder) -> None:
+        self.state = state
+        self.ticket = ticket
+        self.request = request
+        self.builder = builder
+        self.token = CancelToken()
+        self.client_gone = False
+
+    async def watch_disconnect(self, receive: Receive) -> None:
+        """Cancel the generation when the client disconnects."""
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                self.client_gone = True
+                self.token.cancel("disconnected")
+                return
+
+    async def run(self, emit: Callable[[Chunks], Awaitable[None]] | None = None) -> bool:
+        """Generate; pass each item's chunks to ``emit``. ``False`` when cancelled first."""
+        self.state.generations.add(self.token)
+        try:
+            if not await self.ticket.wait_turn(self.token) or self.token.cancelled:
+                return False
+            backend = self.state.model.backend()
+            async with contextlib.aclosing(
+                    stream_backend_turn(backend, self.request, self.token)) as items:
+                async for item in items:
+                    chunks = self.builder.feed(item)
+                    if chunks and emit is not None:
+                        await emit(chunks)
+                    if self.builder.should_stop and not self.token.cancelled:
+                        self.token.cancel("finished")  # a stop string or the one call: enough
+            return True
+        finally:
+            self.state.generations.discard(self.token)
+            self.ticket.release()
+
+    async def complete(self, receive: Receive) -> ASGIApp:
+        """The non-streaming answer: the whole completion, or the error."""
+        watcher = asyncio.create_task(self.watch_disconnect(receive))
+        try:
+            finished = await self.run()
+        finally:
+            watcher.cancel()
+        error = self.builder.error
+        if not finished or self.client_gone:
+            return JsonResponse(499, {})  # never sent: nobody listens
+        if error is not None:
+            status = 400 if error.kind == "context" else 500
+            return _openai_error(status, error.message,
+                                 "context_length_exceeded" if status == 400 else error.kind)
+        return JsonResponse(200, self.builder.response())
+
+
+class _ChunkStream:
+    """The streaming answer: ``chat.completion.chunk`` events, then ``[DONE]``."""
+
+    def __init__(self, turn: _Turn) -> None:
+        self.turn = turn
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        turn = self.turn
+        watcher = asyncio.create_task(turn.watch_disconnect(receive))
+
+        async def emit(chunks: Chunks) -> None:
+            await self._send(send, b"".join(data_frame(c) for c in chunks), more=True)
+
+        try:
+            await self._send_start(send)
+            await emit([turn.builder.first_chunk()])
+            finished = await turn.run(emit)
+            if finished and not turn.client_gone:
+                error = turn.builder.error
+                if error is not None:
+                    body = openai_error_body(500, error.message, code=error.kind)
+                    body["error"]["type"] = "server_error"
+                    await self._send(send, data_frame(body), more=True)
+                else:
+                    await emit(turn.builder.closing_chunks())
+            await self._send(send, DONE_FRAME, more=False)
+        finally:
+            turn.ticket.release()
+            watcher.cancel()
+
+    async def _send_start(self, send: Send) -> None:
+        with contextlib.suppress(OSError):
+            await send({"type": "http.response.start", "status": 200,
+                        "headers": list(SSE_HEADERS)})
+
+    async def _send(self, send: Send, body: bytes, *, more: bool) -> None:
+        if self.turn.client_gone:
+            return
+        try:
+            await send({"type": "http.response.body", "body": body, "more_body": more})
+        except OSError:
+            self.turn.client_gone = True
+            self.turn.token.cancel("disconnected")
