@@ -537,9 +537,9 @@ def test_serve_command_options_and_guards() -> None:
     both = parser.parse_args(["serve", "--demo", "--model", "m.gguf"])
     with pytest.raises(ToolwireError, match="--demo"):
         make_chat_factory(both, isolated_plugin_manager())
-    assert allowed_hosts_for("0.0.0.0") is None
-    assert set(allowed_hosts_for("127.0.0.1") or ()) == {"127.0.0.1", "localhost", "::1"}
-    assert "192.168.1.5" in (allowed_hosts_for("192.168.1.5") or ())
+    assert allowed_hosts_for("127.0.0.1").names == {"127.0.0.1", "localhost", "::1"}
+    assert not allowed_hosts_for("127.0.0.1").any_ip_literal
+    assert "192.168.1.5" in allowed_hosts_for("192.168.1.5").names
 
 
 def test_serve_factory_shares_the_backend_and_keeps_chat_options(tmp_path: Any) -> None:

@@ -1,17 +1,25 @@
-"""``toolwire serve``: the chat over HTTP (server-sent events) with a dashboard page.
+"""``toolwire serve``: the chat over HTTP (server-sent events), a dashboard page and
+the OpenAI-compatible API.
 
 Takes the same model options as ``toolwire chat`` (or ``--demo`` for the tiny
-stand-in model of ``toolwire demo``), loads the model once and serves
+stand-in model of ``toolwire demo``) and serves
 :func:`toolwire.apps.server.app.create_app` with uvicorn on ``--host``/``--port``
-(127.0.0.1:8765 by default). Needs the ``serve`` extra (Starlette, uvicorn).
-There is no authentication: keep it on 127.0.0.1 (see ``docs/dashboard.md``).
+(127.0.0.1:8765 by default), loading the model in the background (the model
+routes answer ``503`` until it is ready). Needs the ``serve`` extra (Starlette,
+uvicorn). ``--api-key`` (or ``TOOLWIRE_API_KEY``) requires a bearer token on every
+``/v1`` route; a host other than loopback is refused without one (see
+``docs/openai-server.md``).
 """
 
 from __future__ import annotations
 
 import argparse
+import ipaddress
+import os
+import socket
 import sys
 import tempfile
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 from types import FrameType
@@ -22,37 +30,88 @@ from ...conversation.chat import Chat
 from ...conversation.history import Message
 from ...errors import ToolwireError
 from ...hooks.manager import PluginManager
+from ..server.limits import ServerLimits
+from ..server.request_guard import LOOPBACK_HOSTS, HostPolicy
 from .chat import add_chat_arguments, make_backend
+from .common import fail
 
 if TYPE_CHECKING:
-    from ..server.app import ChatFactory
+    from ..server.served_model import ChatFactory
 
-__all__ = ["DEFAULT_HOST", "DEFAULT_PORT", "allowed_hosts_for", "make_chat_factory", "register",
-           "run_serve"]
+__all__ = ["API_KEY_VARIABLE", "DEFAULT_HOST", "DEFAULT_PORT", "allowed_hosts_for",
+           "limits_from_args", "make_chat_factory", "model_id_for", "register", "run_serve"]
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8765
+API_KEY_VARIABLE = "TOOLWIRE_API_KEY"
 _ANY_ADDRESS = ("0.0.0.0", "::", "")
+_LIMIT_OPTIONS = (
+    ("--max-messages", "max_messages", int, "messages one request may carry"),
+    ("--max-chars", "max_chars", int, "characters of message text one request may carry"),
+    ("--max-body-bytes", "max_body_bytes", int, "bytes of one request body"),
+    ("--queue-size", "max_waiting", int, "requests that may wait for the model (then 429)"),
+    ("--max-connections", "max_connections", int, "open connections (then 503)"),
+    ("--header-timeout", "header_timeout", float, "seconds to send a request's headers"),
+    ("--body-timeout", "body_timeout", float, "seconds to send a request's body (then 408)"),
+    ("--keep-alive-timeout", "keep_alive_timeout", float,
+     "seconds an idle connection stays open"),
+)
 
 
 def register(
         subparsers: argparse._SubParsersAction[argparse.ArgumentParser],
 ) -> argparse.ArgumentParser:
     """Add the ``serve`` command to the ``toolwire`` command line; return its parser."""
-    p = subparsers.add_parser("serve", help="serve the chat over HTTP (SSE) with a dashboard",
-                              description="Serve the chat over HTTP: an SSE event stream and "
-                                          "the reference dashboard page.")
+    p = subparsers.add_parser("serve", help="serve the chat over HTTP (SSE, a dashboard, "
+                                            "the OpenAI API)",
+                              description="Serve the chat over HTTP: an SSE event stream, the "
+                                          "reference dashboard page and the OpenAI-compatible "
+                                          "/v1/chat/completions.")
     add_chat_arguments(p)
     p.add_argument("--demo", action="store_true",
                    help="serve the tiny stand-in model of 'toolwire demo' (written to a "
                         "temporary folder) instead of --model/--provider")
     p.add_argument("--host", default=DEFAULT_HOST,
-                   help=f"address to listen on (default {DEFAULT_HOST}; there is no "
-                        "authentication, do not expose it)")
+                   help=f"address to listen on (default {DEFAULT_HOST}; any other needs "
+                        "--api-key)")
     p.add_argument("--port", type=int, default=DEFAULT_PORT,
                    help=f"port to listen on (default {DEFAULT_PORT}; 0 picks a free one)")
+    p.add_argument("--api-key", help="require 'Authorization: Bearer KEY' on every /v1 route "
+                                     f"(default: ${API_KEY_VARIABLE})")
+    p.add_argument("--allow-host", action="append", default=[], metavar="NAME",
+                   help="also answer requests whose Host header is NAME (repeatable; the "
+                        "loopback names and the --host address are always allowed)")
+    p.add_argument("--model-id", help="the model id OpenAI clients send (default: the model "
+                                      "file's name without .gguf, or the provider's model)")
+    limits = p.add_argument_group("request and connection bounds")
+    defaults = ServerLimits()
+    for flag, field, kind, what in _LIMIT_OPTIONS:
+        limits.add_argument(flag, type=kind, dest=f"limit_{field}", metavar="N",
+                            help=f"{what} (default {getattr(defaults, field):g})")
     p.set_defaults(run=run_serve)
     return p
+
+
+def limits_from_args(args: argparse.Namespace) -> ServerLimits:
+    """The server's bounds from the ``serve`` options (defaults where not given)."""
+    given = {field: getattr(args, f"limit_{field}") for _, field, _, _ in _LIMIT_OPTIONS
+             if getattr(args, f"limit_{field}", None) is not None}
+    try:
+        return ServerLimits(**given)
+    except ValueError as exc:
+        fail(str(exc))
+
+
+def model_id_for(args: argparse.Namespace) -> str:
+    """The id OpenAI clients send as ``model``: ``--model-id``, else a name from the model."""
+    if args.model_id:
+        return str(args.model_id)
+    if args.demo:
+        return "toolwire-demo"
+    if args.provider or not args.model:
+        return str(args.model or args.provider or "toolwire")
+    name = Path(args.model).name
+    return name[:-5] if name.lower().endswith(".gguf") else name
 
 
 def make_chat_factory(args: argparse.Namespace, plugins: PluginManager,
@@ -89,37 +148,61 @@ def make_chat_factory(args: argparse.Namespace, plugins: PluginManager,
     return make_chat, label
 
 
-def allowed_hosts_for(host: str) -> Sequence[str] | None:
-    """The ``Host`` names to serve when listening on ``host`` (``None``: any)."""
-    from ..server.app import LOOPBACK_HOSTS
+def allowed_hosts_for(host: str, allow: Sequence[str] = ()) -> HostPolicy:
+    """The ``Host`` names to serve when listening on ``host``, plus ``allow``.
 
+    Listening on every interface (``0.0.0.0``, ``::``) allows the loopback
+    names, this machine's host name and any IP literal (an IP is never a
+    DNS-rebinding name); other names only through ``allow`` (``--allow-host``).
+    """
+    names = set(LOOPBACK_HOSTS) | {name.strip() for name in allow if name.strip()}
     if host in _ANY_ADDRESS:
-        return None
-    return sorted(LOOPBACK_HOSTS | {host.strip("[]").lower()})
+        return HostPolicy(names | {socket.gethostname()}, any_ip_literal=True)
+    return HostPolicy(names | {host})
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` (an address or name given to ``--host``) is this machine only."""
+    name = host.strip("[]").lower()
+    if name == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False
 
 
 def run_serve(args: argparse.Namespace, plugins: PluginManager,
               backend: Backend | None = None) -> int:
-    """Run ``toolwire serve`` until interrupted; return the exit status."""
+    """Run ``toolwire serve`` until interrupted; return the exit status.
+
+    The server listens at once; the model loads in a worker thread. A load that
+    fails stops the server and raises its error.
+    """
     try:
         import uvicorn
 
-        from ..server.app import LOOPBACK_HOSTS, cancel_replies, create_app
+        from ..server.app import cancel_replies, create_app
+        from ..server.served_model import LoadedModel, ServedModel
+        from ..server.uvicorn_server import uvicorn_config
     except ImportError as exc:
         raise ToolwireError(f"toolwire serve needs the serve extra: pip install "
                             f"'toolwire[serve]' ({exc})") from exc
+    api_key = args.api_key or os.environ.get(API_KEY_VARIABLE) or None
+    if not is_loopback(args.host) and not api_key:
+        fail(f"refusing to listen on {args.host} without an API key: anyone who can reach "
+             f"the port could use the model and run the tools. Pass --api-key KEY (or set "
+             f"{API_KEY_VARIABLE}), or listen on 127.0.0.1.")
+    limits = limits_from_args(args)
     source = "the demo model" if args.demo else (args.provider or args.model or "?")
-    print(f"loading {source} ...", file=sys.stderr, flush=True)
-    make_chat, label = make_chat_factory(args, plugins, backend)
-    app = create_app(make_chat, model=label, allowed_hosts=allowed_hosts_for(args.host))
+    served = ServedModel(label=f"loading {source}", model_id=model_id_for(args))
+    app = create_app(served=served, allowed_hosts=allowed_hosts_for(args.host, args.allow_host),
+                     limits=limits, api_key=api_key)
     shown = f"[{args.host}]" if ":" in args.host else args.host
-    print(f"toolwire serve: {label}\n  dashboard: http://{shown}:{args.port}/\n"
-          f"  API: POST http://{shown}:{args.port}/v1/chat (server-sent events)",
+    print(f"toolwire serve: loading {source} ...\n  dashboard: http://{shown}:{args.port}/\n"
+          f"  API: POST http://{shown}:{args.port}/v1/chat (server-sent events)\n"
+          f"  OpenAI API: http://{shown}:{args.port}/v1 (model {served.model_id!r})",
           file=sys.stderr, flush=True)
-    if args.host.strip("[]").lower() not in LOOPBACK_HOSTS:
-        print(f"WARNING: listening on {args.host} with no authentication: anyone who can "
-              "reach this port can chat and run the tools. Use 127.0.0.1.", file=sys.stderr,
-              flush=True)
 
     class Server(uvicorn.Server):
         def handle_exit(self, sig: int, frame: FrameType | None) -> None:
@@ -127,10 +210,29 @@ def run_serve(args: argparse.Namespace, plugins: PluginManager,
             cancel_replies(app)
             super().handle_exit(sig, frame)
 
-    config = uvicorn.Config(app, host=args.host, port=args.port, log_level="info",
-                            access_log=False, lifespan="off", timeout_graceful_shutdown=5)
+    server = Server(uvicorn_config(app, host=args.host, port=args.port, limits=limits))
+    failures: list[BaseException] = []
+
+    def load() -> None:
+        try:
+            make_chat, label = make_chat_factory(args, plugins, backend)
+        except BaseException as exc:  # reported by the main thread
+            failures.append(exc)
+            served.set_failed(f"{type(exc).__name__}: {exc}")
+            server.should_exit = True
+            return
+        served.set_ready(LoadedModel(make_chat, None, label, served.model_id))
+        print(f"toolwire serve: ready: {label}", file=sys.stderr, flush=True)
+
+    threading.Thread(target=load, name="toolwire-load", daemon=True).start()
     try:
-        Server(config).run()
+        server.run()
     except KeyboardInterrupt:  # uvicorn re-raises the Ctrl-C it handled: a normal stop
         pass
+    if failures:
+        failure = failures[0]
+        if isinstance(failure, ToolwireError):
+            raise failure
+        raise ToolwireError(f"the model could not be loaded: {type(failure).__name__}: "
+                            f"{failure}") from failure
     return 0
