@@ -36,6 +36,7 @@ from ...events import (
     ToolResultEvent,
 )
 from ...hooks.manager import PluginManager
+from .tools import add_mcp_arguments, session_tools
 
 __all__ = ["add_chat_arguments", "build_chat", "register", "run_chat"]
 
@@ -58,7 +59,9 @@ def add_chat_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-tool-iters", type=int, default=10,
                         help="most model turns per message (the last answers without tools)")
     parser.add_argument("--system", help="system prompt (strategy guidance)")
-    parser.add_argument("--no-tools", action="store_true", help="offer no tools")
+    parser.add_argument("--no-tools", action="store_true",
+                        help="offer no plugin tools (MCP servers named are still used)")
+    add_mcp_arguments(parser)
 
 
 def register(subparsers: Any) -> None:
@@ -97,7 +100,7 @@ def build_chat(args: argparse.Namespace, plugins: PluginManager,
                backend: Backend | None = None) -> Chat:
     """A :class:`Chat` from command-line options."""
     workspace = Path(args.workspace).resolve()
-    tools = [] if args.no_tools else plugins.tools()
+    tools = session_tools(args, plugins)
     return Chat(backend or make_backend(args, plugins), tools=tools, system_prompt=args.system,
                 max_tool_iters=args.max_tool_iters, read_only=args.read_only,
                 workspace=workspace, plugins=plugins)

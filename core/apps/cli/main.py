@@ -19,12 +19,12 @@ from ...errors import (
     ToolwireError,
 )
 from ...hooks.manager import PluginManager
-from . import chat, conformance, demo, detect, parse, plugins, render, serve
+from . import chat, conformance, demo, detect, parse, plugins, render, serve, tools
 from .common import UsageError
 
 __all__ = ["COMMANDS", "main"]
 
-COMMANDS = (chat, serve, parse, detect, render, conformance, plugins, demo)
+COMMANDS = (chat, serve, tools, parse, detect, render, conformance, plugins, demo)
 """The command modules, in the order ``--help`` lists them."""
 
 

@@ -34,6 +34,7 @@ from ..server.limits import ServerLimits
 from ..server.request_guard import LOOPBACK_HOSTS, HostPolicy
 from .chat import add_chat_arguments, make_backend
 from .common import fail
+from .tools import session_tools
 
 if TYPE_CHECKING:
     from ..server.served_model import ChatFactory
@@ -137,7 +138,7 @@ def make_chat_factory(args: argparse.Namespace, plugins: PluginManager,
 
     shared = backend or make_backend(args, plugins)
     workspace = Path(args.workspace).resolve()
-    tools = [] if args.no_tools else plugins.tools()
+    tools = session_tools(args, plugins)
 
     def make_chat(history: Sequence[Message], system: str | None) -> Chat:
         return Chat(shared, tools=tools, system_prompt=args.system if system is None else system,

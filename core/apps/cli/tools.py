@@ -1,0 +1,179 @@
+"""``toolwire tools``: every tool a session would offer, or one call run through dispatch.
+
+``toolwire tools [--mcp 'COMMAND ARGS'] [--mcp-url URL] [--mcp-config FILE] [--json]``
+lists each tool with its source (the plugin, or ``mcp:<server>``), whether it is
+read-only, and its JSON schema. ``toolwire tools --call NAME --args JSON`` runs one
+call through the same dispatcher a chat uses (validation, read-only refusal, the
+timeout) and prints the result the model would read, for debugging a tool or an
+MCP server without a model. Exit status: 0, or 1 when the call's result is an error.
+
+This module also holds what ``chat``, ``serve`` and ``tools`` share about tools:
+the MCP options (:func:`add_mcp_arguments`) and the session's tool list
+(:func:`session_tools`). MCP servers started here are stopped when the process
+exits.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ...conversation.cancel import CancelToken
+from ...conversation.dispatch import Dispatcher
+from ...conversation.history import ToolCall
+from ...conversation.tools import Tool, ToolRegistry
+from ...hooks.manager import PluginManager
+from .common import fail
+
+if TYPE_CHECKING:
+    from toolwire.plugins.mcp_tools import MCPServers
+
+__all__ = ["add_mcp_arguments", "open_mcp_servers", "register", "run", "session_tools"]
+
+
+def add_mcp_arguments(parser: argparse.ArgumentParser) -> None:
+    """The MCP server options of ``chat``, ``serve`` and ``tools``."""
+    parser.add_argument("--mcp", action="append", default=[], metavar="'COMMAND ARGS'",
+                        help="use the tools of an MCP server started with this command "
+                             "(stdio); repeatable")
+    parser.add_argument("--mcp-url", action="append", default=[], metavar="URL",
+                        help="use the tools of an MCP server at this streamable-HTTP URL; "
+                             "repeatable")
+    parser.add_argument("--mcp-config", action="append", default=[], metavar="FILE",
+                        help='use the MCP servers of a {"mcpServers": {...}} file')
+
+
+def open_mcp_servers(args: argparse.Namespace) -> MCPServers | None:
+    """The MCP servers the options name (not started yet), or ``None`` when there are none."""
+    commands = list(getattr(args, "mcp", None) or ())
+    urls = list(getattr(args, "mcp_url", None) or ())
+    files = list(getattr(args, "mcp_config", None) or ())
+    if not (commands or urls or files):
+        return None
+    from toolwire.plugins.mcp_tools import (
+        MCPConfigError,
+        MCPServers,
+        load_config,
+        server_from_command,
+        server_from_url,
+    )
+
+    try:
+        configs = [server_from_command(c) for c in commands]
+        configs += [server_from_url(u) for u in urls]
+        for path in files:
+            configs += load_config(path)
+    except MCPConfigError as exc:
+        fail(str(exc))
+    return MCPServers(configs)
+
+
+def session_tools(args: argparse.Namespace, plugins: PluginManager) -> list[Tool]:
+    """The plugins' tools (unless ``--no-tools``), then the tools of the MCP servers named.
+
+    An MCP server that fails to start is reported on standard error and left out;
+    so is every renamed tool.
+    """
+    tools = [] if getattr(args, "no_tools", False) else plugins.tools()
+    servers = open_mcp_servers(args)
+    return tools if servers is None else _with_mcp_tools(tools, servers)
+
+
+def _with_mcp_tools(tools: list[Tool], servers: MCPServers) -> list[Tool]:
+    """``tools`` and the servers' tools (renamed where a name is taken), notes on stderr."""
+    added = servers.tools(taken=[t.name for t in tools])
+    for note in servers.notes:
+        print(f"toolwire: {note}", file=sys.stderr, flush=True)
+    return tools + added
+
+
+def register(subparsers: Any) -> None:
+    """Add the ``tools`` command."""
+    p = subparsers.add_parser(
+        "tools", help="list every tool a session offers (plugins, MCP servers) or run one",
+        description="List every registered tool (name, source, read-only, schema), or run "
+                    "one call through the dispatcher and print its result.")
+    add_mcp_arguments(p)
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.add_argument("--call", metavar="NAME", help="run this tool once and print the result")
+    p.add_argument("--args", default="{}", metavar="JSON",
+                   help="the call's arguments as a JSON object (with --call)")
+    p.add_argument("--workspace", default=".", help="folder the tools work in")
+    p.add_argument("--read-only", action="store_true",
+                   help="list and run only read-only tools, as a read-only session does")
+    p.add_argument("--no-tools", action="store_true",
+                   help="leave out the plugins' tools (MCP servers named are still used)")
+    p.add_argument("--timeout", type=float, default=60.0,
+                   help="seconds the call may run (default 60)")
+    p.set_defaults(run=run)
+
+
+def _sources(plugins: PluginManager) -> dict[str, str]:
+    return {name: info.name for info in plugins.describe() for name in info.tools}
+
+
+def _source(tool: Tool, plugin_sources: dict[str, str]) -> str:
+    from toolwire.plugins.mcp_tools import mcp_source  # cheap: the SDK is not imported
+
+    return mcp_source(tool) or plugin_sources.get(tool.name, "python")
+
+
+def run(args: argparse.Namespace, plugins: PluginManager) -> int:
+    """Run ``toolwire tools``; return the exit status."""
+    arguments = _call_arguments(args) if args.call else None
+    servers = open_mcp_servers(args)
+    try:
+        tools = [] if args.no_tools else plugins.tools()
+        if servers is not None:
+            tools = _with_mcp_tools(tools, servers)
+        dispatcher = Dispatcher(ToolRegistry(tools), read_only=args.read_only,
+                                workspace=Path(args.workspace).resolve(), timeout=args.timeout)
+        if arguments is not None:
+            return _run_call(dispatcher, args.call, arguments, as_json=args.json)
+        _list(dispatcher.offered_tools(), _sources(plugins), as_json=args.json)
+        return 0
+    finally:
+        if servers is not None:
+            servers.close()
+
+
+def _call_arguments(args: argparse.Namespace) -> dict[str, Any]:
+    try:
+        value = json.loads(args.args)
+    except ValueError as exc:
+        fail(f"--args is not valid JSON: {exc}")
+    if not isinstance(value, dict):
+        fail("--args must be a JSON object of the tool's arguments")
+    return value
+
+
+def _run_call(dispatcher: Dispatcher, name: str, arguments: dict[str, Any], *,
+              as_json: bool) -> int:
+    result = dispatcher.dispatch(ToolCall("cli_call", name, arguments), cancel=CancelToken())
+    if as_json:
+        print(json.dumps({"name": name, "content": result.content, "is_error": result.is_error,
+                          "error_kind": result.error_kind}, ensure_ascii=False))
+    else:
+        print(result.content)
+    return 1 if result.is_error else 0
+
+
+def _list(tools: list[Tool], plugin_sources: dict[str, str], *, as_json: bool) -> None:
+    rows = [{"name": t.name, "source": _source(t, plugin_sources), "read_only": t.read_only,
+             "description": t.description, "parameters": dict(t.parameters)} for t in tools]
+    if as_json:
+        print(json.dumps(rows, indent=2, ensure_ascii=False))
+        return
+    if not rows:
+        print("no tools")
+        return
+    for row in rows:
+        access = "read-only" if row["read_only"] else "writes"
+        print(f"{row['name']}  ({row['source']}, {access})")
+        summary = str(row["description"]).strip().splitlines()
+        if summary:
+            print(f"  {summary[0]}")
+        print(f"  schema: {json.dumps(row['parameters'], ensure_ascii=False)}")

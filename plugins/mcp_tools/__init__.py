@@ -1,0 +1,75 @@
+"""Built-in tool-source plugin ``mcp_tools``: any MCP server's tools in the registry.
+
+Connects to Model Context Protocol servers over stdio (a command) or streamable
+HTTP (a URL), lists their tools and registers them as :class:`toolwire.Tool`
+objects: the server's name, description and input schema, read-only when the
+tool's ``annotations.readOnlyHint`` says so (a tool without the hint is a write
+tool). Calls go through the one dispatcher like any tool's::
+
+    import toolwire
+    from toolwire.plugins.mcp_tools import MCPServers, mcp_tools
+
+    tools = mcp_tools("uvx mcp-server-time")          # connected until exit
+    chat = toolwire.Chat(backend, tools=tools)
+
+    async with MCPServers.from_config("mcp.json") as servers:   # closed on leaving
+        chat = toolwire.Chat(backend, tools=await servers.atools())
+
+``toolwire chat``/``serve``/``tools`` take ``--mcp``, ``--mcp-url`` and
+``--mcp-config``. Servers are not registered through ``register_tools``: that
+hook runs for every command and every plugin manager, and listing a server means
+starting it, so MCP tools are added where a session asks for them.
+
+Importing this plugin does not import the ``mcp`` SDK (the ``mcp`` extra); the
+first server that starts does, and a missing SDK is a
+:class:`MCPNotInstalledError` naming the extra. See ``docs/mcp.md``.
+"""
+
+from __future__ import annotations
+
+from .config import ServerConfig, load_config, parse_config, server_from_command, server_from_url
+from .errors import (
+    EXTRA_HINT,
+    MCPConfigError,
+    MCPNotInstalledError,
+    MCPServerError,
+    MCPSetupError,
+)
+from .naming import assign_names
+from .results import render_result
+from .toolset import (
+    DEFAULT_CALL_TIMEOUT,
+    DEFAULT_CONNECT_TIMEOUT,
+    MCPServers,
+    MCPToolFunction,
+    mcp_tools,
+)
+
+__all__ = [
+    "DEFAULT_CALL_TIMEOUT",
+    "DEFAULT_CONNECT_TIMEOUT",
+    "EXTRA_HINT",
+    "MCPConfigError",
+    "MCPNotInstalledError",
+    "MCPServerError",
+    "MCPServers",
+    "MCPSetupError",
+    "MCPToolFunction",
+    "ServerConfig",
+    "assign_names",
+    "load_config",
+    "mcp_source",
+    "mcp_tools",
+    "parse_config",
+    "render_result",
+    "server_from_command",
+    "server_from_url",
+]
+
+
+def mcp_source(tool: object) -> str | None:
+    """``mcp:<server>`` for a tool made by this plugin, else ``None``."""
+    function = getattr(tool, "function", None)
+    if isinstance(function, MCPToolFunction):
+        return f"mcp:{function.server}"
+    return None

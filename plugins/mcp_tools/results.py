@@ -1,0 +1,109 @@
+"""An MCP tool result as the text the model reads.
+
+Text blocks pass through. Structured content is added as JSON, unless a text
+block already says the same (servers are asked to repeat structured content as
+text, and the SDK's servers wrap a plain value as ``{"result": value}``). Every
+other block is described in one bracketed line (kind, media type, size, URI), so
+the model knows it was there even though it cannot see an image or hear audio;
+a text resource embedded in the result is included with its URI. A result
+longer than the budget is cut, with a note saying how much was left out.
+
+The result is untrusted: anything it holds is read defensively (by attribute,
+with defaults), so a block of an unknown kind is described, never an error.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+__all__ = ["DEFAULT_MAX_RESULT_CHARS", "render_content", "render_result"]
+
+DEFAULT_MAX_RESULT_CHARS = 100_000
+"""The most characters of one result the model is given."""
+
+_EMPTY = "(the MCP tool returned no content)"
+
+
+def render_result(result: Any, *, max_chars: int = DEFAULT_MAX_RESULT_CHARS) -> str:
+    """The text of a ``CallToolResult`` (its ``content`` and ``structured_content``)."""
+    content = getattr(result, "content", None) or []
+    structured = getattr(result, "structured_content", None)
+    parts = [render_content(block) for block in content]
+    if structured is not None and not _said_in_text(content, structured):
+        parts.append("structured content: " + _json(structured))
+    text = "\n".join(p for p in parts if p) or _EMPTY
+    return _cut(text, max_chars)
+
+
+def render_content(block: Any) -> str:
+    """One content block as text (described when it is not text)."""
+    kind = str(getattr(block, "type", "") or "unknown")
+    if kind == "text":
+        return str(getattr(block, "text", ""))
+    if kind in ("image", "audio"):
+        return (f"[{kind}: {getattr(block, 'mime_type', None) or 'unknown type'}, "
+                f"{_decoded_size(getattr(block, 'data', ''))} bytes, not shown]")
+    if kind == "resource_link":
+        return _describe_link(block)
+    if kind == "resource":
+        return _describe_resource(getattr(block, "resource", None))
+    return f"[{kind} content, not shown]"
+
+
+def _describe_link(block: Any) -> str:
+    words = [f"[resource link: {getattr(block, 'name', '') or '(unnamed)'}",
+             f"<{getattr(block, 'uri', '')}>"]
+    mime = getattr(block, "mime_type", None)
+    if mime:
+        words.append(f"({mime})")
+    description = getattr(block, "description", None)
+    text = " ".join(words)
+    return f"{text}: {description}]" if description else f"{text}]"
+
+
+def _describe_resource(resource: Any) -> str:
+    uri = getattr(resource, "uri", "")
+    mime = getattr(resource, "mime_type", None)
+    label = f"<{uri}>" + (f" ({mime})" if mime else "")
+    text = getattr(resource, "text", None)
+    if isinstance(text, str):
+        return f"[resource {label}]\n{text}"
+    return f"[binary resource {label}: {_decoded_size(getattr(resource, 'blob', ''))} bytes, " \
+           "not shown]"
+
+
+def _decoded_size(data: Any) -> int:
+    """Bytes a base64 string decodes to (without decoding it)."""
+    if not isinstance(data, str):
+        return 0
+    stripped = data.strip()
+    return max(0, len(stripped) * 3 // 4 - stripped[-2:].count("="))
+
+
+def _said_in_text(content: Sequence[Any], structured: Any) -> bool:
+    for block in content:
+        if getattr(block, "type", None) != "text":
+            continue
+        try:
+            value = json.loads(str(getattr(block, "text", "")))
+        except ValueError:
+            continue
+        if value == structured or structured == {"result": value}:
+            return True
+    return False
+
+
+def _json(value: Any) -> str:
+    try:
+        return json.dumps(value, ensure_ascii=False, default=str)
+    except (TypeError, ValueError):
+        return str(value)
+
+
+def _cut(text: str, max_chars: int) -> str:
+    if len(text) <= max_chars:
+        return text
+    left = len(text) - max_chars
+    return text[:max_chars] + f"\n[result cut: {left} more characters not shown]"
