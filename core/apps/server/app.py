@@ -182,7 +182,7 @@ def create_app(make_chat: ChatFactory | None = None, *, model: str = "",
             Route("/v1/models/{model_id:path}", models, methods=["GET"]),
         ],
         middleware=[Middleware(RequestGuard, hosts=_host_policy(allowed_hosts),
-                               api_key=api_key)],
+                               api_key=api_key, max_header_bytes=bounds.max_header_bytes)],
     )
     app.state.toolwire = state
     return app

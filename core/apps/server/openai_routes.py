@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...backends.protocol import ModelRequest
 from ...conversation.cancel import CancelToken
+from ...parse.protocol import merge_events
 from .backend_thread import stream_backend_turn
 from .completion_request import CompletionRequest, parse_completion_request
 from .completion_stream import CompletionBuilder
@@ -161,8 +162,10 @@ class _Turn:
             backend = self.state.model.backend()
             async with contextlib.aclosing(
                     stream_backend_turn(backend, self.request, self.token)) as items:
-                async for item in items:
-                    chunks = self.builder.feed(item)
+                async for batch in items:
+                    # what came together goes out together: adjacent deltas joined
+                    chunks = [chunk for item in merge_events(batch)  # type: ignore[arg-type]
+                              for chunk in self.builder.feed(item)]
                     if chunks and emit is not None:
                         await emit(chunks)
                     if self.builder.should_stop and not self.token.cancelled:

@@ -10,6 +10,7 @@ Three checks run before any route, as one plain ASGI middleware:
   any IP literal (that is how LAN clients address it).
 * **Origin**: a POST whose ``Origin`` is another site is refused (another page
   driving the tools).
+* **Size**: the headers together stay under a bound.
 * **API key**: when one is set, every ``/v1`` route needs
   ``Authorization: Bearer <key>`` (compared in constant time).
 """
@@ -103,13 +104,16 @@ class RequestGuard:
     :param app: the app to guard.
     :param hosts: the ``Host`` policy; ``None`` serves any name.
     :param api_key: when set, required as a bearer token on every ``/v1`` route.
+    :param max_header_bytes: the most bytes of headers a request may have (``431``;
+        the HTTP parser bounds only a head that arrives in pieces).
     """
 
     def __init__(self, app: ASGIApp, hosts: HostPolicy | None = None,
-                 api_key: str | None = None) -> None:
+                 api_key: str | None = None, max_header_bytes: int | None = None) -> None:
         self.app = app
         self.hosts = hosts
         self.api_key = api_key.encode() if api_key else None
+        self.max_header_bytes = max_header_bytes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Check the request; pass it on or answer with the refusal."""
@@ -125,6 +129,10 @@ class RequestGuard:
                 headers: Iterable[tuple[bytes, bytes]]) -> RequestError | None:
         """Why this request is refused, or ``None`` when it may go on."""
         headers = list(headers)
+        if self.max_header_bytes is not None and \
+                sum(len(k) + len(v) + 4 for k, v in headers) > self.max_header_bytes:
+            return RequestError(431, f"the request headers are larger than "
+                                     f"{self.max_header_bytes} bytes", code="headers_too_large")
         host = header_value(headers, b"host") or ""
         if self.hosts is not None and not self.hosts.allows(host):
             return RequestError(403, f"host {host!r} is not allowed", code="host_not_allowed")
