@@ -57,6 +57,7 @@ BUILTIN_PLUGINS: tuple[str, ...] = (
     "toolwire.plugins.gemma4",
     "toolwire.plugins.pythonic",
     "toolwire.plugins.solar",
+    "toolwire.plugins.completions",
     "toolwire.plugins.mcp_tools",
 )
 """Modules registered by every plugin manager, before any entry point."""

@@ -36,6 +36,7 @@ from ...events import (
     ToolResultEvent,
 )
 from ...hooks.manager import PluginManager
+from .common import UsageError
 from .tools import add_mcp_arguments, session_tools
 
 __all__ = ["add_chat_arguments", "build_chat", "register", "run_chat"]
@@ -47,8 +48,16 @@ def add_chat_arguments(parser: argparse.ArgumentParser) -> None:
     """The model and session options shared by ``chat`` and ``serve``."""
     parser.add_argument("--model", help="a .gguf file (local), or the provider's model name")
     parser.add_argument("--provider", help="remote provider preset: openai, ollama, vllm, "
-                        "gemini, anthropic, llama_server, custom")
-    parser.add_argument("--base-url", help="the provider's base URL (custom servers)")
+                        "gemini, anthropic, llama_server, custom; or completions (a serving "
+                        "engine's text-completion endpoint, prompted with the model's template)")
+    parser.add_argument("--base-url", help="the provider's base URL (custom servers, "
+                        "completions)")
+    parser.add_argument("--template", help="completions: the model's Jinja chat template file")
+    parser.add_argument("--model-file", help="completions: the model's GGUF file or "
+                        "tokenizer_config.json (its template and special tokens)")
+    parser.add_argument("--api", choices=("completions", "llama"), help="completions: the "
+                        "endpoint, /v1/completions or llama-server's /completion (default: "
+                        "detected)")
     parser.add_argument("--family", help="force the parser family of a local model")
     parser.add_argument("--n-ctx", type=int, help="local context size in tokens")
     parser.add_argument("--max-tokens", type=int, help="reply budget in tokens")
@@ -80,6 +89,11 @@ def register(subparsers: Any) -> None:
 
 def make_backend(args: argparse.Namespace, plugins: PluginManager) -> Backend:
     """Create the backend the options name (local GGUF or remote provider)."""
+    if args.provider == "completions":
+        return plugins.backend("completions").create(**_completions_options(args))
+    if any(getattr(args, key, None) for key in ("template", "model_file", "api")):
+        raise UsageError("--template, --model-file and --api are options of "
+                         "--provider completions")
     if args.provider:
         if not args.model:
             raise ToolwireError("--provider needs --model NAME")
@@ -94,6 +108,16 @@ def make_backend(args: argparse.Namespace, plugins: PluginManager) -> Backend:
         if getattr(args, key, None) is not None:
             local[key] = getattr(args, key)
     return plugins.backend("llama_cpp").create(**local)
+
+
+def _completions_options(args: argparse.Namespace) -> dict[str, Any]:
+    if not args.base_url:
+        raise UsageError("--provider completions needs --base-url URL (the engine's address)")
+    options: dict[str, Any] = {"base_url": args.base_url, "enable_thinking": args.enable_thinking}
+    for key in ("template", "model_file", "api", "model", "n_ctx", "max_tokens", "family"):
+        if getattr(args, key, None) is not None:
+            options[key] = getattr(args, key)
+    return options
 
 
 def build_chat(args: argparse.Namespace, plugins: PluginManager,

@@ -145,7 +145,8 @@ def make_chat_factory(args: argparse.Namespace, plugins: PluginManager,
                     max_tool_iters=args.max_tool_iters, read_only=args.read_only,
                     workspace=workspace, plugins=plugins, history=history)
 
-    label = f"{args.provider}: {args.model}" if args.provider else Path(args.model).name
+    label = (f"{args.provider}: {args.model or args.base_url}" if args.provider
+             else Path(args.model).name)
     return make_chat, label
 
 
