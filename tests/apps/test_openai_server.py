@@ -35,6 +35,7 @@ from tests.apps.test_server import (
     scripted_app,
     wait_for,
 )
+from tests.support.paths import DOCS
 from toolwire.apps.server.app import create_app
 from toolwire.apps.server.served_model import LoadedModel, ServedModel
 from toolwire.testing import ScriptedBackend
@@ -468,3 +469,14 @@ def test_shutdown_cancels_generations_in_flight() -> None:
         response.read()
         conn.close()
     assert backend.tokens[0].reason == "shutdown"
+
+
+def test_the_documented_client_example_runs(demo_server: str) -> None:
+    example = DOCS / "examples" / "openai_client.py"
+    env = {**os.environ, "TOOLWIRE_URL": demo_server + "/v1", "TOOLWIRE_API_KEY": KEY}
+    proc = subprocess.run([sys.executable, str(example)], capture_output=True, text=True,
+                          env=env, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[:2] == ["Your notes mention Alex here:", NOTES_RESULT]
+    assert 'call 0: search_text({"pattern": "Alex"}' in proc.stdout
