@@ -40,7 +40,8 @@ if TYPE_CHECKING:
     from ..server.served_model import ChatFactory
 
 __all__ = ["API_KEY_VARIABLE", "DEFAULT_HOST", "DEFAULT_PORT", "allowed_hosts_for",
-           "limits_from_args", "make_chat_factory", "model_id_for", "register", "run_serve"]
+           "is_loopback", "limits_from_args", "make_chat_factory", "model_id_for", "register",
+           "run_serve"]
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8765
