@@ -230,6 +230,8 @@ class CompletionsBackend(TemplatedBackend):
         self._client_lock = threading.Lock()
         self._stream_options = True
         self._notes: list[Event] = []
+        if self.api == "completions":
+            self._sdk_client()  # import the SDK now, while the caller shows "loading"
 
     def __repr__(self) -> str:
         return (f"CompletionsBackend({self.root!r}, api={self.api!r}, "

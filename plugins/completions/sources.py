@@ -170,11 +170,13 @@ def template_sources(*, template: str | os.PathLike[str] | None, chat_template: 
         return lambda tools: found.get(tools) or found[not tools]
     where = (f"--model-file {facts.path} has none" if facts is not None
              else "no --model-file was given")
+    engine_said = (f"the engine could not be asked for one ({engine.unreachable})"
+                   if engine.unreachable else
+                   f"{engine.label} does not publish one (only llama-server does, in GET /props)")
     raise BackendError(
-        f"no chat template for the model at {base_url}: {engine.label} does not publish one "
-        f"(only llama-server does, in GET /props) and {where}. Pass --template PATH (a Jinja "
-        "file) or --model-file PATH (the model's GGUF file or tokenizer_config.json).",
-        kind="config")
+        f"no chat template for the model at {base_url}: {engine_said} and {where}. Pass "
+        "--template PATH (a Jinja file) or --model-file PATH (the model's GGUF file or "
+        "tokenizer_config.json).", kind="config")
 
 
 def end_of_turn_marker(template: ChatTemplate, *, eos_token: str = "") -> str | None:

@@ -411,6 +411,12 @@ def test_no_template_anywhere_says_how_to_give_one(engine: EngineStandIn) -> Non
     assert caught.value.kind == "config"
 
 
+def test_an_unreachable_engine_and_no_template_says_the_engine_could_not_be_asked() -> None:
+    with pytest.raises(BackendError, match="could not be asked") as caught:
+        CompletionsBackend(f"http://127.0.0.1:{free_port()}", environ={})
+    assert caught.value.kind == "config" and "--template PATH" in str(caught.value)
+
+
 @pytest.mark.parametrize(("eos", "stops"), [("<|im_end|>", None),
                                             ("<|endoftext|>", ["<|im_end|>"])])
 def test_the_end_marker_is_a_stop_only_when_it_is_not_the_models_eos(
