@@ -42,6 +42,7 @@ from .toolset import (
     DEFAULT_CONNECT_TIMEOUT,
     MCPServers,
     MCPToolFunction,
+    close_all,
     mcp_tools,
 )
 
@@ -57,6 +58,7 @@ __all__ = [
     "MCPToolFunction",
     "ServerConfig",
     "assign_names",
+    "close_all",
     "load_config",
     "mcp_source",
     "mcp_tools",

@@ -144,20 +144,15 @@ class ServerConnection:
                             f"MCP server {self.name!r} refused the call to {remote!r}: "
                             f"{exc.message} (error {exc.code})", tool=label) from exc
                     await self._lose(client, "it closed the connection")
-                    raise ToolExecutionError(
-                        f"MCP server {self.name!r} closed the connection while running "
-                        f"{remote!r} (it crashed or exited); the call may not have completed. "
-                        f"{self._restart_note()}", tool=label) from exc
+                    raise ToolExecutionError(self._lost_message(remote, ""), tool=label) from exc
                 except Exception as exc:
                     if not _is_connection_loss(exc):
                         raise ToolExecutionError(
                             f"MCP server {self.name!r} sent an answer to {remote!r} that could "
                             f"not be read: {_describe(exc)}", tool=label) from exc
                     await self._lose(client, _describe(exc))
-                    raise ToolExecutionError(
-                        f"the connection to MCP server {self.name!r} failed while running "
-                        f"{remote!r}: {_describe(exc)}; the call may not have completed. "
-                        f"{self._restart_note()}", tool=label) from exc
+                    raise ToolExecutionError(self._lost_message(remote, _describe(exc)),
+                                             tool=label) from exc
         except TimeoutError as exc:
             raise ToolTimeoutError(
                 f"tool {label!r} did not finish within {timeout:g} seconds and was abandoned; "
@@ -165,6 +160,15 @@ class ServerConnection:
                 tool=label) from exc
 
     # -- starting and stopping ------------------------------------------------------------
+
+    def _lost_message(self, remote: str, detail: str) -> str:
+        if self.config.transport == "stdio" and not detail:
+            what = (f"MCP server {self.name!r} closed the connection while running {remote!r} "
+                    "(its process crashed or exited)")
+        else:
+            what = (f"the connection to MCP server {self.name!r} was lost while running "
+                    f"{remote!r}" + (f" ({detail})" if detail else ""))
+        return f"{what}; the call may not have completed. {self._restart_note()}"
 
     def _restart_note(self) -> str:
         if self._closed:

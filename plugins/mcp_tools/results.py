@@ -86,11 +86,13 @@ def _said_in_text(content: Sequence[Any], structured: Any) -> bool:
     for block in content:
         if getattr(block, "type", None) != "text":
             continue
+        text = str(getattr(block, "text", ""))
+        readings: list[Any] = [text]
         try:
-            value = json.loads(str(getattr(block, "text", "")))
+            readings.append(json.loads(text))
         except ValueError:
-            continue
-        if value == structured or structured == {"result": value}:
+            pass
+        if any(structured in (value, {"result": value}) for value in readings):
             return True
     return False
 

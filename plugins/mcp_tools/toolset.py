@@ -46,7 +46,7 @@ if TYPE_CHECKING:
     from .connection import ServerConnection
 
 __all__ = ["DEFAULT_CALL_TIMEOUT", "DEFAULT_CONNECT_TIMEOUT", "MCPServers", "MCPToolFunction",
-           "mcp_tools"]
+           "close_all", "mcp_tools"]
 
 DEFAULT_CONNECT_TIMEOUT = 30.0
 """Seconds a server may take to start and answer the handshake (and to list its tools)."""
@@ -60,15 +60,18 @@ _OPEN: set[MCPServers] = set()
 _OPEN_LOCK = threading.Lock()
 
 
-def _close_open_servers() -> None:
-    """At interpreter exit: close every owner still open, so no server process outlives us."""
+def close_all() -> None:
+    """Close every :class:`MCPServers` still open (those :func:`mcp_tools` made, too).
+
+    This runs at interpreter exit, so no server process outlives the program.
+    """
     with _OPEN_LOCK:
         owners = list(_OPEN)
     for owner in owners:
         owner.close()
 
 
-atexit.register(_close_open_servers)
+atexit.register(close_all)
 
 
 def _as_config(server: ServerConfig | str) -> ServerConfig:
@@ -284,6 +287,7 @@ class MCPServers:
 
     def _wait(self, future: concurrent.futures.Future[Any], function: MCPToolFunction,
               deadline: float, cancel: Any) -> Any:
+        allowed = max(0.0, deadline - time.monotonic())
         while True:
             remaining = deadline + _DEADLINE_GRACE - time.monotonic()
             step = max(0.0, remaining if cancel is None else min(remaining, _CANCEL_POLL_SECONDS))
@@ -292,14 +296,14 @@ class MCPServers:
             except concurrent.futures.TimeoutError:
                 if cancel is not None and cancel.cancelled:
                     raise ToolCancelledError(
-                        f"tool {function.name!r} was cancelled while MCP server "
-                        f"{function.server!r} ran it; the server was asked to stop",
+                        f"tool {function.name!r} was still running when the reply was "
+                        f"cancelled; MCP server {function.server!r} was asked to stop it",
                         tool=function.name) from None
                 if time.monotonic() >= deadline + _DEADLINE_GRACE:
                     raise ToolTimeoutError(
-                        f"tool {function.name!r} did not finish in time and was abandoned; "
-                        f"MCP server {function.server!r} was asked to cancel it",
-                        tool=function.name) from None
+                        f"tool {function.name!r} did not finish within {allowed:g} seconds "
+                        f"and was abandoned; MCP server {function.server!r} was asked to "
+                        "cancel it", tool=function.name) from None
             except concurrent.futures.CancelledError:
                 raise ToolExecutionError(f"MCP server {function.server!r} was closed while "
                                          f"running {function.remote!r}",
@@ -360,8 +364,8 @@ def mcp_tools(*servers: ServerConfig | str, config: str | os.PathLike[str] | Non
     Each argument is a command line (a stdio server), an ``http(s)://`` URL
     (streamable HTTP) or a :class:`ServerConfig`; ``config`` adds the servers of an
     ``mcpServers`` JSON file. The servers start now (to list their tools) and stay
-    connected until the interpreter exits; use :class:`MCPServers` to close them
-    sooner. Options are those of :class:`MCPServers`.
+    connected until the interpreter exits or :func:`close_all`; use
+    :class:`MCPServers` to own them yourself. Options are those of :class:`MCPServers`.
 
     :raises MCPServerError: a server did not start or list its tools (the others are
         closed again).
