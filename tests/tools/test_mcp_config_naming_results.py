@@ -317,3 +317,29 @@ def test_using_a_server_without_the_sdk_names_the_extra() -> None:
         "    print(exc)\n")
     assert done.returncode == 0, done.stderr
     assert "pip install 'toolwire[mcp]'" in done.stdout
+
+
+# -- a listed tool toolwire cannot register ---------------------------------------------------
+
+
+def test_a_listed_tool_with_an_unusable_schema_is_skipped_with_a_note() -> None:
+    from toolwire.plugins.mcp_tools import MCPServers
+
+    def listed(name: str, schema: dict[str, Any], hint: bool | None) -> SimpleNamespace:
+        return SimpleNamespace(name=name, description=None, title="A title",
+                               input_schema=schema,
+                               annotations=SimpleNamespace(read_only_hint=hint))
+
+    owner = MCPServers([server_from_command("srv")])
+    try:
+        tools = owner._build([(owner.configs[0], [
+            listed("rows", {"type": "array"}, True),
+            listed("peek", {"type": "object", "properties": {"n": {"type": "integer"}}}, True),
+            listed("poke", {}, False),
+        ])], (), False)
+    finally:
+        owner.close()
+    assert [(t.name, t.read_only, t.description) for t in tools] == \
+        [("peek", True, "A title"), ("poke", False, "A title")]
+    assert owner.notes == ["MCP tool 'rows' of server 'srv' is skipped: tool 'rows': "
+                           "parameters must have type 'object'"]

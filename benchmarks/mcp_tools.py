@@ -1,0 +1,142 @@
+"""Benchmark: a tool call through the dispatcher, plain Python vs an MCP server.
+
+The same ``add(a, b)`` runs as a plain toolwire tool and on a real MCP server
+(the test suite's, the official SDK's server) over stdio and over streamable
+HTTP on 127.0.0.1, each through ``Dispatcher.dispatch`` with a timeout (the
+path of every chat call: validation, the worker pool, the result text). The raw
+SDK rows call the same server with ``mcp.Client`` directly on one event loop,
+with nothing of toolwire in between, so the difference is what toolwire's bridge
+(the worker thread, the hand-off to the servers' loop thread, the deadline and
+cancellation watch) costs. Also: a stdio server's start plus listing, as
+``MCPServers.tools()`` pays it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from toolwire import Dispatcher, ToolCall, ToolRegistry, tool
+
+from .harness import print_table, time_runs, write_results
+
+__all__ = ["run"]
+
+BENCHMARK = "mcp_tools"
+SERVER = str(Path(__file__).resolve().parents[1] / "tests" / "support" / "mcp_servers.py")
+
+
+@tool(read_only=True)
+def add(a: int, b: int) -> int:
+    """Add two whole numbers."""
+    return a + b
+
+
+def _per_call(dispatcher: Dispatcher, calls: int, runs: int) -> dict[str, Any]:
+    call = ToolCall("c", "add", {"a": 2, "b": 40})
+
+    def batch() -> None:
+        for _ in range(calls):
+            result = dispatcher.dispatch(call)
+            assert result.content == "42", result.content
+
+    timing = time_runs(batch, runs=runs)
+    return {"median_us": timing["median_ms"] * 1000 / calls,
+            "min_us": timing["min_ms"] * 1000 / calls, "runs": runs, "calls_per_run": calls}
+
+
+def _raw_sdk(target: Any, calls: int, runs: int) -> dict[str, Any]:
+    from mcp import Client
+
+    async def measure() -> list[float]:
+        samples = []
+        async with Client(target, cache=None) as client:
+            await client.call_tool("add", {"a": 2, "b": 40})
+            for _ in range(runs):
+                started = time.perf_counter()
+                for _ in range(calls):
+                    await client.call_tool("add", {"a": 2, "b": 40})
+                samples.append((time.perf_counter() - started) * 1e6 / calls)
+        return samples
+
+    samples = asyncio.run(measure())
+    return {"median_us": statistics.median(samples), "min_us": min(samples), "runs": runs,
+            "calls_per_run": calls}
+
+
+def _http_server() -> tuple[str, subprocess.Popen[bytes]]:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    process = subprocess.Popen([sys.executable, SERVER, "tools", "--http", str(port)],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 90
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+            return f"http://127.0.0.1:{port}/mcp", process
+        except OSError:
+            if time.monotonic() > deadline or process.poll() is not None:
+                process.kill()
+                raise RuntimeError("the MCP test server did not start") from None
+            time.sleep(0.1)
+
+
+def run(quick: bool = False) -> list[dict[str, Any]]:
+    """Microseconds per call for each path, and per start of a stdio server."""
+    from mcp import StdioServerParameters
+
+    from toolwire.plugins.mcp_tools import MCPServers, ServerConfig
+
+    calls, runs = (100, 3) if quick else (300, 5)
+    stdio = ServerConfig("bench", command=sys.executable, args=[SERVER, "tools"])
+    rows: list[dict[str, Any]] = []
+
+    def row(case: str, stats: dict[str, Any]) -> None:
+        rows.append({"benchmark": BENCHMARK, "case": case, **stats})
+
+    row("plain Python tool, dispatch", _per_call(
+        Dispatcher(ToolRegistry([add]), timeout=60.0), calls, runs))
+    with MCPServers([stdio], connect_timeout=120) as servers:
+        row("MCP stdio, dispatch", _per_call(
+            Dispatcher(ToolRegistry(servers.tools(strict=True)), timeout=60.0), calls, runs))
+    row("MCP stdio, raw SDK (no toolwire)", _raw_sdk(
+        StdioServerParameters(command=sys.executable, args=[SERVER, "tools"]), calls, runs))
+    url, process = _http_server()
+    try:
+        with MCPServers([url], connect_timeout=120) as servers:
+            row("MCP HTTP, dispatch", _per_call(
+                Dispatcher(ToolRegistry(servers.tools(strict=True)), timeout=60.0),
+                calls // 2, runs))
+        row("MCP HTTP, raw SDK (no toolwire)", _raw_sdk(url, calls // 2, runs))
+    finally:
+        process.kill()
+        process.wait()
+    starts = []
+    for _ in range(2 if quick else 4):
+        started = time.perf_counter()
+        with MCPServers([stdio], connect_timeout=120) as servers:
+            servers.tools(strict=True)
+            starts.append((time.perf_counter() - started) * 1000)
+    row("MCP stdio server start + listing",
+        {"median_us": statistics.median(starts) * 1000, "min_us": min(starts) * 1000,
+         "runs": len(starts), "calls_per_run": 1})
+    return rows
+
+
+def report(rows: list[dict[str, Any]]) -> None:
+    """Print the table."""
+    print_table(rows, ["case", "median_us", "min_us", "runs", "calls_per_run"],
+                "A tool call through the dispatcher: plain Python vs MCP (microseconds)")
+
+
+if __name__ == "__main__":
+    result = run(quick="--quick" in sys.argv)
+    report(result)
+    print(f"written: {write_results(BENCHMARK, result)}")
