@@ -28,6 +28,7 @@ from collections.abc import AsyncIterator
 from typing import IO, Any, TextIO, cast
 
 import anyio
+import attrs
 import mcp_types
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
@@ -69,9 +70,8 @@ class ServerConnection:
         self._stderr: IO[bytes] | None = None
         self._client: Client | None = None
         self._starting: asyncio.Task[Client] | None = None
-        self._owner: asyncio.Task[None] | None = None
-        self._stop: asyncio.Event | None = None
-        self._scope: anyio.CancelScope | None = None
+        self._run: _Run | None = None
+        self._ending: set[asyncio.Task[None]] = set()
         self._starts = 0
         self._closed = False
         self._last_loss: str | None = None
@@ -98,10 +98,7 @@ class ServerConnection:
 
         :raises MCPServerError: the server did not start or did not answer the listing.
         """
-        try:
-            client = await self._connected()
-        except ToolExecutionError as exc:
-            raise MCPServerError(str(exc), server=self.name) from exc
+        client = await self._connected_or_setup_error()
         tools: list[mcp_types.Tool] = []
         cursor: str | None = None
         try:
@@ -117,7 +114,7 @@ class ServerConnection:
                                  f"{self.connect_timeout:g} seconds", server=self.name) from exc
         except Exception as exc:
             if _is_connection_loss(exc):
-                await self._lose(client, _describe(exc))
+                self._lose(client, _describe(exc))
             raise MCPServerError(f"MCP server {self.name!r} did not list its tools: "
                                  f"{_describe(exc)}", server=self.name) from exc
         return tools
@@ -132,7 +129,10 @@ class ServerConnection:
         deadline = loop.time() + timeout
         try:
             async with asyncio.timeout_at(deadline):
-                client = await self._connected()
+                try:
+                    client = await self._connected_or_setup_error()
+                except MCPServerError as exc:
+                    raise ToolExecutionError(str(exc), tool=label) from exc
                 try:
                     return await client.call_tool(
                         remote, arguments, read_timeout_seconds=max(0.0, deadline - loop.time()))
@@ -143,14 +143,14 @@ class ServerConnection:
                         raise ToolExecutionError(
                             f"MCP server {self.name!r} refused the call to {remote!r}: "
                             f"{exc.message} (error {exc.code})", tool=label) from exc
-                    await self._lose(client, "it closed the connection")
+                    self._lose(client, "it closed the connection")
                     raise ToolExecutionError(self._lost_message(remote, ""), tool=label) from exc
                 except Exception as exc:
                     if not _is_connection_loss(exc):
                         raise ToolExecutionError(
                             f"MCP server {self.name!r} sent an answer to {remote!r} that could "
                             f"not be read: {_describe(exc)}", tool=label) from exc
-                    await self._lose(client, _describe(exc))
+                    self._lose(client, _describe(exc))
                     raise ToolExecutionError(self._lost_message(remote, _describe(exc)),
                                              tool=label) from exc
         except TimeoutError as exc:
@@ -177,7 +177,11 @@ class ServerConnection:
             return "The server will be restarted for the next call."
         return "It is not restarted again: do not call its tools any more."
 
-    async def _connected(self) -> Client:
+    async def _connected_or_setup_error(self) -> Client:
+        """The live client, starting the server when there is none.
+
+        :raises MCPServerError: the server may not start again, or did not start.
+        """
         if self._client is not None:
             return self._client
         if self._starting is None:
@@ -190,54 +194,57 @@ class ServerConnection:
 
     def _check_may_start(self) -> None:
         if self._closed:
-            raise ToolExecutionError(f"MCP server {self.name!r} is closed (the session is "
-                                     "ending)", tool=self.name)
+            raise MCPServerError(f"MCP server {self.name!r} is closed (its session ended)",
+                                 server=self.name)
         if self._starts > self.max_restarts:
             why = f" (last: {self._last_loss})" if self._last_loss else ""
-            raise ToolExecutionError(
-                f"MCP server {self.name!r} is not available: it stopped {self._starts} "
-                f"time{'s' if self._starts > 1 else ''} and is not restarted again{why}. "
-                "Do not call its tools any more.", tool=self.name)
+            raise MCPServerError(
+                f"MCP server {self.name!r} is not available: it was started {self._starts} "
+                f"time{'s' if self._starts > 1 else ''} and is not started again{why}. "
+                "Do not call its tools any more.", server=self.name)
 
     async def _start(self) -> Client:
         loop = asyncio.get_running_loop()
         ready: asyncio.Future[Client] = loop.create_future()
-        stop = asyncio.Event()
-        self._stop = stop
-        self._owner = loop.create_task(self._own(ready, stop))
+        run = _Run(stop=asyncio.Event())
+        run.owner = loop.create_task(self._own(ready, run))
+        self._run = run
         try:
             client = await ready
-        except MCPServerError as exc:
-            await self._wait_for_owner()
-            raise ToolExecutionError(str(exc), tool=self.name) from exc
+        except MCPServerError:
+            await self._finish(run)  # the failed start's process is gone before we report it
+            raise
         finally:
             self._starting = None
         self._client = client
         return client
 
-    async def _own(self, ready: asyncio.Future[Client], stop: asyncio.Event) -> None:
+    async def _own(self, ready: asyncio.Future[Client], run: _Run) -> None:
         """Open the client, hand it over, keep it open until told to stop, close it."""
         failure: str | None = None
         try:
             with anyio.CancelScope(deadline=anyio.current_time() + self.connect_timeout) as scope:
-                self._scope = scope
+                run.scope = scope
                 async with self._open_client() as client:
                     scope.deadline = math.inf
                     ready.set_result(client)
-                    await stop.wait()
+                    await run.stop.wait()
             if scope.cancelled_caught and not ready.done():
-                failure = (f"did not complete the start-up handshake within "
-                           f"{self.connect_timeout:g} seconds")
+                failure = "was closed while it started" if self._closed else (
+                    f"did not complete the start-up handshake within "
+                    f"{self.connect_timeout:g} seconds")
         except Exception as exc:
             failure = f"could not be started: {_describe(exc)}"
             if ready.done():
                 self._last_loss = _describe(exc)
         finally:
-            self._scope = None
+            run.scope = None
             if ready.done() and ready.exception() is None and self._client is ready.result():
                 # the connection ended without being asked to: the next use restarts it
                 self._client = None
                 self._last_loss = self._last_loss or "the connection ended"
+            if self._run is run:
+                self._run = None
             if not ready.done():
                 message = f"MCP server {self.name!r} ({self.config.describe()}) " \
                           f"{failure or 'stopped before it was ready'}"
@@ -287,38 +294,59 @@ class ServerConnection:
                 if line.strip()]
         return " | ".join(kept[-lines:])
 
-    async def _lose(self, client: Client, why: str) -> None:
-        """Forget a client whose connection is gone and let its owner clean up."""
+    def _lose(self, client: Client, why: str) -> None:
+        """Forget a client whose connection is gone; its owner cleans up in the background.
+
+        The caller does not wait for that (a stdio shutdown may take seconds), so the
+        call that found the loss answers at once and the next use starts a new run.
+        """
         if self._client is not client:
             return
         self._client = None
         self._last_loss = why
-        await self._stop_owner()
+        if self._run is not None:
+            self._end(self._run)
+            self._run = None
 
-    async def _stop_owner(self) -> None:
-        if self._stop is not None:
-            self._stop.set()
-        if not await self._wait_for_owner(_SHUTDOWN_WAIT):
-            if self._scope is not None:
-                self._scope.cancel()
-            await self._wait_for_owner(_FORCED_SHUTDOWN_WAIT)
+    def _end(self, run: _Run) -> None:
+        run.stop.set()
+        ending = asyncio.get_running_loop().create_task(self._finish(run))
+        self._ending.add(ending)
+        ending.add_done_callback(self._ending.discard)
 
-    async def _wait_for_owner(self, timeout: float = _SHUTDOWN_WAIT) -> bool:
-        owner = self._owner
-        if owner is None or owner.done():
-            return True
-        done, _ = await asyncio.wait({owner}, timeout=timeout)
-        return bool(done)
+    @staticmethod
+    async def _finish(run: _Run) -> None:
+        """Wait for a run's owner to close; cancel its scope when it takes too long."""
+        if run.owner is None:
+            return
+        done, _ = await asyncio.wait({run.owner}, timeout=_SHUTDOWN_WAIT)
+        if not done:
+            if run.scope is not None:
+                run.scope.cancel()  # the SDK's shielded shutdown still stops the process
+            await asyncio.wait({run.owner}, timeout=_FORCED_SHUTDOWN_WAIT)
 
     async def close(self) -> None:
         """Close the connection for good: the process is stopped, the session ended."""
         self._closed = True
-        if self._starting is not None and self._scope is not None:
-            self._scope.cancel()
         self._client = None
-        await self._stop_owner()
+        run, self._run = self._run, None
+        if run is not None:
+            if self._starting is not None and run.scope is not None:
+                run.scope.cancel()  # still starting: stop waiting for the handshake
+            self._end(run)
+        if self._ending:
+            await asyncio.gather(*self._ending, return_exceptions=True)
         if self._stderr is not None:
             self._stderr.close()
+
+
+@attrs.define
+class _Run:
+    """One start of the server: its owner task, the event that tells it to close, its scope."""
+
+    stop: asyncio.Event
+    owner: asyncio.Task[None] | None = None
+    scope: anyio.CancelScope | None = None
 
 
 def _retrieve(task: asyncio.Task[Any]) -> None:

@@ -160,8 +160,8 @@ class MCPServers:
     def _connection(self, server: str) -> ServerConnection:
         with self._lock:
             if self._closed:
-                raise ToolExecutionError(f"MCP server {server!r} is closed (its session "
-                                         "ended)", tool=server)
+                raise MCPServerError(f"MCP server {server!r} is closed (its session ended)",
+                                     server=server)
             if self._connections is None:
                 try:
                     from .connection import ServerConnection
@@ -192,7 +192,15 @@ class MCPServers:
         for config in self.configs:
             self._connection(config.name)
         bound = 2 * self.connect_timeout + _CLOSE_WAIT
-        listed = self._loop.run(self._list_all(), timeout=bound)
+        names = ", ".join(repr(c.name) for c in self.configs)
+        try:
+            listed = self._loop.run(self._list_all(), timeout=bound)
+        except TimeoutError as exc:
+            raise MCPServerError(f"MCP servers {names} did not list their tools within "
+                                 f"{bound:g} seconds", server=names) from exc
+        except concurrent.futures.CancelledError as exc:
+            raise MCPServerError(f"MCP servers {names} were closed while their tools were "
+                                 "listed", server=names) from exc
         return self._build(listed, taken, strict)
 
     async def atools(self, *, taken: Iterable[str] = (), strict: bool = False) -> list[Tool]:
@@ -269,7 +277,10 @@ class MCPServers:
         deadline = running.deadline if running is not None and running.deadline is not None \
             else started + self.call_timeout
         cancel = running.cancel if running is not None else None
-        connection = self._connection(function.server)
+        try:
+            connection = self._connection(function.server)
+        except MCPServerError as exc:
+            raise ToolExecutionError(str(exc), tool=function.name) from exc
         request = connection.call_tool(function.remote, dict(arguments), label=function.name,
                                        timeout=max(0.0, deadline - started))
         future = self._loop.submit(request)

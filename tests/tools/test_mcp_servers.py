@@ -185,7 +185,7 @@ def test_a_server_that_crashes_mid_call_is_reported_restarted_once_then_given_up
         assert crashed.is_error and crashed.error_kind == "tool_error"
         assert "MCP server 'tools' closed the connection while running 'crash'" in crashed.content
         assert "will be restarted for the next call" in crashed.content
-        assert not running(first)
+        assert wait_until(lambda: not running(first))
         second = run(tools, "pid", timeout=START)
         assert not second.is_error and int(second.content) != first
         again = run(tools, "crash")
@@ -208,6 +208,23 @@ def test_a_server_that_never_answers_the_handshake_fails_alone_and_is_stopped() 
             owner.failures["mute"]
         assert owner.notes == [owner.failures["mute"]]
         assert processes_with(marker) == []  # the hung process was killed, not left behind
+
+
+def test_closing_while_a_server_starts_stops_it_without_waiting_for_the_handshake() -> None:
+    marker = f"mute-{uuid.uuid4().hex}"
+    owner = MCPServers([stdio_server("mute", marker=marker)], connect_timeout=START)
+    listing: list[list[Tool]] = []
+    lister = threading.Thread(target=lambda: listing.append(owner.tools()))
+    lister.start()
+    assert wait_until(lambda: processes_with(marker), within=START)
+    started = time.monotonic()
+    owner.close()
+    lister.join(START)
+    assert not lister.is_alive() and listing == [[]]
+    assert time.monotonic() - started < START / 2
+    assert "'mute'" in owner.failures["mute"] and "closed while it started" in \
+        owner.failures["mute"]
+    assert processes_with(marker) == []
 
 
 def test_a_server_that_cannot_be_started_is_a_clear_error_from_mcp_tools() -> None:
