@@ -161,6 +161,40 @@ def test_cancelling_the_reply_while_an_mcp_tool_runs_cancels_it_on_the_server(
     assert wait_until(lambda: len(logged(log, "cancelled", "slow")) > before, within=15)
 
 
+def test_concurrent_calls_from_many_threads_with_timeouts_all_get_their_own_answer(
+        tools: list[Tool]) -> None:
+    answers: dict[int, DispatchResult] = {}
+
+    def worker(n: int) -> None:
+        if n % 4 == 0:
+            answers[n] = run(tools, "slow", timeout=0.5, seconds=30)
+        else:
+            answers[n] = run(tools, "add", a=n, b=1000)
+
+    threads = [threading.Thread(target=worker, args=(n,)) for n in range(24)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert not any(t.is_alive() for t in threads)
+    for n, result in sorted(answers.items()):
+        if n % 4 == 0:
+            assert result.error_kind == "timeout"
+        else:
+            assert (result.content, result.is_error) == (str(n + 1000), False)
+    assert len(answers) == 24
+
+
+def test_the_synchronous_api_works_from_inside_a_running_event_loop(
+        servers: MCPServers) -> None:
+    async def blocking_caller() -> str:
+        # a caller that blocks its own loop in synchronous code: the servers have their own
+        listed = servers.tools()
+        return run(listed, "add", a=1, b=2).content
+
+    assert asyncio.run(blocking_caller()) == "3"
+
+
 def test_the_chat_loop_runs_an_mcp_tool_like_any_other(tools: list[Tool]) -> None:
     call = ("<tool_call>\n<function=lookup_city>\n<parameter=city>\nVienna\n</parameter>\n"
             "</function>\n</tool_call>")
