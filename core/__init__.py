@@ -76,8 +76,17 @@ from .parse.protocol import (
     StreamParser,
     merge_events,
 )
+from .parse.record import (
+    CallFormat,
+    CallObjects,
+    GrammarArguments,
+    Header,
+    JsonArguments,
+    PythonicCalls,
+    TaggedArguments,
+)
 from .templates.chat_template import ChatTemplate, get_chat_template
-from .templates.derive import DerivedFormat, derive_format
+from .templates.derive import derive_format
 from .templates.selection import ParserChoice, build_pipeline, parse_reply, select_parser
 
 __version__ = "0.1.0"
@@ -87,12 +96,13 @@ __all__ = [
     "BackendError",
     "BackendNotFoundError",
     "BackendSpec",
+    "CallFormat",
+    "CallObjects",
     "CancelToken",
     "Chat",
     "ChatTemplate",
     "ContextOverflowError",
     "DerivationError",
-    "DerivedFormat",
     "DiagnosticEvent",
     "DispatchResult",
     "Dispatcher",
@@ -102,6 +112,9 @@ __all__ = [
     "Event",
     "FilterContext",
     "GGUFError",
+    "GrammarArguments",
+    "Header",
+    "JsonArguments",
     "Message",
     "ModelRequest",
     "NoParserEvent",
@@ -115,11 +128,13 @@ __all__ = [
     "PluginInfo",
     "PluginLoadError",
     "PluginManager",
+    "PythonicCalls",
     "ReasoningEvent",
     "ReplyPipeline",
     "StreamFilter",
     "StreamFilterSpec",
     "StreamParser",
+    "TaggedArguments",
     "TemplateError",
     "TemplateSecurityError",
     "TextEvent",

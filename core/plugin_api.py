@@ -37,6 +37,8 @@ from .events import (
     ToolCallStartEvent,
 )
 from .hooks.specs import hookimpl
+from .parse.engine import CallParser
+from .parse.family import parser_spec, reasoning_filter, register_reasoning, template_mentions
 from .parse.protocol import (
     FilterContext,
     ParserSpec,
@@ -46,12 +48,30 @@ from .parse.protocol import (
     default_call_id,
     nine_char_call_id,
 )
+from .parse.readers import DONE, FAIL, MORE, BodyReader, CallContext, ReaderBase
 from .parse.reasoning import family_think_filter_spec
+from .parse.record import (
+    CallFormat,
+    CallObjects,
+    GrammarArguments,
+    Header,
+    JsonArguments,
+    PythonicCalls,
+    TaggedArguments,
+)
 from .parse.streaming import HeldWhitespace, partial_tag_start
 
 __all__ = [
+    "DONE",
+    "FAIL",
+    "MORE",
     "Backend",
     "BackendSpec",
+    "BodyReader",
+    "CallContext",
+    "CallFormat",
+    "CallObjects",
+    "CallParser",
     "CancelToken",
     "DiagnosticEvent",
     "EncodedPrompt",
@@ -60,15 +80,21 @@ __all__ = [
     "FilterContext",
     "GenerationEnd",
     "GenerationSetupError",
+    "GrammarArguments",
+    "Header",
     "HeldWhitespace",
+    "JsonArguments",
     "Message",
     "ModelRequest",
     "ParserSpec",
+    "PythonicCalls",
+    "ReaderBase",
     "ReasoningEvent",
     "RunningCall",
     "StreamFilter",
     "StreamFilterSpec",
     "StreamParser",
+    "TaggedArguments",
     "TemplateChoice",
     "TemplateSource",
     "TemplatedBackend",
@@ -87,6 +113,10 @@ __all__ = [
     "hookimpl",
     "json_type_of",
     "nine_char_call_id",
+    "parser_spec",
     "partial_tag_start",
+    "reasoning_filter",
+    "register_reasoning",
+    "template_mentions",
     "tool",
 ]

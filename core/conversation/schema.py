@@ -20,6 +20,7 @@ from typing import Any
 
 __all__ = [
     "ToolSchemaIndex",
+    "allows_null",
     "coerce_text_value",
     "json_type_of",
     "normalize_schema",
@@ -42,6 +43,7 @@ _TYPE_ALIASES = {
 _JSON_TYPES = frozenset({"object", "array", "string", "number", "integer", "boolean", "null"})
 _PYTHON_LITERALS = {"True": True, "False": False, "None": None}
 _STRING_ONLY = frozenset({"string"})
+_STRING_OR_NULL = frozenset({"string", "null"})
 
 
 def normalize_schema(schema: Any, notes: list[str] | None = None, path: str = "") -> Any:
@@ -160,6 +162,22 @@ def schema_types(schema: Any, root: Any = None) -> frozenset[str]:
         elif "items" in schema:
             found.add("array")
     return frozenset(found)
+
+
+def allows_null(schema: Any, root: Any = None) -> bool:
+    """Whether a (sub)schema admits ``null``.
+
+    Besides ``"null"`` among its types (a type list, ``anyOf``/``oneOf``), an
+    OpenAPI-style ``"nullable": true`` and a ``"default": null`` count: real
+    tool schemas mark optional parameters that way all the time.
+    """
+    resolved = resolve_ref(schema, schema if root is None else root)
+    if not isinstance(resolved, Mapping):
+        return False
+    if resolved.get("nullable") is True or ("default" in resolved
+                                            and resolved["default"] is None):
+        return True
+    return "null" in schema_types(resolved, root)
 
 
 def json_type_of(value: Any) -> str:
@@ -310,8 +328,18 @@ class ToolSchemaIndex:
         return found
 
     def is_string(self, tool: str, param: str) -> bool:
-        """Whether the parameter takes text verbatim."""
-        return self.types(tool, param) == _STRING_ONLY
+        """Whether the parameter takes text verbatim (``null`` aside)."""
+        types = self.types(tool, param)
+        return types == _STRING_ONLY or types == _STRING_OR_NULL
+
+    def schema(self, tool: str, param: str) -> Any:
+        """The parameter's schema, or ``None`` when the tool or parameter is unknown."""
+        params = self.parameters(tool)
+        return None if params is None else params.get(param)
+
+    def root(self, tool: str) -> Any:
+        """The tool's whole parameters schema (for ``$ref`` resolution)."""
+        return self._tools.get(tool)
 
     def coerce(self, tool: str, param: str, text: str) -> Any:
         """Type a finished text value by the parameter's schema."""

@@ -89,6 +89,9 @@ class ParserSpec:
     :ivar make_call_id: makes the id of the ``index``-th call of a reply, in the
         form the family's template requires.
     :ivar description: one line for ``toolwire plugins``.
+    :ivar format: the family's :class:`~toolwire.parse.record.CallFormat` when
+        the parser is the engine running a record (grammars, conformance markers
+        and ``toolwire detect`` read it); ``None`` for a hand-written parser.
     """
 
     name: str
@@ -97,6 +100,7 @@ class ParserSpec:
     make_call_id: Callable[[int], str] = default_call_id
     description: str = ""
     plugin: str = ""
+    format: Any = None
 
 
 @attrs.frozen
@@ -106,11 +110,17 @@ class FilterContext:
     :ivar family: the selected parser family, or ``None`` when there is none.
     :ivar chat_template: the template source (``None`` for remote providers).
     :ivar prompt_tail: the end of the rendered prompt (e.g. an open ``<think>``).
+    :ivar call_open: the markers that open the family's calls (from its record).
+    :ivar call_close: the markers that close them (a reasoning filter that has
+        not yet decided whether a stored reply began inside reasoning treats a
+        complete call as the end of that doubt).
     """
 
     family: str | None = None
     chat_template: str | None = None
     prompt_tail: str = ""
+    call_open: tuple[str, ...] = ()
+    call_close: tuple[str, ...] = ()
 
 
 @attrs.frozen

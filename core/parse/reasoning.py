@@ -35,10 +35,12 @@ class ReasoningBlockFilter:
     """
 
     def __init__(self, open_tag: str = "<think>", close_tag: str = "</think>",
-                 start: StartState = "auto") -> None:
+                 start: StartState = "auto", *, call_open: tuple[str, ...] = (),
+                 call_close: tuple[str, ...] = ()) -> None:
         self._open = open_tag
         self._close = close_tag
         self._state: str = start
+        self._calls = _CallWatch(call_open, call_close)
         self._pending = ""
         self._lead = True  # strip leading blanks of the current segment
         self._held = HeldWhitespace()
@@ -116,6 +118,16 @@ class ReasoningBlockFilter:
                 return len(data)
             self._auto_text_seen = True
         end = data.find(self._close, pos)
+        if self._calls.complete_call_in(data[pos:end if end >= 0 else len(data)]):
+            # a finished call before any closing tag: the reply did not begin inside
+            # reasoning, and a closing tag later cannot make the call reasoning
+            held = "".join(self._auto_parts)
+            self._auto_parts = []
+            self._state = "text"
+            self._lead = False
+            if held:
+                out.append(TextEvent(held))
+            return pos
         if end >= 0:
             self._auto_parts.append(data[pos:end])
             held = "".join(self._auto_parts).strip()
@@ -152,6 +164,38 @@ class ReasoningBlockFilter:
         return out
 
 
+class _CallWatch:
+    """Notices a complete call (an opening marker, later a closing one) in held text.
+
+    Looks only at the text it is given, plus a short tail of what came before
+    (a marker may straddle deltas), so the held text is never rescanned.
+    """
+
+    __slots__ = ("_close", "_longest", "_open", "_opened", "_tail")
+
+    def __init__(self, call_open: tuple[str, ...], call_close: tuple[str, ...]) -> None:
+        self._open = tuple(m for m in call_open if m.strip())
+        self._close = tuple(m for m in call_close if m.strip())
+        self._longest = max((len(m) for m in (*self._open, *self._close)), default=0)
+        self._opened = False
+        self._tail = ""
+
+    def complete_call_in(self, text: str) -> bool:
+        """Whether ``text`` (with what came before) completes a call."""
+        if not self._open:
+            return False
+        data = self._tail + text
+        self._tail = data[-self._longest:] if self._longest > 1 else ""
+        if not self._opened:
+            found = [data.find(m) for m in self._open]
+            first = min((k for k in found if k >= 0), default=-1)
+            if first < 0:
+                return False
+            self._opened = True
+            data = data[first:]
+        return not self._close or any(m in data for m in self._close)
+
+
 def _prompt_start_state(context: FilterContext, open_tag: str, close_tag: str) -> StartState:
     tail = context.prompt_tail.rstrip()
     if not context.prompt_tail:
@@ -175,7 +219,8 @@ def think_filter_spec(open_tag: str = "<think>", close_tag: str = "</think>", *,
         if context.chat_template is not None and close_tag not in context.chat_template:
             return None
         return ReasoningBlockFilter(open_tag, close_tag,
-                                    _prompt_start_state(context, open_tag, close_tag))
+                                    _prompt_start_state(context, open_tag, close_tag),
+                                    call_open=context.call_open, call_close=context.call_close)
 
     return StreamFilterSpec(name=name, priority=priority, create=create,
                             description=f"{open_tag}...{close_tag} as reasoning")
@@ -214,7 +259,8 @@ def family_think_filter_spec(open_tag: str, close_tag: str, *, name: str,
             start = "reasoning"
         elif context.prompt_tail and not starts_unopened:
             start = "text"
-        return ReasoningBlockFilter(open_tag, close_tag, start)
+        return ReasoningBlockFilter(open_tag, close_tag, start, call_open=context.call_open,
+                                    call_close=context.call_close)
 
     return StreamFilterSpec(name=name, priority=priority, create=create,
                             description=f"{open_tag}...{close_tag} as reasoning")

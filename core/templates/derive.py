@@ -5,15 +5,16 @@ assistant's ``tool_calls`` in the model's own markup. :func:`derive_format`
 renders synthetic conversations that differ in one thing at a time (no call vs
 one call, one vs two calls, name A vs B, one vs two arguments, a string vs a
 number value, no arguments) and reads the markers off the differences. The
-result is a plain :class:`DerivedFormat` record (``toolwire detect --derive``
-prints it) from which :mod:`toolwire.parse.derived_parser` builds a streaming parser.
+result is the same :class:`~toolwire.parse.record.CallFormat` a plugin author
+writes (``toolwire detect --derive`` prints it as Python), run by the one engine;
+:mod:`.derive_record` says how markers become the record.
 
 When the differences do not fit the model (no call rendered, a name written
 twice, values without closing markers), :class:`DerivationError` says what was
 seen. :func:`derive_format` finally checks itself: it renders a richer
 conversation (three calls, several value types) and parses it back with the
-derived parser; markers that do not reproduce the template's own output are an
-error, never a wrong parser.
+record; markers that do not reproduce the template's own output are an error,
+never a wrong parser.
 """
 
 from __future__ import annotations
@@ -25,9 +26,11 @@ from typing import Any
 import attrs
 
 from ..errors import DerivationError, TemplateError
+from ..parse.record import CallFormat
 from .chat_template import get_chat_template
+from .derive_record import ID_HOLE, KEY_HOLE, InferredMarkup, to_call_format, verify_format
 
-__all__ = ["DerivationError", "DerivedFormat", "derive_format"]
+__all__ = ["DerivationError", "derive_format"]
 
 NAME_A, NAME_B = "zqfnalpha", "zqfnbeta"
 KEY_A, KEY_B = "zqkeyone", "zqkeytwo"
@@ -35,7 +38,6 @@ TEXT_VALUE = "zqvalstr"
 NUMBER_VALUE = 7130
 CONTENT = "zqcontent"
 IDS = ("zqid00001", "zqid00002", "zqid00003")
-ID_HOLE, KEY_HOLE = "{id}", "{key}"
 _PROBE_PARAMETERS = {
     KEY_A: {"type": "string", "description": "probe"},
     KEY_B: {"type": "integer", "description": "probe"},
@@ -46,62 +48,6 @@ _PROBE_TOOLS = [{"type": "function", "function": {
     "name": name, "description": "probe",
     "parameters": {"type": "object", "properties": _PROBE_PARAMETERS}}}
     for name in (NAME_A, NAME_B)]
-
-
-@attrs.frozen
-class DerivedFormat:
-    """The tool-call markup of a template, as inferred.
-
-    Calls read ``section_open`` + call (+ ``call_separator`` + call)* +
-    ``section_close``; one call ``call_open`` NAME ``name_close`` ARGS
-    ``call_close``. ``{id}`` inside those markers stands for the call id.
-
-    ARGS is one JSON object (``arguments == "json"``) or tagged pairs
-    (``arguments == "tagged"``): ``arg_open`` KEY ``key_close`` VALUE
-    ``value_close``, joined by ``arg_separator``; ``{key}`` inside
-    ``value_close`` repeats the argument name. String values may be marked
-    apart from JSON values: ``string_key_close``/``string_value_close``.
-    """
-
-    section_open: str
-    section_close: str
-    call_open: str
-    name_close: str
-    call_close: str
-    call_separator: str
-    arguments: str
-    arg_open: str = ""
-    key_close: str = ""
-    value_close: str = ""
-    string_key_close: str = ""
-    string_value_close: str = ""
-    arg_separator: str = ""
-    parallel: bool = True
-    reasoning_open: str = ""
-    reasoning_close: str = ""
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready data (what ``toolwire detect --derive`` prints)."""
-        return attrs.asdict(self)
-
-    def markers(self) -> tuple[str, ...]:
-        """The literal markers (without ``{id}``/``{key}`` holes), for checks that content
-        holds none of them."""
-        found: list[str] = []
-        for marker in (self.section_open, self.call_open, self.name_close, self.call_close,
-                       self.section_close, self.arg_open, self.key_close, self.value_close,
-                       self.string_key_close, self.string_value_close, self.reasoning_open,
-                       self.reasoning_close):
-            for part in marker.replace(KEY_HOLE, ID_HOLE).split(ID_HOLE):
-                if part.strip() and part.strip() not in found:
-                    found.append(part.strip())
-        return tuple(found)
-
-    @property
-    def opening(self) -> str:
-        """The literal text that announces the calls in a reply."""
-        first = self.section_open or self.call_open
-        return first.split(ID_HOLE, 1)[0]
 
 
 def _call(name: str, args: Mapping[str, Any], index: int = 0) -> dict[str, Any]:
@@ -244,29 +190,27 @@ def _reasoning_markers(source: str) -> tuple[str, str]:
     return "", ""
 
 
-def derive_format(source: str, *, verify: bool = True) -> DerivedFormat:
-    """Infer the call markup a template renders.
+def derive_format(source: str, *, verify: bool = True) -> CallFormat:
+    """Infer the call markup a template renders, as the engine's record.
 
-    :param verify: parse a richer rendered conversation back with the derived
-        parser and refuse markers that do not reproduce it.
+    :param verify: parse a richer rendered conversation back with the record and
+        refuse one that does not reproduce it.
     :raises DerivationError: the markup could not be inferred, or failed the check.
     """
     try:
-        derived = _derive(_Renderer(source), source)
+        inferred = _derive(_Renderer(source), source)
     except DerivationError:
         raise
     except TemplateError as exc:
         raise DerivationError(f"the template failed while rendering probe calls: {exc}"
                               ) from exc
-    derived = _snap_boundaries(derived)
+    fmt = to_call_format(_snap_boundaries(inferred))
     if verify:
-        from ..parse.derived_parser import verify_format
-
-        problem = verify_format(derived, _Renderer(source))
+        problem = verify_format(fmt, _Renderer(source))
         if problem:
-            raise DerivationError(f"the inferred markers do not reproduce the template's "
-                                  f"output: {problem}", seen=json.dumps(derived.to_dict()))
-    return derived
+            raise DerivationError(f"the inferred record does not reproduce the template's "
+                                  f"output: {problem}", seen=repr(fmt))
+    return fmt
 
 
 def _index_hole(first: str, second: str) -> str | None:
@@ -287,7 +231,7 @@ def _leading_run(marker: str) -> str:
     return marker[:at] if at > 0 else ""
 
 
-def _snap_boundaries(fmt: DerivedFormat) -> DerivedFormat:
+def _snap_boundaries(fmt: InferredMarkup) -> InferredMarkup:
     """Move tag endings (``>``, ``|>``) split off by character diffs back onto the tag
     they close, wherever every context the marker appears in agrees.
 
@@ -318,7 +262,7 @@ def _split_call(block: str, name: str) -> tuple[str, str]:
     return block[:at], block[at + len(name):]
 
 
-def _derive(r: _Renderer, source: str) -> DerivedFormat:
+def _derive(r: _Renderer, source: str) -> InferredMarkup:
     one = r.block([_call(NAME_A, {KEY_A: TEXT_VALUE})])
     if NAME_A not in one:
         raise DerivationError("the template renders no tool call for an assistant message",
@@ -368,7 +312,7 @@ def _derive(r: _Renderer, source: str) -> DerivedFormat:
     found = _json_object_at(call_tail, KEY_A, {KEY_A: TEXT_VALUE})
     if found is not None:
         start, end = found
-        return DerivedFormat(
+        return InferredMarkup(
             section_open=section_open, section_close=section_close, call_open=call_open,
             name_close=call_tail[:start], call_close=call_tail[end:],
             call_separator=separator, arguments="json", parallel=parallel,
@@ -396,7 +340,7 @@ def _value_markers(r: _Renderer, value: Any, name_close_and_open: str, call_clos
 
 def _derive_tagged(r: _Renderer, reasoning: tuple[str, str], section_open: str,
                    section_close: str, call_open: str, tail: str, bare_tail: str,
-                   separator: str, parallel: bool) -> DerivedFormat:
+                   separator: str, parallel: bool) -> InferredMarkup:
     k = tail.find(KEY_A)
     if k < 0:
         raise DerivationError("the argument name is not rendered", seen=tail[:300])
@@ -435,7 +379,7 @@ def _derive_tagged(r: _Renderer, reasoning: tuple[str, str], section_open: str,
     if not between.endswith(arg_open):
         raise DerivationError("the second argument opens differently from the first",
                               seen=both[:300])
-    return DerivedFormat(
+    return InferredMarkup(
         section_open=section_open, section_close=section_close, call_open=call_open,
         name_close=name_close, call_close=call_close, call_separator=separator,
         arguments="tagged", arg_open=arg_open, key_close=key_close, value_close=value_close,

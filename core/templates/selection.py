@@ -131,14 +131,20 @@ _DERIVED: dict[str, tuple[ParserSpec | None, str]] = {}
 
 
 def _derived_choice(source: str, ranking: tuple[tuple[str, float], ...]) -> ParserChoice:
-    from ..parse.derived_parser import derived_parser_spec
+    from ..parse.family import parser_spec
+    from ..parse.protocol import nine_char_call_id
     from .derive import DerivationError, derive_format
 
     key = template_hash(source)
     cached = _DERIVED.get(key)
     if cached is None:
         try:
-            cached = (derived_parser_spec(derive_format(source), DERIVED_FAMILY), "")
+            # verified with 9-character ids, the strictest form templates demand (Mistral),
+            # so replayed history renders the same way
+            derived = attrs.evolve(parser_spec(derive_format(source), lambda _: 0.0,
+                                               make_call_id=nine_char_call_id),
+                                   plugin="toolwire.templates.derive")
+            cached = (derived, "")
         except DerivationError as exc:
             cached = (None, str(exc))
         if len(_DERIVED) > 64:
@@ -155,8 +161,12 @@ def build_pipeline(spec: ParserSpec | None, tools: Mapping[str, Any], *,
                    prompt_tail: str = "") -> ReplyPipeline:
     """The stream filters that apply, then a fresh parser from ``spec``."""
     plugins = plugins or default_plugin_manager()
-    context = FilterContext(family=spec.name if spec else None, chat_template=chat_template,
-                            prompt_tail=prompt_tail)
+    fmt = spec.format if spec is not None else None
+    context = FilterContext(
+        family=spec.name if spec else None, chat_template=chat_template,
+        prompt_tail=prompt_tail,
+        call_open=(*fmt.section_open, *fmt.call_open) if fmt is not None else (),
+        call_close=(*fmt.section_close, *fmt.call_close) if fmt is not None else ())
     filters = []
     for filter_spec in plugins.stream_filters():
         made = filter_spec.create(context)

@@ -13,26 +13,20 @@ dropped once a call was made. Reasoning is the ``<|channel>thought ...
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Callable
 
 import toolwire
-from toolwire.parse.protocol import ParserSpec, StreamFilterSpec, StreamParser
-from toolwire.parse.reasoning import family_think_filter_spec
-from toolwire.parse.tagged_stream import (
-    CallHeader,
-    TaggedCallParser,
-    TaggedFormat,
-    valid_name,
-)
+from toolwire.parse.family import parser_spec, register_reasoning
+from toolwire.parse.protocol import ParserSpec, StreamFilterSpec
+from toolwire.parse.record import CallFormat, GrammarArguments, Header
 
-from .values import QUOTE, GemmaBody, read_gemma_object
+from .values import QUOTE, GemmaArgsReader, read_gemma_object
 
 __all__ = [
     "FAMILY",
     "GEMMA4_FORMAT",
     "QUOTE",
-    "GemmaBody",
+    "GemmaArgsReader",
     "detect",
     "read_gemma_object",
     "register_parsers",
@@ -41,20 +35,16 @@ __all__ = [
 
 FAMILY = "gemma4"
 
-
-def _call_header(header: str) -> CallHeader | None:
-    name = header.strip().removeprefix("call:").strip()
-    return CallHeader(name) if valid_name(name) else None
-
-
-GEMMA4_FORMAT = TaggedFormat(
+GEMMA4_FORMAT = CallFormat(
     family=FAMILY,
+    description="Gemma 4 <|tool_call>call:NAME{...}<tool_call|>",
     call_open="<|tool_call>",
-    call_header_stop=("{",),
-    read_call_header=_call_header,
+    header=Header(patterns=("call:{name}", "{name}")),
+    header_stop="{",
     call_close="<tool_call|>",
-    body=GemmaBody,
-    trailers=("<|tool_response>",),
+    arguments=GrammarArguments(reader=GemmaArgsReader, name="gemma4 object"),
+    trailers="<|tool_response>",
+    reasoning=("<|channel>thought", "<channel|>"),
 )
 """The Gemma 4 markup."""
 
@@ -66,19 +56,13 @@ def detect(template: str) -> float:
     return 0.0
 
 
-def _create(tools: Mapping[str, Any]) -> StreamParser:
-    return TaggedCallParser(GEMMA4_FORMAT, tools)
-
-
 @toolwire.hookimpl
 def register_parsers(register: Callable[[ParserSpec], None]) -> None:
     """Register the ``gemma4`` family."""
-    register(ParserSpec(name=FAMILY, detect=detect, create=_create,
-                        description="Gemma 4 <|tool_call>call:NAME{...}<tool_call|>"))
+    register(parser_spec(GEMMA4_FORMAT, detect))
 
 
 @toolwire.hookimpl
 def register_stream_filters(register: Callable[[StreamFilterSpec], None]) -> None:
     """Register Gemma 4's ``<|channel>thought ... <channel|>`` reasoning filter."""
-    register(family_think_filter_spec("<|channel>thought", "<channel|>", name="gemma4_thought",
-                                   families=(FAMILY,)))
+    register_reasoning(GEMMA4_FORMAT, register, name="gemma4_thought")

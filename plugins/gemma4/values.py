@@ -6,7 +6,7 @@ prints as ``None`` and numbers as Python prints them; lists are ``[...]``::
 
     {city:<|"|>Paris<|"|>,days:3,opts:{a:[1,None,true]}}
 
-:class:`GemmaBody` reads a call body in one pass, streaming top-level string
+:class:`GemmaArgsReader` reads a call body in one pass, streaming top-level string
 values as argument deltas; :func:`read_gemma_object` decodes a complete body.
 """
 
@@ -16,7 +16,10 @@ import json
 import re
 from typing import Any, Final
 
-__all__ = ["QUOTE", "GemmaBody", "read_gemma_object"]
+from toolwire.events import Event
+from toolwire.parse.readers import DONE, MORE, CallContext, ReaderBase
+
+__all__ = ["QUOTE", "GemmaArgsReader", "read_gemma_object"]
 
 QUOTE: Final = '<|"|>'
 _SCALARS: Final[dict[str, Any]] = {"true": True, "false": False, "null": None, "None": None,
@@ -149,15 +152,20 @@ def read_gemma_object(text: str) -> dict[str, Any] | None:
     return value
 
 
-class GemmaBody:
-    """A Gemma call body read in one pass; top-level strings stream as deltas."""
+class GemmaArgsReader(ReaderBase):
+    """Reads one call's ``{key:value,...}`` body, from its ``{`` to the matching ``}``.
 
-    __slots__ = ("_carry", "_depth", "_expect_key", "_in_string", "_key", "_key_parts",
-                 "_parts", "_top_string")
+    One pass with a cursor: the bracket depth (outside strings) says where the
+    body ends; top-level string values stream as argument deltas; the whole
+    body is decoded once, at its end, by :func:`read_gemma_object`.
+    """
 
-    def __init__(self) -> None:
-        self._parts: list[str] = []
-        self._carry = ""
+    __slots__ = ("_call", "_depth", "_expect_key", "_in_string", "_key", "_key_parts",
+                 "_top_string")
+
+    def __init__(self, call: CallContext) -> None:
+        super().__init__()
+        self._call = call
         self._depth = 0
         self._in_string = False
         self._top_string = False
@@ -165,46 +173,68 @@ class GemmaBody:
         self._key = ""
         self._key_parts: list[str] = []
 
-    def feed(self, text: str) -> list[tuple[str | None, str]]:
-        """Keep the piece; return deltas of top-level string values it holds."""
-        self._parts.append(text)
-        data = self._carry + text
-        self._carry = ""
-        out: list[tuple[str | None, str]] = []
-        pos = 0
+    def feed(self, data: str, pos: int, out: list[Event], eof: bool) -> tuple[int, int]:
+        """Consume from ``pos``; see :mod:`toolwire.parse.readers`."""
         n = len(data)
+        if self._depth == 0 and not self.raw:
+            start = pos
+            while pos < n and data[pos] in " \t\r\n":
+                pos += 1
+            self.take(data, start, pos)
+            if pos >= n:
+                return self.unclosed(n) if eof else (MORE, n)
+            if data[pos] != "{":
+                return self.fail(pos, "malformed_arguments", "expected Gemma arguments "
+                                                             "'{...}'; shown as text")
         while pos < n:
             if self._in_string:
                 end = data.find(QUOTE, pos)
                 if end < 0:
-                    safe = _partial_quote(data, pos)
-                    self._string_piece(data[pos:safe], out)
-                    self._carry = data[safe:]
-                    return out
-                self._string_piece(data[pos:end], out)
+                    safe = n if eof else _partial_quote(data, pos)
+                    self._string_piece(data, pos, safe, out)
+                    if eof:
+                        return self.unclosed(n)
+                    return MORE, safe
+                self._string_piece(data, pos, end, out)
+                self.take(data, end, end + len(QUOTE))
                 self._in_string = False
                 pos = end + len(QUOTE)
                 continue
             match = _STRUCTURE.search(data, pos)
             if match is None:
-                safe = _partial_quote(data, pos)
+                safe = n if eof else _partial_quote(data, pos)
                 self._key_text(data[pos:safe])
-                self._carry = data[safe:]
-                return out
+                self.take(data, pos, safe)
+                if eof:
+                    return self.unclosed(n)
+                return MORE, safe
             self._key_text(data[pos:match.start()])
+            self.take(data, pos, match.end())
             self._structure(match.group(0))
             pos = match.end()
-        return out
+            if self._depth == 0:
+                return self._finish(pos)
+        return self.unclosed(n) if eof else (MORE, n)
+
+    def _finish(self, pos: int) -> tuple[int, int]:
+        arguments = read_gemma_object("".join(self.raw).strip())
+        if arguments is None:
+            return self.fail(pos, "malformed_arguments", "the arguments are not a Gemma "
+                                                         "object; shown as text")
+        self.arguments = arguments
+        return DONE, pos
 
     def _key_text(self, text: str) -> None:
         if self._expect_key and self._depth == 1 and text:
             self._key_parts.append(text)
 
-    def _string_piece(self, text: str, out: list[tuple[str | None, str]]) -> None:
-        if not text:
+    def _string_piece(self, data: str, start: int, end: int, out: list[Event]) -> None:
+        if end <= start:
             return
+        text = data[start:end]
+        self.raw.append(text)
         if self._top_string:
-            out.append((self._key, text))
+            out.append(self._call.delta(text, self._key))
         elif self._expect_key and self._depth == 1:
             self._key_parts.append(text)
 
@@ -226,10 +256,6 @@ class GemmaBody:
         elif depth == 1 and token == ":" and self._expect_key:
             self._key = "".join(self._key_parts).strip()
             self._expect_key = False
-
-    def finish(self) -> dict[str, Any] | None:
-        """Decode the whole body."""
-        return read_gemma_object("".join(self._parts))
 
 
 def _partial_quote(data: str, start: int) -> int:

@@ -25,13 +25,12 @@ spellings (``True``) are accepted too.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Callable
 
 import toolwire
-from toolwire.parse.protocol import ParserSpec, StreamFilterSpec, StreamParser
-from toolwire.parse.reasoning import family_think_filter_spec
-from toolwire.parse.tagged_stream import TaggedCallParser, TaggedFormat
+from toolwire.parse.family import parser_spec, register_reasoning
+from toolwire.parse.protocol import ParserSpec, StreamFilterSpec
+from toolwire.parse.record import CallFormat, TaggedArguments
 
 __all__ = [
     "GLM_FAMILY",
@@ -47,34 +46,32 @@ __all__ = [
 GLM_FAMILY = "glm_xml"
 HY3_FAMILY = "hy3_xml"
 
-GLM_FORMAT = TaggedFormat(
+GLM_FORMAT = CallFormat(
     family=GLM_FAMILY,
+    description="GLM-4.x / Laguna <tool_call>NAME<arg_key>... pairs",
     call_open="<tool_call>",
-    call_header_end=("\n",),
-    call_header_stop=("<arg_key>", "</tool_call>"),
+    header_end="\n",
+    header_stop=("<arg_key>", "</tool_call>"),
     call_close="</tool_call>",
-    param_open="<arg_key>",
-    param_header_end="</arg_key>",
-    value_open="<arg_value>",
-    param_close="</arg_value>",
-    python_values=True,
+    arguments=TaggedArguments(open="<arg_key>", header_end="</arg_key>", value_open="<arg_value>",
+                              close="</arg_value>", python_values=True),
 )
 """The GLM / Laguna markup."""
 
 _HY = ":opensource"
-HY3_FORMAT = TaggedFormat(
+HY3_FORMAT = CallFormat(
     family=HY3_FAMILY,
-    section_open=(f"<tool_calls{_HY}>",),
-    section_close=(f"</tool_calls{_HY}>",),
+    description="Tencent Hy3 <tool_call:opensource> key/value pairs",
+    section_open=f"<tool_calls{_HY}>",
+    section_close=f"</tool_calls{_HY}>",
     call_open=f"<tool_call{_HY}>",
-    call_header_end=(f"<tool_sep{_HY}>",),
+    header_end=f"<tool_sep{_HY}>",
     call_close=f"</tool_call{_HY}>",
-    param_open=f"<arg_key{_HY}>",
-    param_header_end=f"</arg_key{_HY}>",
-    value_open=f"<arg_value{_HY}>",
-    param_close=f"</arg_value{_HY}>",
-    python_values=True,
-    trailers=(f"<｜hy_eos{_HY}｜>",),
+    arguments=TaggedArguments(open=f"<arg_key{_HY}>", header_end=f"</arg_key{_HY}>",
+                              value_open=f"<arg_value{_HY}>", close=f"</arg_value{_HY}>",
+                              python_values=True),
+    trailers=f"<｜hy_eos{_HY}｜>",
+    reasoning=(f"<think{_HY}>", f"</think{_HY}>"),
 )
 """The Tencent Hy3 markup (GLM pairs with ``:opensource`` tags)."""
 
@@ -97,26 +94,15 @@ def detect_hy3(template: str) -> float:
     return 0.0
 
 
-def _create_glm(tools: Mapping[str, Any]) -> StreamParser:
-    return TaggedCallParser(GLM_FORMAT, tools)
-
-
-def _create_hy3(tools: Mapping[str, Any]) -> StreamParser:
-    return TaggedCallParser(HY3_FORMAT, tools)
-
-
 @toolwire.hookimpl
 def register_parsers(register: Callable[[ParserSpec], None]) -> None:
     """Register the ``glm_xml`` and ``hy3_xml`` families."""
-    register(ParserSpec(name=GLM_FAMILY, detect=detect_glm, create=_create_glm,
-                        description="GLM-4.x / Laguna <tool_call>NAME<arg_key>... pairs"))
-    register(ParserSpec(name=HY3_FAMILY, detect=detect_hy3, create=_create_hy3,
-                        description="Tencent Hy3 <tool_call:opensource> key/value pairs"))
+    register(parser_spec(GLM_FORMAT, detect_glm))
+    register(parser_spec(HY3_FORMAT, detect_hy3))
 
 
 @toolwire.hookimpl
 def register_stream_filters(register: Callable[[StreamFilterSpec], None]) -> None:
     """Register Hy3's ``<think:opensource>`` reasoning filter."""
-    register(family_think_filter_spec(f"<think{_HY}>", f"</think{_HY}>", name="hy3_think",
-                                   families=(HY3_FAMILY,),
-                                   template_uses=lambda source: detect_hy3(source) > 0))
+    register_reasoning(HY3_FORMAT, register, name="hy3_think",
+                       template_uses=lambda source: detect_hy3(source) > 0)

@@ -30,7 +30,7 @@ from typing import Any
 
 import toolwire
 from toolwire.parse.protocol import ParserSpec, StreamParser
-from toolwire.parse.tagged_stream import TaggedFormat, name_attribute_call, name_attribute_param
+from toolwire.parse.record import CallFormat, Header, TaggedArguments
 
 from .parser import (
     HarmonyDialect,
@@ -74,18 +74,16 @@ def _glimmer_route(header: HarmonyHeader) -> Route:
     return Route("call", function_recipient(recipient))
 
 
-GLIMMER_FORMAT = TaggedFormat(
+GLIMMER_FORMAT = CallFormat(
     family=GLIMMER_FAMILY,
-    section_open=("<atem:function_calls>",),
-    section_close=("</atem:function_calls>",),
+    section_open="<atem:function_calls>",
+    section_close="</atem:function_calls>",
     call_open="<atem:invoke",
-    call_header_end=(">",),
-    read_call_header=name_attribute_call,
+    header=Header(attributes={"name": "name"}),
+    header_end=">",
     call_close="</atem:invoke>",
-    param_open="<atem:parameter",
-    param_header_end=">",
-    read_param_header=name_attribute_param,
-    param_close="</atem:parameter>",
+    arguments=TaggedArguments(open="<atem:parameter", header=Header(attributes={"name": "name"}),
+                              header_end=">", close="</atem:parameter>"),
 )
 """The ``<atem:invoke>`` body of a Glimmer tool message."""
 

@@ -34,14 +34,12 @@ from toolwire.events import (
     ToolCallEvent,
     ToolCallStartEvent,
 )
+from toolwire.parse.engine import CallParser
+from toolwire.parse.json_readers import double_encoded_note
+from toolwire.parse.markers import TokenSet, valid_name
+from toolwire.parse.record import CallFormat
 from toolwire.parse.streaming import HeldWhitespace
-from toolwire.parse.tagged_stream import (
-    JsonBody,
-    TaggedCallParser,
-    TaggedFormat,
-    TokenSet,
-    valid_name,
-)
+from toolwire.parse.values import json_arguments
 
 __all__ = [
     "CHANNEL",
@@ -122,7 +120,7 @@ class HarmonyDialect:
 
     family: str
     route: Callable[[HarmonyHeader], Route]
-    call_format: TaggedFormat | None = None
+    call_format: CallFormat | None = None
 
 
 # states
@@ -165,8 +163,8 @@ class HarmonyParser:
         self._route = Route("text")
         self._calls = 0
         self._raw: list[str] = []
-        self._json: JsonBody | None = None
-        self._tagged: TaggedCallParser | None = None
+        self._json: list[str] | None = None
+        self._tagged: CallParser | None = None
         self._body_started = False
         self._call_index = 0
         self._call_name = ""
@@ -304,9 +302,9 @@ class HarmonyParser:
         """Choose how to read a tool body from its first character."""
         fmt = self._dialect.call_format
         if fmt is not None and not data.startswith("{", pos):
-            self._tagged = TaggedCallParser(fmt, self._tools, first_index=self._calls)
+            self._tagged = CallParser(fmt, self._tools, first_index=self._calls)
             return
-        self._json = JsonBody()
+        self._json = []
         self._call_index = self._calls
         self._calls += 1
         out.append(ToolCallStartEvent(index=self._call_index, name=self._call_name))
@@ -347,7 +345,7 @@ class HarmonyParser:
         elif self._json is not None:
             self._raw.append(piece)
             out.append(ToolCallDeltaEvent(self._call_index, self._call_name, piece))
-            self._json.feed(piece)
+            self._json.append(piece)
 
     def _end_body(self, out: list[Event], *, complete: bool, at_eof: bool = False) -> None:
         self._state = _HEADER
@@ -367,11 +365,14 @@ class HarmonyParser:
             if at_eof or not complete:
                 self._malformed(out, "unclosed_call")
                 return
-            json_body = JsonBody()
+            json_body = []
             self._call_index = self._calls
             self._calls += 1
             out.append(ToolCallStartEvent(index=self._call_index, name=self._call_name))
-        arguments = json_body.finish() if complete else None
+        text = "".join(json_body)
+        arguments, double = json_arguments(text) if complete else (None, False)
+        if double:
+            out.append(double_encoded_note(self._call_name, text))
         if arguments is None:
             self._malformed(out, "unclosed_call" if at_eof or not complete
                             else "malformed_arguments")

@@ -7,22 +7,36 @@ Qwen3 (2504), Granite 4.0 / 4.1, MiMo-VL, Bielik and Reka Edge::
     {"name": "get_weather", "arguments": {"city": "Paris", "days": 3}}
     </tool_call>
 
+Drifts read (the engine's, for every JSON family): a list of call objects (or
+several objects) in one block, ``"parameters"`` instead of ``"arguments"``,
+arguments encoded as a JSON string, a missing ``</tool_call>`` at the end of the
+reply, and a call object missing its final ``}`` right before ``</tool_call>``.
 Qwen3's ``<think>`` blocks go through the core's shared reasoning filter.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Callable
 
 import toolwire
-from toolwire.parse.protocol import ParserSpec, StreamParser
+from toolwire.parse.family import parser_spec
+from toolwire.parse.protocol import ParserSpec
+from toolwire.parse.record import CallFormat, CallObjects
 
-from .parser import CLOSE_CALL, OPEN_CALL, HermesJsonParser
-
-__all__ = ["FAMILY", "HermesJsonParser", "detect"]
+__all__ = ["CLOSE_CALL", "FAMILY", "HERMES_FORMAT", "OPEN_CALL", "detect", "register_parsers"]
 
 FAMILY = "hermes_json"
+OPEN_CALL = "<tool_call>"
+CLOSE_CALL = "</tool_call>"
+
+HERMES_FORMAT = CallFormat(
+    family=FAMILY,
+    description="Hermes / Qwen2.5 <tool_call>{json}</tool_call>",
+    section_open=OPEN_CALL,
+    section_close=CLOSE_CALL,
+    arguments=CallObjects(name_keys=("name",), args_keys=("arguments", "parameters")),
+)
+"""The Hermes markup: each ``<tool_call>`` block holds JSON call objects."""
 
 # Markup of other families that also mention <tool_call>: Qwen XML
 # (<function=...>), GLM key/value (<arg_key>), Apriel (<tool_calls>[...]),
@@ -45,12 +59,7 @@ def detect(template: str) -> float:
     return 0.8
 
 
-def _create(tools: Mapping[str, Any]) -> StreamParser:
-    return HermesJsonParser(tools)
-
-
 @toolwire.hookimpl
 def register_parsers(register: Callable[[ParserSpec], None]) -> None:
     """Register the ``hermes_json`` family."""
-    register(ParserSpec(name=FAMILY, detect=detect, create=_create,
-                        description="Hermes / Qwen2.5 <tool_call>{json}</tool_call>"))
+    register(parser_spec(HERMES_FORMAT, detect))

@@ -27,21 +27,12 @@ and are parsed by the ``harmony`` plugin.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Callable
 
 import toolwire
-from toolwire.parse.protocol import ParserSpec, StreamFilterSpec, StreamParser
-from toolwire.parse.reasoning import family_think_filter_spec
-from toolwire.parse.tagged_stream import (
-    ParamHeader,
-    TaggedCallParser,
-    TaggedFormat,
-    attribute,
-    name_attribute_call,
-    name_attribute_param,
-    valid_name,
-)
+from toolwire.parse.family import parser_spec, register_reasoning
+from toolwire.parse.protocol import ParserSpec, StreamFilterSpec
+from toolwire.parse.record import CallFormat, Header, TaggedArguments
 
 __all__ = [
     "DSML_FAMILY",
@@ -66,86 +57,69 @@ M3_FAMILY = "minimax_m3"
 DSML_FAMILY = "dsml"
 MINICPM_FAMILY = "minicpm_xml"
 
+_NAME_ATTRIBUTE = Header(attributes={"name": "name"})
 
-def _dsml_param(header: str) -> ParamHeader | None:
-    name = attribute(header, "name")
-    if name is None or not valid_name(name):
-        return None
-    flag = attribute(header, "string")
-    kind = {"true": "string", "false": "json"}.get((flag or "").strip().lower())
-    return ParamHeader(name, kind)
-
-
-def _tag_name_param(header: str) -> ParamHeader | None:
-    name = header.strip()
-    if not valid_name(name) or name.startswith("/"):
-        return None
-    return ParamHeader(name)
-
-
-M2_FORMAT = TaggedFormat(
+M2_FORMAT = CallFormat(
     family=M2_FAMILY,
-    section_open=("<minimax:tool_call>",),
-    section_close=("</minimax:tool_call>",),
+    description="MiniMax-M2 <minimax:tool_call><invoke name=...> XML",
+    section_open="<minimax:tool_call>",
+    section_close="</minimax:tool_call>",
     call_open="<invoke",
-    call_header_end=(">",),
-    read_call_header=name_attribute_call,
+    header=_NAME_ATTRIBUTE,
+    header_end=">",
     call_close="</invoke>",
-    param_open="<parameter",
-    param_header_end=">",
-    read_param_header=name_attribute_param,
-    param_close="</parameter>",
-    python_values=True,
+    arguments=TaggedArguments(open="<parameter", header=_NAME_ATTRIBUTE, header_end=">",
+                              close="</parameter>", python_values=True),
 )
 """The MiniMax-M2 markup."""
 
 M3_TOKEN = "]<]minimax[>["
 """The token MiniMax-M3 writes before every tool-call tag."""
 
-M3_FORMAT = TaggedFormat(
+M3_FORMAT = CallFormat(
     family=M3_FAMILY,
-    section_open=(M3_TOKEN + "<tool_call>",),
-    section_close=(M3_TOKEN + "</tool_call>",),
+    description="MiniMax-M3 ]<]minimax[>[-prefixed nested-element XML",
+    section_open=M3_TOKEN + "<tool_call>",
+    section_close=M3_TOKEN + "</tool_call>",
     call_open=M3_TOKEN + "<invoke",
-    call_header_end=(">",),
-    read_call_header=name_attribute_call,
+    header=_NAME_ATTRIBUTE,
+    header_end=">",
     call_close=M3_TOKEN + "</invoke>",
-    param_open=M3_TOKEN + "<",
-    param_header_end=">",
-    read_param_header=_tag_name_param,
-    nested=M3_TOKEN,
+    arguments=TaggedArguments(open=M3_TOKEN + "<", header_end=">",
+                              close=M3_TOKEN + "</{name}>", nested=M3_TOKEN),
+    reasoning=("<mm:think>", "</mm:think>"),
+    reasoning_unopened=True,
 )
 """The MiniMax-M3 markup (nested-element values)."""
 
 _DSML = "｜DSML｜"
-DSML_FORMAT = TaggedFormat(
+DSML_FORMAT = CallFormat(
     family=DSML_FAMILY,
+    description="DeepSeek V3.2/V4 <｜DSML｜invoke> XML with string flags",
     section_open=(f"<{_DSML}function_calls>", f"<{_DSML}tool_calls>"),
     section_close=(f"</{_DSML}function_calls>", f"</{_DSML}tool_calls>"),
     call_open=f"<{_DSML}invoke",
-    call_header_end=(">",),
-    read_call_header=name_attribute_call,
+    header=_NAME_ATTRIBUTE,
+    header_end=">",
     call_close=f"</{_DSML}invoke>",
-    param_open=f"<{_DSML}parameter",
-    param_header_end=">",
-    read_param_header=_dsml_param,
-    param_close=f"</{_DSML}parameter>",
+    arguments=TaggedArguments(
+        open=f"<{_DSML}parameter",
+        header=Header(attributes={"name": "name", "kind": "string"},
+                      kinds={"true": "string", "false": "json"}),
+        header_end=">", close=f"</{_DSML}parameter>"),
 )
 """The DeepSeek V3.2 / V4 DSML markup."""
 
-MINICPM_FORMAT = TaggedFormat(
+MINICPM_FORMAT = CallFormat(
     family=MINICPM_FAMILY,
+    description="MiniCPM 5 <function name=...><param name=...> XML",
     call_open="<function",
-    call_header_end=(">",),
-    read_call_header=name_attribute_call,
+    header=_NAME_ATTRIBUTE,
+    header_end=">",
     call_close="</function>",
     strict_open=False,
-    param_open="<param",
-    param_header_end=">",
-    read_param_header=name_attribute_param,
-    param_close="</param>",
-    cdata=True,
-    python_values=True,
+    arguments=TaggedArguments(open="<param", header=_NAME_ATTRIBUTE, header_end=">",
+                              close="</param>", cdata=True, python_values=True),
 )
 """The MiniCPM 5 markup (no section; CDATA-wrapped values)."""
 
@@ -182,34 +156,16 @@ def detect_minicpm(template: str) -> float:
     return 0.0
 
 
-def _m3_template_uses(template: str) -> bool:
-    return detect_m3(template) > 0
-
-
-def _creator(fmt: TaggedFormat) -> Callable[[Mapping[str, Any]], StreamParser]:
-    def create(tools: Mapping[str, Any]) -> StreamParser:
-        return TaggedCallParser(fmt, tools)
-
-    return create
-
-
 @toolwire.hookimpl
 def register_parsers(register: Callable[[ParserSpec], None]) -> None:
     """Register the ``minimax_xml``, ``minimax_m3``, ``dsml`` and ``minicpm_xml`` families."""
-    register(ParserSpec(name=M2_FAMILY, detect=detect_m2, create=_creator(M2_FORMAT),
-                        description="MiniMax-M2 <minimax:tool_call><invoke name=...> XML"))
-    register(ParserSpec(name=M3_FAMILY, detect=detect_m3, create=_creator(M3_FORMAT),
-                        description="MiniMax-M3 ]<]minimax[>[-prefixed nested-element XML"))
-    register(ParserSpec(name=DSML_FAMILY, detect=detect_dsml, create=_creator(DSML_FORMAT),
-                        description="DeepSeek V3.2/V4 <｜DSML｜invoke> XML with string flags"))
-    register(ParserSpec(name=MINICPM_FAMILY, detect=detect_minicpm,
-                        create=_creator(MINICPM_FORMAT),
-                        description="MiniCPM 5 <function name=...><param name=...> XML"))
+    for fmt, detect in ((M2_FORMAT, detect_m2), (M3_FORMAT, detect_m3),
+                        (DSML_FORMAT, detect_dsml), (MINICPM_FORMAT, detect_minicpm)):
+        register(parser_spec(fmt, detect))
 
 
 @toolwire.hookimpl
 def register_stream_filters(register: Callable[[StreamFilterSpec], None]) -> None:
     """Register MiniMax-M3's ``<mm:think>`` reasoning filter."""
-    register(family_think_filter_spec("<mm:think>", "</mm:think>", name="minimax_m3_think",
-                                   families=(M3_FAMILY,), starts_unopened=True,
-                                   template_uses=_m3_template_uses))
+    register_reasoning(M3_FORMAT, register, name="minimax_m3_think",
+                       template_uses=lambda source: detect_m3(source) > 0)

@@ -25,21 +25,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Callable
 
 import toolwire
-from toolwire.parse.protocol import ParserSpec, StreamFilterSpec, StreamParser
-from toolwire.parse.reasoning import family_think_filter_spec
-from toolwire.parse.tagged_stream import (
-    CallHeader,
-    JsonBody,
-    ParamHeader,
-    TaggedCallParser,
-    TaggedFormat,
-    attribute,
-    valid_name,
-)
+from toolwire.parse.family import parser_spec, register_reasoning
+from toolwire.parse.protocol import ParserSpec, StreamFilterSpec
+from toolwire.parse.record import CallFormat, Header, JsonArguments, TaggedArguments
 
 __all__ = [
     "K2_FAMILY",
@@ -56,15 +47,6 @@ __all__ = [
 K2_FAMILY = "kimi_k2"
 K3_FAMILY = "kimi_k3"
 
-def _k2_header(header: str) -> CallHeader | None:
-    """``functions.NAME:IDX`` (the prefix and the index may be missing)."""
-    call_id = header.strip()
-    name = call_id.removeprefix("functions.")
-    head, colon, index = name.rpartition(":")
-    if colon and index.isdigit():
-        name = head
-    return CallHeader(name, call_id) if valid_name(name) else None
-
 
 def kimi_call_id(index: int) -> str:
     """A call id in Kimi's ``functions.NAME:IDX`` shape, for calls made elsewhere.
@@ -76,52 +58,40 @@ def kimi_call_id(index: int) -> str:
     return f"functions.call:{index}"
 
 
-K2_FORMAT = TaggedFormat(
+K2_FORMAT = CallFormat(
     family=K2_FAMILY,
-    section_open=("<|tool_calls_section_begin|>",),
-    section_close=("<|tool_calls_section_end|>",),
+    description="Kimi K2 <|tool_calls_section_begin|> with JSON arguments",
+    section_open="<|tool_calls_section_begin|>",
+    section_close="<|tool_calls_section_end|>",
     call_open="<|tool_call_begin|>",
-    call_header_end=("<|tool_call_argument_begin|>",),
-    read_call_header=_k2_header,
+    # the prefix and the index may be missing; the whole header is the call's id
+    header=Header(patterns=("functions.{name}:{index}", "functions.{name}", "{name}:{index}",
+                            "{name}"), id_is_header=True),
+    header_end="<|tool_call_argument_begin|>",
     call_close="<|tool_call_end|>",
-    body=JsonBody,
+    arguments=JsonArguments(),
 )
 """The Kimi K2 markup."""
 
-
-def _k3_call_header(header: str) -> CallHeader | None:
-    name = attribute(header, "tool")
-    return CallHeader(name) if name is not None and valid_name(name) else None
-
-
-def _k3_param_header(header: str) -> ParamHeader | None:
-    key = attribute(header, "key")
-    if key is None or not valid_name(key):
-        return None
-    kind = attribute(header, "type")
-    if kind is None:
-        return ParamHeader(key)
-    return ParamHeader(key, "string" if kind.strip() == "string" else "json")
-
-
 _SEP = "<|sep|>"
-K3_FORMAT = TaggedFormat(
+K3_FORMAT = CallFormat(
     family=K3_FAMILY,
-    section_open=(f"<|open|>tools{_SEP}",),
-    section_close=(f"<|close|>tools{_SEP}",),
+    description="Kimi K3 typed <|open|>call xtml tags",
+    section_open=f"<|open|>tools{_SEP}",
+    section_close=f"<|close|>tools{_SEP}",
     call_open="<|open|>call",
-    call_header_end=(_SEP,),
-    read_call_header=_k3_call_header,
+    header=Header(attributes={"name": "tool"}),
+    header_end=_SEP,
     call_close=f"<|close|>call{_SEP}",
-    param_open="<|open|>argument",
-    param_header_end=_SEP,
-    read_param_header=_k3_param_header,
-    param_close=f"<|close|>argument{_SEP}",
-    arguments_open="<|open|>json",
-    arguments_header_end=_SEP,
-    arguments_close=f"<|close|>json{_SEP}",
-    dropped=(f"<|open|>response{_SEP}", f"<|close|>response{_SEP}",
-             f"<|close|>message{_SEP}", "<|end_of_msg|>"),
+    arguments=TaggedArguments(
+        open="<|open|>argument",
+        header=Header(attributes={"name": "key", "kind": "type"},
+                      kinds={"string": "string", "*": "json"}),
+        header_end=_SEP, close=f"<|close|>argument{_SEP}",
+        json_block=("<|open|>json", _SEP, f"<|close|>json{_SEP}")),
+    drops=(f"<|open|>response{_SEP}", f"<|close|>response{_SEP}", f"<|close|>message{_SEP}",
+           "<|end_of_msg|>"),
+    reasoning=(f"<|open|>think{_SEP}", f"<|close|>think{_SEP}"),
 )
 """The Kimi K3 xtml markup."""
 
@@ -144,27 +114,15 @@ def detect_k3(template: str) -> float:
     return 0.0
 
 
-def _create_k2(tools: Mapping[str, Any]) -> StreamParser:
-    return TaggedCallParser(K2_FORMAT, tools)
-
-
-def _create_k3(tools: Mapping[str, Any]) -> StreamParser:
-    return TaggedCallParser(K3_FORMAT, tools)
-
-
 @toolwire.hookimpl
 def register_parsers(register: Callable[[ParserSpec], None]) -> None:
     """Register the ``kimi_k2`` and ``kimi_k3`` families."""
-    register(ParserSpec(name=K2_FAMILY, detect=detect_k2, create=_create_k2,
-                        make_call_id=kimi_call_id,
-                        description="Kimi K2 <|tool_calls_section_begin|> with JSON arguments"))
-    register(ParserSpec(name=K3_FAMILY, detect=detect_k3, create=_create_k3,
-                        description="Kimi K3 typed <|open|>call xtml tags"))
+    register(parser_spec(K2_FORMAT, detect_k2, make_call_id=kimi_call_id))
+    register(parser_spec(K3_FORMAT, detect_k3))
 
 
 @toolwire.hookimpl
 def register_stream_filters(register: Callable[[StreamFilterSpec], None]) -> None:
     """Register Kimi K3's ``<|open|>think<|sep|>`` reasoning filter."""
-    register(family_think_filter_spec(f"<|open|>think{_SEP}", f"<|close|>think{_SEP}",
-                                   name="kimi_k3_think", families=(K3_FAMILY,),
-                                   template_uses=lambda source: detect_k3(source) > 0))
+    register_reasoning(K3_FORMAT, register, name="kimi_k3_think",
+                       template_uses=lambda source: detect_k3(source) > 0)

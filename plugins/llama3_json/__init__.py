@@ -6,24 +6,42 @@ The templates render a call as a bare JSON object, the whole assistant turn::
 
 optionally after ``<|python_tag|>``; they raise on a second call in one turn.
 Llama 3.2 models also write pythonic lists (``[get_weather(city="Paris")]``),
-which are read too.
+which are read too. A call is recognised where the reply *begins* with a JSON
+object whose keys are those of a call (``name``, ``parameters`` or ``arguments``,
+optionally ``type``); any other object is an answer that happens to be JSON and
+stays text, with no diagnostic. ``<|python_tag|>`` (Llama 3.1's marker for tool
+code) may precede calls anywhere. Drifts read: several call objects separated
+by ``;`` or blank lines, and an echoed ``<|eom_id|>`` / ``<|eot_id|>``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Callable
 
 import toolwire
-from toolwire.parse.protocol import ParserSpec, StreamParser
+from toolwire.parse.family import parser_spec
+from toolwire.parse.protocol import ParserSpec
+from toolwire.parse.pythonic_reader import calls_from_source
+from toolwire.parse.record import CallFormat, CallObjects, PythonicCalls
 
-from .parser import PYTHON_TAG, Llama3JsonParser
-from .pythonic import PythonicListReader, calls_from_source
-
-__all__ = ["FAMILY", "PYTHON_TAG", "Llama3JsonParser", "PythonicListReader",
-           "calls_from_source", "detect"]
+__all__ = ["FAMILY", "LLAMA3_FORMAT", "PYTHON_TAG", "calls_from_source", "detect",
+           "register_parsers"]
 
 FAMILY = "llama3_json"
+PYTHON_TAG = "<|python_tag|>"
+
+LLAMA3_FORMAT = CallFormat(
+    family=FAMILY,
+    description='Llama 3.x {"name", "parameters"} JSON (and pythonic lists)',
+    section_open=PYTHON_TAG,
+    at_start=True,
+    arguments=(CallObjects(name_keys=("name",), args_keys=("parameters", "arguments"),
+                           separators=";"),
+               PythonicCalls()),
+    drops=("<|eom_id|>", "<|eot_id|>"),
+    max_calls=1,
+)
+"""The Llama 3.x markup: bare JSON at the reply's start, or after ``<|python_tag|>``."""
 
 
 def detect(template: str) -> float:
@@ -42,13 +60,7 @@ def detect(template: str) -> float:
     return 0.8
 
 
-def _create(tools: Mapping[str, Any]) -> StreamParser:
-    return Llama3JsonParser(tools)
-
-
 @toolwire.hookimpl
 def register_parsers(register: Callable[[ParserSpec], None]) -> None:
     """Register the ``llama3_json`` family."""
-    register(ParserSpec(name=FAMILY, detect=detect, create=_create,
-                        description="Llama 3.x {\"name\", \"parameters\"} JSON (and pythonic "
-                                    "lists)"))
+    register(parser_spec(LLAMA3_FORMAT, detect))

@@ -6,24 +6,41 @@ Ministral 3 write ``[TOOL_CALLS]name[ARGS]{...}``; Mistral Small 3.2 adds
 alphanumeric characters, so the family's ``make_call_id`` makes those.
 Reasoning models (Ministral 3 Reasoning, Magistral) think inside
 ``[THINK]...[/THINK]``; the plugin registers a reasoning filter for it.
+
+Drifts read: a single call object instead of a list, blanks after the marker,
+and a second ``name[ARGS]{...}`` written without repeating ``[TOOL_CALLS]``.
+The id a model writes is not kept: the chat loop gives every call a fresh
+9-character id (the form these templates demand).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Callable
 
 import toolwire
-from toolwire.parse.protocol import ParserSpec, StreamFilterSpec, StreamParser, nine_char_call_id
-from toolwire.parse.reasoning import family_think_filter_spec
+from toolwire.parse.family import parser_spec, register_reasoning
+from toolwire.parse.protocol import ParserSpec, StreamFilterSpec, nine_char_call_id
+from toolwire.parse.record import CallFormat, CallObjects, Header, JsonArguments
 
-from .parser import TOOL_CALLS, MistralParser
-
-__all__ = ["FAMILY", "MistralParser", "detect"]
+__all__ = ["ARGS", "CALL_ID", "FAMILY", "MISTRAL_FORMAT", "TOOL_CALLS", "detect",
+           "register_parsers", "register_stream_filters"]
 
 FAMILY = "mistral"
-THINK_OPEN = "[THINK]"
-THINK_CLOSE = "[/THINK]"
+TOOL_CALLS = "[TOOL_CALLS]"
+ARGS = "[ARGS]"
+CALL_ID = "[CALL_ID]"
+
+MISTRAL_FORMAT = CallFormat(
+    family=FAMILY,
+    description="Mistral [TOOL_CALLS] (Nemo list, name[ARGS], [CALL_ID])",
+    section_open=TOOL_CALLS,
+    arguments=(CallObjects(name_keys=("name",), args_keys=("arguments", "parameters")),
+               JsonArguments()),
+    header=Header(patterns=("{name}" + CALL_ID + "{any}", "{name}")),
+    header_end=ARGS,
+    reasoning=("[THINK]", "[/THINK]"),
+)
+"""The Mistral markup, in its three generations."""
 
 
 def detect(template: str) -> float:
@@ -31,20 +48,13 @@ def detect(template: str) -> float:
     return 0.8 if TOOL_CALLS in template else 0.0
 
 
-def _create(tools: Mapping[str, Any]) -> StreamParser:
-    return MistralParser(tools)
-
-
 @toolwire.hookimpl
 def register_parsers(register: Callable[[ParserSpec], None]) -> None:
     """Register the ``mistral`` family."""
-    register(ParserSpec(name=FAMILY, detect=detect, create=_create,
-                        make_call_id=nine_char_call_id,
-                        description="Mistral [TOOL_CALLS] (Nemo list, name[ARGS], [CALL_ID])"))
+    register(parser_spec(MISTRAL_FORMAT, detect, make_call_id=nine_char_call_id))
 
 
 @toolwire.hookimpl
 def register_stream_filters(register: Callable[[StreamFilterSpec], None]) -> None:
     """Register the ``[THINK]...[/THINK]`` reasoning filter."""
-    register(family_think_filter_spec(THINK_OPEN, THINK_CLOSE, name="mistral_think",
-                                          families=(FAMILY,)))
+    register_reasoning(MISTRAL_FORMAT, register, name="mistral_think")

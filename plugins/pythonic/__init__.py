@@ -2,24 +2,36 @@
 
 The LFM2.5-8B-A1B template renders a turn's calls as a Python list between
 special tokens, ``<|tool_call_start|>[get_weather(city='Paris', days=3)]
-<|tool_call_end|>``; :class:`PythonicParser` documents how values are read
-(never evaluated). Reasoning is a ``<think>`` block (the core's shared filter).
+<|tool_call_end|>``, writing each string value as ``'`` + the raw text + ``'``
+without escaping; :mod:`toolwire.parse.pythonic_reader` documents how such
+values are read (never evaluated). Reasoning is a ``<think>`` block (the core's
+shared filter).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Callable
 
 import toolwire
-from toolwire.parse.protocol import ParserSpec, StreamParser
+from toolwire.parse.family import parser_spec
+from toolwire.parse.protocol import ParserSpec
+from toolwire.parse.record import CallFormat, PythonicCalls
 
-from .parser import CALLS_CLOSE, CALLS_OPEN, PythonicParser
-
-__all__ = ["CALLS_CLOSE", "CALLS_OPEN", "FAMILY", "PythonicParser", "detect",
+__all__ = ["CALLS_CLOSE", "CALLS_OPEN", "FAMILY", "PYTHONIC_FORMAT", "detect",
            "register_parsers"]
 
 FAMILY = "pythonic"
+CALLS_OPEN = "<|tool_call_start|>"
+CALLS_CLOSE = "<|tool_call_end|>"
+
+PYTHONIC_FORMAT = CallFormat(
+    family=FAMILY,
+    description="LFM2.5 <|tool_call_start|>[f(a='x')] pythonic call lists",
+    section_open=CALLS_OPEN,
+    section_close=CALLS_CLOSE,
+    arguments=PythonicCalls(raw_strings=True),
+)
+"""The LFM2.5 markup."""
 
 
 def detect(template: str) -> float:
@@ -29,12 +41,7 @@ def detect(template: str) -> float:
     return 0.0
 
 
-def _create(tools: Mapping[str, Any]) -> StreamParser:
-    return PythonicParser(tools)
-
-
 @toolwire.hookimpl
 def register_parsers(register: Callable[[ParserSpec], None]) -> None:
     """Register the ``pythonic`` family."""
-    register(ParserSpec(name=FAMILY, detect=detect, create=_create,
-                        description="LFM2.5 <|tool_call_start|>[f(a='x')] pythonic call lists"))
+    register(parser_spec(PYTHONIC_FORMAT, detect))

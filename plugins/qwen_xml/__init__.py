@@ -1,24 +1,45 @@
 """Built-in parser plugin for the Qwen3.5 / Qwen3-Coder XML tool-call markup.
 
-Registered through the same hooks and entry-point group as a third-party
-parser. It claims chat templates that render ``<tool_call>`` with
-``<function=NAME>`` and ``<parameter=P>`` tags, Its ``<think>`` blocks go through
-the core's shared reasoning filter.
+The templates render a call as::
+
+    <tool_call>
+    <function=NAME>
+    <parameter=P>
+    VALUE
+    </parameter>
+    </function>
+    </tool_call>
+
+The family is a record run by the one engine; the newline after a parameter's
+header and the one before its closing tag are markup (``trim_newline``). Its
+``<think>`` blocks go through the core's shared reasoning filter.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Callable
 
 import toolwire
-from toolwire.parse.protocol import ParserSpec, StreamParser
+from toolwire.parse.family import parser_spec
+from toolwire.parse.protocol import ParserSpec
+from toolwire.parse.record import CallFormat, TaggedArguments
 
-from .parser import QwenXmlParser
-
-__all__ = ["FAMILY", "QwenXmlParser", "detect"]
+__all__ = ["FAMILY", "QWEN_FORMAT", "detect", "register_parsers"]
 
 FAMILY = "qwen_xml"
+
+QWEN_FORMAT = CallFormat(
+    family=FAMILY,
+    description="Qwen3.5 / Qwen3-Coder <tool_call><function=...> XML",
+    section_open="<tool_call>",
+    section_close="</tool_call>",
+    call_open="<function=",
+    header_end=">",
+    call_close="</function>",
+    arguments=TaggedArguments(open="<parameter=", header_end=">", close="</parameter>",
+                              trim_newline=True),
+)
+"""The Qwen XML markup."""
 
 
 def detect(template: str) -> float:
@@ -36,12 +57,7 @@ def detect(template: str) -> float:
     return 0.0
 
 
-def _create(tools: Mapping[str, Any]) -> StreamParser:
-    return QwenXmlParser(tools)
-
-
 @toolwire.hookimpl
 def register_parsers(register: Callable[[ParserSpec], None]) -> None:
     """Register the ``qwen_xml`` family."""
-    register(ParserSpec(name=FAMILY, detect=detect, create=_create,
-                        description="Qwen3.5 / Qwen3-Coder <tool_call><function=...> XML"))
+    register(parser_spec(QWEN_FORMAT, detect))

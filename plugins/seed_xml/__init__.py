@@ -18,29 +18,28 @@ routed by this plugin's own stream filter (``seed_think``).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Callable
 
 import toolwire
-from toolwire.parse.protocol import ParserSpec, StreamFilterSpec, StreamParser
-from toolwire.parse.reasoning import family_think_filter_spec
-from toolwire.parse.tagged_stream import TaggedCallParser, TaggedFormat
+from toolwire.parse.family import parser_spec, register_reasoning
+from toolwire.parse.protocol import ParserSpec, StreamFilterSpec
+from toolwire.parse.record import CallFormat, TaggedArguments
 
 __all__ = ["FAMILY", "SEED_FORMAT", "detect", "register_parsers", "register_stream_filters"]
 
 FAMILY = "seed_xml"
 
-SEED_FORMAT = TaggedFormat(
+SEED_FORMAT = CallFormat(
     family=FAMILY,
-    section_open=("<seed:tool_call>",),
-    section_close=("</seed:tool_call>",),
+    description="ByteDance Seed-OSS <seed:tool_call><function=...> XML",
+    section_open="<seed:tool_call>",
+    section_close="</seed:tool_call>",
     call_open="<function=",
-    call_header_end=(">",),
+    header_end=">",
     call_close="</function>",
-    param_open="<parameter=",
-    param_header_end=">",
-    param_close="</parameter>",
-    python_values=True,
+    arguments=TaggedArguments(open="<parameter=", header_end=">", close="</parameter>",
+                              python_values=True),
+    reasoning=("<seed:think>", "</seed:think>"),
 )
 """The Seed-OSS markup."""
 
@@ -52,19 +51,13 @@ def detect(template: str) -> float:
     return 0.0
 
 
-def _create(tools: Mapping[str, Any]) -> StreamParser:
-    return TaggedCallParser(SEED_FORMAT, tools)
-
-
 @toolwire.hookimpl
 def register_parsers(register: Callable[[ParserSpec], None]) -> None:
     """Register the ``seed_xml`` family."""
-    register(ParserSpec(name=FAMILY, detect=detect, create=_create,
-                        description="ByteDance Seed-OSS <seed:tool_call><function=...> XML"))
+    register(parser_spec(SEED_FORMAT, detect))
 
 
 @toolwire.hookimpl
 def register_stream_filters(register: Callable[[StreamFilterSpec], None]) -> None:
     """Register the ``<seed:think>`` reasoning filter."""
-    register(family_think_filter_spec("<seed:think>", "</seed:think>", name="seed_think",
-                                   families=(FAMILY,)))
+    register_reasoning(SEED_FORMAT, register, name="seed_think")

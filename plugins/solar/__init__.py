@@ -17,18 +17,12 @@ from __future__ import annotations
 
 import secrets
 import string
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Callable
 
 import toolwire
-from toolwire.parse.protocol import ParserSpec, StreamParser
-from toolwire.parse.tagged_stream import (
-    CallHeader,
-    JsonBody,
-    TaggedCallParser,
-    TaggedFormat,
-    valid_name,
-)
+from toolwire.parse.family import parser_spec
+from toolwire.parse.protocol import ParserSpec
+from toolwire.parse.record import CallFormat, Header, JsonArguments
 
 __all__ = ["FAMILY", "SOLAR_FORMAT", "detect", "register_parsers", "solar_call_id"]
 
@@ -37,30 +31,23 @@ _NAME_TOKEN = "<|tool_call:name|>"
 _ID_ALPHABET = string.ascii_lowercase + string.digits
 
 
-def _call_header(header: str) -> CallHeader | None:
-    call_id, sep, name = header.partition(_NAME_TOKEN)
-    name = name.strip()
-    if not sep or not valid_name(name):
-        return None
-    return CallHeader(name, call_id.strip())
-
-
 def solar_call_id(index: int) -> str:
     """A fresh id of ten lowercase letters or digits, as the Solar template asks."""
     return "".join(secrets.choice(_ID_ALPHABET) for _ in range(10))
 
 
-SOLAR_FORMAT = TaggedFormat(
+SOLAR_FORMAT = CallFormat(
     family=FAMILY,
-    section_open=("<|tool_calls|>",),
-    section_close=("<|calls|>",),
+    description="Solar Open <|tool_calls|><|tool_call:begin|>ID... JSON",
+    section_open="<|tool_calls|>",
+    section_close="<|calls|>",
     call_open="<|tool_call:begin|>",
-    call_header_end=("<|tool_call:args|>",),
-    read_call_header=_call_header,
+    header=Header(patterns=("{id}" + _NAME_TOKEN + "{name}", _NAME_TOKEN + "{name}")),
+    header_end="<|tool_call:args|>",
     call_close="<|tool_call:end|>",
-    body=JsonBody,
+    arguments=JsonArguments(),
     blocks={"<|think|>": ("reasoning", "<|end|>"), "<|content|>": ("text", "<|end|>")},
-    dropped=("<|begin|>assistant", "<|end|>"),
+    drops=("<|begin|>assistant", "<|end|>"),
 )
 """The Solar Open markup."""
 
@@ -72,12 +59,7 @@ def detect(template: str) -> float:
     return 0.0
 
 
-def _create(tools: Mapping[str, Any]) -> StreamParser:
-    return TaggedCallParser(SOLAR_FORMAT, tools)
-
-
 @toolwire.hookimpl
 def register_parsers(register: Callable[[ParserSpec], None]) -> None:
     """Register the ``solar`` family."""
-    register(ParserSpec(name=FAMILY, detect=detect, create=_create, make_call_id=solar_call_id,
-                        description="Solar Open <|tool_calls|><|tool_call:begin|>ID... JSON"))
+    register(parser_spec(SOLAR_FORMAT, detect, make_call_id=solar_call_id))

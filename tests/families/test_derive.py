@@ -14,8 +14,10 @@ from hypothesis import strategies as st
 
 from tests.support.templates import SHARED_TEMPLATES, shared_template
 from toolwire import Chat, DiagnosticEvent, ParserNotFoundError, merge_events, parse_reply, tool
-from toolwire.parse.derived_parser import DerivedParser
-from toolwire.templates.derive import DerivationError, DerivedFormat, derive_format
+from toolwire.parse.engine import CallParser
+from toolwire.parse.record import CallFormat, Header, JsonArguments, TaggedArguments
+from toolwire.parse.record_source import format_source
+from toolwire.templates.derive import DerivationError, derive_format
 from toolwire.templates.selection import DERIVED_FAMILY, select_parser
 from toolwire.testing import isolated_plugin_manager
 from toolwire.testing import strategies as tws
@@ -48,18 +50,19 @@ TOOLS = [{"type": "function", "function": {"name": "search", "parameters": {
 
 def test_json_arguments_format_is_inferred() -> None:
     fmt = derive_format(CUSTOM_TEMPLATE)
-    assert fmt.arguments == "json"
-    assert fmt.opening == "[[invoke "
-    assert fmt.name_close == "]]" and fmt.call_close == "[[/invoke]]"
-    assert fmt.parallel
+    assert isinstance(fmt.arguments, JsonArguments)
+    assert fmt.call_open == ("[[invoke",)
+    assert fmt.header_end == ("]]",) and fmt.call_close == ("[[/invoke]]",)
+    assert fmt.max_calls is None  # several calls per turn
 
 
 def test_tagged_arguments_format_is_inferred() -> None:
     fmt = derive_format(CUSTOM_TAGGED)
-    assert fmt.arguments == "tagged"
-    assert (fmt.section_open, fmt.section_close) == ("<calls>", "</calls>")
-    assert fmt.arg_open.endswith('<arg key="') and fmt.string_key_close == '">'
-    assert fmt.string_value_close == "</arg>"
+    args = fmt.arguments
+    assert isinstance(args, TaggedArguments)
+    assert (fmt.section_open, fmt.section_close) == (("<calls>",), ("</calls>",))
+    assert args.open.endswith('<arg key="') and '">' in args.header_end
+    assert args.close_for("string") == "</arg>"
 
 
 def test_derived_parser_reads_calls_and_streams_arguments() -> None:
@@ -104,8 +107,44 @@ def test_detect_derive_prints_the_record(tmp_path: Path) -> None:
     run = subprocess.run([sys.executable, "-m", "toolwire", "detect", "--derive", str(path)],
                          capture_output=True, text=True, timeout=60)
     assert run.returncode == 0, run.stderr
-    record = json.loads(run.stdout)
-    assert DerivedFormat(**record) == derive_format(CUSTOM_TEMPLATE)
+    # the output is Python a plugin can paste: it evaluates to the derived record
+    namespace: dict[str, Any] = {}
+    exec(run.stdout, namespace)
+    assert namespace["DERIVED_FORMAT"] == derive_format(CUSTOM_TEMPLATE)
+    as_json = subprocess.run([sys.executable, "-m", "toolwire", "detect", "--derive", "--json",
+                              str(path)], capture_output=True, text=True, timeout=60)
+    assert json.loads(as_json.stdout)["call_open"] == ["[[invoke"]
+
+
+def test_the_printed_record_of_every_built_in_family_evaluates_back() -> None:
+    from toolwire.plugins import (
+        deepseek,
+        glm_xml,
+        invoke_xml,
+        json_wrappers,
+        kimi,
+        llama3_json,
+        mistral,
+        pythonic,
+        qwen_xml,
+        seed_xml,
+        solar,
+    )
+    records = [qwen_xml.QWEN_FORMAT, seed_xml.SEED_FORMAT, glm_xml.GLM_FORMAT,
+               glm_xml.HY3_FORMAT, invoke_xml.M2_FORMAT, invoke_xml.M3_FORMAT,
+               invoke_xml.DSML_FORMAT, invoke_xml.MINICPM_FORMAT, kimi.K2_FORMAT,
+               kimi.K3_FORMAT, solar.SOLAR_FORMAT, mistral.MISTRAL_FORMAT,
+               deepseek.DEEPSEEK_FORMAT, llama3_json.LLAMA3_FORMAT, pythonic.PYTHONIC_FORMAT,
+               *json_wrappers.FORMATS]
+    names = {"CallFormat": CallFormat, "Header": Header, "JsonArguments": JsonArguments,
+             "TaggedArguments": TaggedArguments}
+    from toolwire.parse import record
+
+    names.update({n: getattr(record, n) for n in record.__all__})
+    for fmt in records:
+        namespace = dict(names)
+        exec(format_source(fmt), namespace)
+        assert namespace["FORMAT"] == fmt, fmt.family
 
 
 def _render_reply(template: str, calls: list[tuple[str, dict[str, Any]]]) -> str:
@@ -129,18 +168,18 @@ def test_round_trip_through_a_derived_tagged_format(calls: list[tuple[str, dict[
     fmt = derive_format(CUSTOM_TAGGED)
     reply = _render_reply(CUSTOM_TAGGED, calls)
     pieces = data.draw(tws.chunkings(reply))
-    parser = DerivedParser(fmt, {"search": TOOLS[0]["function"]["parameters"]})
+    parser = CallParser(fmt, {"search": TOOLS[0]["function"]["parameters"]})
     events = [e for p in pieces for e in parser.feed(p)] + parser.close()
     got = [(e.name, dict(e.arguments)) for e in events if e.type == "tool_call"]
     assert got == calls
-    whole = DerivedParser(fmt, {"search": TOOLS[0]["function"]["parameters"]})
+    whole = CallParser(fmt, {"search": TOOLS[0]["function"]["parameters"]})
     assert merge_events(events) == merge_events(whole.feed(reply) + whole.close())
 
 
 @given(text=tws.adversarial_text(max_size=200,
                                  fragments=("[[invoke ", "]]", "[[/invoke]]", "{", "}", '"')))
 def test_garbage_never_raises(text: str) -> None:
-    parser = DerivedParser(derive_format(CUSTOM_TEMPLATE), {})
+    parser = CallParser(derive_format(CUSTOM_TEMPLATE), {})
     events = parser.feed(text) + parser.close()
     assert not any(isinstance(e, DiagnosticEvent) and e.code == "parser_error" for e in events)
 
@@ -160,8 +199,8 @@ def test_every_real_template_derives_or_says_why(path: Path) -> None:
         assert str(exc)  # an honest reason, never a crash
         return
     # what was derived reproduces the template's own rendering (checked again here)
-    from toolwire.parse.derived_parser import verify_format
     from toolwire.templates.derive import _Renderer
+    from toolwire.templates.derive_record import verify_format
 
     assert verify_format(fmt, _Renderer(source)) == ""
 

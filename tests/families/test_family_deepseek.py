@@ -38,7 +38,8 @@ from tests.support.json_families import (
 from toolwire import merge_events
 from toolwire.events import ReasoningEvent, ToolCallDeltaEvent, ToolCallEvent
 from toolwire.plugins import deepseek
-from toolwire.plugins.deepseek import DeepSeekParser
+from toolwire.parse.engine import CallParser
+from toolwire.plugins.deepseek import DEEPSEEK_FORMAT
 from toolwire.testing import AssistantTurnRenderer
 
 FAMILY = "deepseek"
@@ -121,7 +122,7 @@ def test_content_rendered_after_the_calls_is_text() -> None:
 def test_arguments_stream_as_deltas() -> None:
     args = '{"text": "' + "token " * 40 + '"}'
     reply = section(r1_call("write", args))
-    parser = DeepSeekParser({})
+    parser = CallParser(DEEPSEEK_FORMAT, {})
     events = [e for i in range(0, len(reply), 4) for e in parser.feed(reply[i:i + 4])]
     deltas = [e for e in events + parser.close() if isinstance(e, ToolCallDeltaEvent)]
     assert len(deltas) > 30 and "".join(d.text for d in deltas) == args

@@ -35,7 +35,8 @@ from toolwire.events import (
     ToolCallStartEvent,
 )
 from toolwire.plugins import hermes_json
-from toolwire.plugins.hermes_json import HermesJsonParser
+from toolwire.parse.engine import CallParser
+from toolwire.plugins.hermes_json import HERMES_FORMAT
 from toolwire.testing import AssistantTurnRenderer
 
 FAMILY = "hermes_json"
@@ -86,7 +87,7 @@ def test_several_blocks_are_several_calls_in_order() -> None:
 def test_arguments_stream_as_json_deltas_between_start_and_call() -> None:
     args = '{"city": "Paris", "note": "a long value that arrives in many pieces"}'
     reply = call("get_weather", args)
-    parser = HermesJsonParser({})
+    parser = CallParser(HERMES_FORMAT, {})
     events = [e for i in range(0, len(reply), 4) for e in parser.feed(reply[i:i + 4])]
     events += parser.close()
     deltas = [e for e in events if isinstance(e, ToolCallDeltaEvent)]
@@ -201,7 +202,7 @@ def test_unclosed_call_at_the_end_is_text_with_a_diagnostic() -> None:
 
 
 def test_partial_tag_is_held_back_until_resolved() -> None:
-    parser = HermesJsonParser({})
+    parser = CallParser(HERMES_FORMAT, {})
     assert merge_events(parser.feed("abc <tool_c")) == [TextEvent("abc")]
     assert merge_events(parser.feed("at")) == [TextEvent(" <tool_cat")]
 

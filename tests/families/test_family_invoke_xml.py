@@ -32,7 +32,8 @@ from tests.support.tagged_families import (
 )
 from toolwire.conversation.schema import resolve_ref, schema_types
 from toolwire.events import ToolCallDeltaEvent
-from toolwire.parse.tagged_stream import decode_nested_value, valid_name
+from toolwire.parse.markers import valid_name
+from toolwire.parse.values import decode_nested_value
 from toolwire.plugins import invoke_xml
 from toolwire.plugins.invoke_xml import (
     DSML_FORMAT,

@@ -54,7 +54,8 @@ from toolwire import merge_events
 from toolwire.events import ReasoningEvent, TextEvent, ToolCallDeltaEvent, ToolCallEvent
 from toolwire.hooks.manager import PluginManager
 from toolwire.plugins import json_wrappers
-from toolwire.plugins.json_wrappers import FORMATS, WrapperParser
+from toolwire.parse.engine import CallParser
+from toolwire.plugins.json_wrappers import FORMATS
 from toolwire.testing import AssistantTurnRenderer
 
 FORMAT = {fmt.family: fmt for fmt in FORMATS}
@@ -163,7 +164,7 @@ def test_arguments_stream_as_deltas(family: str) -> None:
     long_value = "z" * 80
     reply = dict((f, r) for f, r, _ in REFERENCE)[family].replace('"x": 1',
                                                                   f'"x": "{long_value}"')
-    parser = WrapperParser(FORMAT[family], {})
+    parser = CallParser(FORMAT[family], {})
     events = [e for i in range(0, len(reply), 4) for e in parser.feed(reply[i:i + 4])]
     deltas = [e for e in events + parser.close() if isinstance(e, ToolCallDeltaEvent)
               and e.index == 0]

@@ -27,7 +27,8 @@ from tests.support.json_families import (
 from toolwire import merge_events
 from toolwire.events import TextEvent, ToolCallEvent
 from toolwire.plugins import llama3_json
-from toolwire.plugins.llama3_json import Llama3JsonParser, calls_from_source
+from toolwire.parse.engine import CallParser
+from toolwire.plugins.llama3_json import LLAMA3_FORMAT, calls_from_source
 from toolwire.testing import AssistantTurnRenderer
 from toolwire.testing import strategies as tws
 
@@ -45,7 +46,7 @@ def parse_reply(text: str, chunk: int = 0) -> dict[str, Any]:
 
 
 def stream(text: str, size: int) -> list[Any]:
-    parser = Llama3JsonParser({})
+    parser = CallParser(LLAMA3_FORMAT, {})
     events = [e for i in range(0, len(text), size) for e in parser.feed(text[i:i + size])]
     return merge_events(events + parser.close())
 
@@ -168,7 +169,7 @@ def test_bad_input_never_raises_and_never_loses_text(text: str) -> None:
 
 
 def test_text_streams_without_waiting_for_the_end() -> None:
-    parser = Llama3JsonParser({})
+    parser = CallParser(LLAMA3_FORMAT, {})
     assert merge_events(parser.feed("Hello there")) == [TextEvent("Hello there")]
 
 

@@ -35,7 +35,8 @@ from toolwire import merge_events
 from toolwire.events import ReasoningEvent, TextEvent, ToolCallDeltaEvent, ToolCallEvent
 from toolwire.parse.protocol import nine_char_call_id
 from toolwire.plugins import mistral
-from toolwire.plugins.mistral import MistralParser
+from toolwire.parse.engine import CallParser
+from toolwire.plugins.mistral import MISTRAL_FORMAT
 from toolwire.testing import AssistantTurnRenderer
 
 FAMILY = "mistral"
@@ -80,7 +81,7 @@ def test_nemo_json_list() -> None:
 
 def test_arguments_stream_as_deltas() -> None:
     reply = '[TOOL_CALLS]write[ARGS]{"text": "' + "word " * 50 + '"}'
-    parser = MistralParser({})
+    parser = CallParser(MISTRAL_FORMAT, {})
     events = [e for i in range(0, len(reply), 4) for e in parser.feed(reply[i:i + 4])]
     deltas = [e for e in events + parser.close() if isinstance(e, ToolCallDeltaEvent)]
     assert len(deltas) > 40

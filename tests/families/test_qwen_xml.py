@@ -26,7 +26,8 @@ from toolwire.events import (
     ToolCallEvent,
     ToolCallStartEvent,
 )
-from toolwire.plugins.qwen_xml import QwenXmlParser, detect
+from toolwire.parse.engine import CallParser
+from toolwire.plugins.qwen_xml import QWEN_FORMAT, detect
 from toolwire.templates.selection import build_pipeline
 from toolwire.testing import isolated_plugin_manager
 from toolwire.testing import strategies as tws
@@ -60,7 +61,7 @@ def parse(text: str, tools: Any = SEARCH_TOOLS, chunk: int = 0) -> dict[str, Any
 
 def stream(text: str, pieces: list[str] | None = None, tools: Any = SEARCH_TOOLS
            ) -> list[toolwire.Event]:
-    parser = QwenXmlParser(tool_parameters_by_name(tools))
+    parser = CallParser(QWEN_FORMAT, tool_parameters_by_name(tools))
     events: list[toolwire.Event] = []
     for piece in pieces if pieces is not None else [text]:
         events.extend(parser.feed(piece))
@@ -202,7 +203,7 @@ def test_partial_tag_at_end_of_reply_is_text() -> None:
 
 
 def test_partial_tag_is_held_back_until_resolved() -> None:
-    parser = QwenXmlParser({})
+    parser = CallParser(QWEN_FORMAT, {})
     assert merge_events(parser.feed("abc <tool_c")) == [TextEvent("abc")]
     assert merge_events(parser.feed("at")) == [TextEvent(" <tool_cat")]
 

@@ -37,7 +37,7 @@ from tests.support.families import (
 )
 from tests.support.templates import SHARED_TEMPLATES
 from toolwire.parse.protocol import collect_reply
-from toolwire.parse.tagged_stream import TaggedFormat
+from toolwire.parse.record import CallFormat, TaggedArguments
 from toolwire.testing import (
     AssistantTurnRenderer,
     ConformanceReport,
@@ -64,7 +64,7 @@ THINK = ("<think>", "</think>")
 
 
 
-def markers(fmt: TaggedFormat | None, *extra: str) -> tuple[str, ...]:
+def markers(fmt: CallFormat | None, *extra: str) -> tuple[str, ...]:
     """A family's markers: every token of its format plus ``extra`` (reasoning tags...)."""
     tokens = fmt.markup if fmt is not None else ()
     return tuple(dict.fromkeys((*tokens, *extra)))
@@ -87,17 +87,25 @@ def conformance(plugin: ModuleType, name: str, marks: Sequence[str], *,
 
 
 
-def literal_markup_keep(fmt: TaggedFormat) -> Keep:
+def literal_markup_keep(fmt: CallFormat) -> Keep:
     """What a tagged format can carry in a value: its own tags, unless a closing tag
     is directly followed (after blanks) by a tag that would confirm it.
 
     That is the documented ambiguity of every tagged format; ``</parameter>`` alone,
     or followed by text, is fine.
     """
-    follows = [re.escape(t) for t in (fmt.call_close, *fmt.section_close, fmt.param_open,
-                                      fmt.arguments_open) if t]
-    pattern = re.compile(re.escape(fmt.param_close) + r"[ \t\r\n]*(?:" + "|".join(follows)
-                         + r"|$)")
+    args = next(k for k in fmt.kinds if isinstance(k, TaggedArguments))
+    follows = [re.escape(t) for t in (*fmt.call_close, *fmt.section_close, args.open,
+                                      *(args.json_block[:1] if args.json_block else ())) if t]
+    closes = "|".join(re.escape(c.replace("{name}", "")) for c in args.closes())
+    pattern = re.compile("(?:" + closes + r")[ \t\r\n]*(?:" + "|".join(follows) + r"|$)")
+    # the call's end followed by the section's end (or the value's end) reads as a call
+    # whose value lacks its closing tag
+    ends = [re.escape(t) for t in (*fmt.call_close, *fmt.section_close)]
+    if ends:
+        sections = [re.escape(t) for t in fmt.section_close]
+        after = r"[ \t\r\n]*(?:" + "|".join([*sections, "$"]) + ")"
+        pattern = re.compile(pattern.pattern + "|(?:" + "|".join(ends) + ")" + after)
 
     def keep(schema: dict[str, Any], arguments: dict[str, Any]) -> bool:
         for value in arguments.values():
@@ -173,7 +181,7 @@ def bfcl_round_trip(family: str, template: str, *, keep: Keep | None = None,
 
 
 @st.composite
-def _markup_calls(draw: st.DrawFn, fmt: TaggedFormat, keep: Keep
+def _markup_calls(draw: st.DrawFn, fmt: CallFormat, keep: Keep
                   ) -> tuple[list[dict[str, Any]], list[Call]]:
     """One or two calls to tools with string parameters whose values are made of
     the format's own tokens, their near misses and a little text."""
@@ -198,7 +206,7 @@ def _markup_calls(draw: st.DrawFn, fmt: TaggedFormat, keep: Keep
     return tools, calls
 
 
-def check_literal_markup(family: str, template: str, fmt: TaggedFormat, data: st.DataObject,
+def check_literal_markup(family: str, template: str, fmt: CallFormat, data: st.DataObject,
                          *, keep: Keep | None = None, content_markers: Sequence[str] = ()
                          ) -> None:
     """String values holding the format's own tags come back unchanged.

@@ -39,6 +39,7 @@ from toolwire import (
     ToolCallEvent,
 )
 from toolwire.apps.cli.conformance import register as add_conformance_command
+from toolwire.parse.engine import CallParser
 from toolwire.testing import (
     PROPERTIES,
     AssistantTurnRenderer,
@@ -204,7 +205,8 @@ def test_a_failure_raises_conformance_error_naming_the_property(
 
 def test_a_parser_losing_to_a_builtin_fails_detection_with_both_names() -> None:
     template = shared_template("Qwen3.5-4B.jinja")
-    spec = ParserSpec(name="weak_xml", detect=lambda t: 0.1, create=qwen_xml._create)
+    spec = ParserSpec(name="weak_xml", detect=lambda t: 0.1,
+                      create=lambda tools: CallParser(qwen_xml.QWEN_FORMAT, tools))
     report = check_parser(spec, template, examples=5, raise_on_failure=False)
     assert report.failed == ("detection",)
     assert "'qwen_xml'" in (report["detection"].error or "")

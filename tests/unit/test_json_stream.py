@@ -1,13 +1,12 @@
 """The shared streaming core of the JSON families: the JSON value scanner
-(``toolwire.parse.json_stream``), the call readers (``toolwire.parse.json_calls``), the section
-parser (``toolwire.parse.call_sections``) and the reasoning filter for other tags
+(``toolwire.parse.json_stream``), the JSON call readers (``toolwire.parse.json_readers``), the
+engine reading sections of JSON calls, and the reasoning filter for other tags
 (``toolwire.reasoning_tags``)."""
 
 from __future__ import annotations
 
 import json
 import time
-from collections.abc import Mapping
 from typing import Any
 
 import pytest
@@ -15,6 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from toolwire import merge_events
+from toolwire.conversation.schema import ToolSchemaIndex
 from toolwire.events import (
     DiagnosticEvent,
     Event,
@@ -24,27 +24,15 @@ from toolwire.events import (
     ToolCallEvent,
     ToolCallStartEvent,
 )
-from toolwire.parse.call_sections import (
-    DONE,
-    FAIL,
-    MORE,
-    NOT_A_CALL,
-    CallNumbering,
-    SectionParser,
-    SectionReader,
-    partial_marker_start,
-    read_name,
-)
-from toolwire.parse.json_calls import (
-    ArgsReader,
-    CallListReader,
-    CallObjectReader,
-    CallShape,
-    arguments_from,
-)
+from toolwire.parse.engine import CallParser
+from toolwire.parse.json_readers import CallObjectReader, CallObjectsReader, JsonArgsReader
 from toolwire.parse.json_stream import INVALID, NEED_MORE, JsonValueScanner, decode_json
+from toolwire.parse.markers import TokenSet
 from toolwire.parse.protocol import FilterContext
+from toolwire.parse.readers import DONE, FAIL, MORE, NOT_A_CALL, CallContext, CallNumbering
 from toolwire.parse.reasoning import family_think_filter_spec
+from toolwire.parse.record import CallFormat, CallObjects
+from toolwire.parse.values import arguments_from
 from toolwire.testing import strategies as tws
 
 
@@ -144,7 +132,7 @@ def test_scanning_is_linear_in_the_text() -> None:
 # -- the call readers ---------------------------------------------------------------------
 
 
-def read(reader: SectionReader, pieces: list[str]) -> tuple[int, int, list[Event]]:
+def read(reader: Any, pieces: list[str]) -> tuple[int, int, list[Event]]:
     """Feed a reader as the section parser does (holding back what it asks to)."""
     out: list[Event] = []
     pending = ""
@@ -159,7 +147,7 @@ def read(reader: SectionReader, pieces: list[str]) -> tuple[int, int, list[Event
 
 def test_object_reader_streams_arguments_and_emits_the_call() -> None:
     text = '{"name": "f", "arguments": {"a": [1, 2], "b": "x"}, "id": "q"} tail'
-    status, at, out = read(CallObjectReader(CallShape(), CallNumbering()), list(text))
+    status, at, out = read(CallObjectReader(CallObjects(), CallNumbering()), list(text))
     assert (status, at) == (DONE, text.index(" tail"))
     assert isinstance(out[0], ToolCallStartEvent)
     deltas = "".join(e.text for e in out if isinstance(e, ToolCallDeltaEvent))
@@ -168,14 +156,14 @@ def test_object_reader_streams_arguments_and_emits_the_call() -> None:
 
 
 def test_strict_object_with_a_foreign_key_is_not_a_call() -> None:
-    shape = CallShape(strict=True, require_args=True)
+    shape = CallObjects(strict=True, require_args=True)
     reader = CallObjectReader(shape, CallNumbering())
     status, _, out = read(reader, ['{"answer": 42}'])
     assert (status, reader.failure, out) == (FAIL, NOT_A_CALL, [])
 
 
 def test_named_object_takes_the_key_as_the_tool_name() -> None:
-    status, _, out = read(CallObjectReader(CallShape(named=True), CallNumbering()),
+    status, _, out = read(CallObjectReader(CallObjects(named=True), CallNumbering()),
                           ['{"get_weather": {"city": "Oslo"}}'])
     assert status == DONE and out[-1] == ToolCallEvent("get_weather", {"city": "Oslo"})
 
@@ -183,56 +171,53 @@ def test_named_object_takes_the_key_as_the_tool_name() -> None:
 def test_list_reader_numbers_calls_in_order() -> None:
     numbering = CallNumbering()
     numbering.take()  # a call earlier in the reply
-    status, _, out = read(CallListReader(CallShape(), numbering),
+    status, _, out = read(CallObjectsReader(CallObjects(container="list"), numbering),
                           ['[{"name": "a", "arguments": {}}, {"name": "b"}]'])
     assert status == DONE
     assert [(e.name, e.index) for e in out if isinstance(e, ToolCallEvent)] == [("a", 1),
                                                                                ("b", 2)]
 
 
+def _call(name: str) -> CallContext:
+    return CallContext(0, name, "", ToolSchemaIndex({}))
+
+
 def test_args_reader_needs_json_arguments() -> None:
-    status, _, out = read(ArgsReader("f", CallNumbering()), ["hello"])
-    assert status == FAIL and out == []
-    status, _, out = read(ArgsReader("f", CallNumbering()), ['  "{\\"k\\": 1}" x'])
-    assert status == DONE and out[-1] == ToolCallEvent("f", {"k": 1})
+    reader = JsonArgsReader(_call("f"))
+    status, _, out = read(reader, ["hello"])
+    assert status == FAIL and out == [] and reader.failure == "malformed_arguments"
+    reader = JsonArgsReader(_call("f"))
+    status, _, out = read(reader, ['  "{\\"k\\": 1}" x'])
+    assert status == DONE and reader.arguments == {"k": 1}
+    assert [n.code for n in reader.notes] == ["double_encoded_arguments"]
 
 
 @pytest.mark.parametrize(("value", "expected"), [
-    (None, {}), ({"a": 1}, {"a": 1}), ("", {}), ('{"a": 1}', {"a": 1}), ("[1]", None),
-    ([1], None), (3, None),
+    (None, ({}, False)), ({"a": 1}, ({"a": 1}, False)), ("", ({}, False)),
+    ('{"a": 1}', ({"a": 1}, True)), ("[1]", (None, False)), ([1], (None, False)),
+    (3, (None, False)),
 ])
-def test_arguments_from(value: Any, expected: dict[str, Any] | None) -> None:
+def test_arguments_from(value: Any, expected: tuple[dict[str, Any] | None, bool]) -> None:
     assert arguments_from(value) == expected
 
 
-def test_read_name_and_partial_markers() -> None:
-    assert read_name("get_x[ARGS]{", 0, ("[ARGS]",), False) == (1, "get_x", 11)
-    assert read_name("get_x[AR", 0, ("[ARGS]",), False)[0] == 0
-    assert read_name("two words[ARGS]", 0, ("[ARGS]",), False)[0] == -1
-    markers = ("[TOOL_CALLS]", "<tool_call>")
-    import re
-
-    firsts = re.compile(r"[\[<]")
-    assert partial_marker_start("abc [TOOL_", 0, markers, firsts, 12) == 4
-    assert partial_marker_start("abc [x] <tool", 0, markers, firsts, 12) == 8
-    assert partial_marker_start("abc [TOOL_CALLS]", 0, markers, firsts, 12) == 16
+def test_token_sets_find_partial_markers() -> None:
+    markers = TokenSet(("[TOOL_CALLS]", "<tool_call>"))
+    assert markers.partial("abc [TOOL_", 0) == 4
+    assert markers.partial("abc [x] <tool", 0) == 8
+    assert markers.partial("abc [TOOL_CALLS]", 0) == 16
 
 
 # -- the section parser --------------------------------------------------------------------
 
 
-class _Tagged(SectionParser):
-    """A toy family: ``<<call>>`` then a call object, ``<end>`` dropped."""
-
-    def __init__(self, tools: Mapping[str, Any]) -> None:
-        super().__init__(tools, family="toy", openers=("<<call>>",), drops=("<end>",))
-
-    def open_section(self, marker: str) -> SectionReader:
-        return CallObjectReader(CallShape(), self.numbering)
+TOY = CallFormat(family="toy", section_open="<<call>>", arguments=CallObjects(),
+                 drops="<end>")
+"""A toy family: ``<<call>>`` then a call object, ``<end>`` dropped."""
 
 
 def toy(text: str, size: int) -> list[Event]:
-    parser = _Tagged({})
+    parser = CallParser(TOY, {})
     events = [e for i in range(0, len(text), size) for e in parser.feed(text[i:i + size])]
     return merge_events(events + parser.close())
 
@@ -255,12 +240,15 @@ def test_a_failed_section_is_text_with_its_blanks_and_a_diagnostic(size: int) ->
 
 
 def test_a_reader_that_raises_becomes_a_parser_error_diagnostic() -> None:
-    class Broken(_Tagged):
-        def open_section(self, marker: str) -> SectionReader:
-            raise RuntimeError("bug")
+    from toolwire.parse.record import GrammarArguments
 
-    parser = Broken({})
-    events = parser.feed("x <<call>>{") + parser.close()
+    def broken(call: CallContext) -> Any:
+        raise RuntimeError("bug")
+
+    fmt = CallFormat(family="broken", call_open="<<call ", header_end=">>",
+                     arguments=GrammarArguments(reader=broken))
+    parser = CallParser(fmt, {})
+    events = parser.feed("x <<call f>>{") + parser.close()
     assert any(isinstance(e, DiagnosticEvent) and e.code == "parser_error" for e in events)
 
 
@@ -268,7 +256,7 @@ def test_a_reader_that_raises_becomes_a_parser_error_diagnostic() -> None:
     ["<<call>>", "<end>"])), data=st.data())
 def test_section_parser_chunking_does_not_matter(text: str, data: st.DataObject) -> None:
     pieces = data.draw(tws.chunkings(text))
-    parser = _Tagged({})
+    parser = CallParser(TOY, {})
     events = [e for piece in pieces for e in parser.feed(piece)] + parser.close()
     assert merge_events(events) == toy(text, max(len(text), 1))
 

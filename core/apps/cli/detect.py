@@ -22,7 +22,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("path")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.add_argument("--derive", action="store_true",
-                   help="print the call markup inferred from the template (a plain record)")
+                   help="print the call markup inferred from the template, as the CallFormat "
+                        "record a plugin can paste (--json: as data)")
     p.set_defaults(run=run)
 
 
@@ -40,7 +41,13 @@ def run(args: argparse.Namespace, plugins: PluginManager) -> int:
             if exc.seen:
                 print(f"seen: {exc.seen!r}", file=sys.stderr)
             return 2
-        print(json.dumps(derived.to_dict(), indent=2, ensure_ascii=False))
+        if args.json:
+            print(json.dumps(derived.describe(), indent=2, ensure_ascii=False))
+        else:
+            from ...parse.record_source import format_source
+
+            print("from toolwire.parse.record import *  # noqa: F403\n")
+            print(format_source(derived, name="DERIVED_FORMAT"), end="")
         return 0
     ranking = score_parsers(source, plugins)
     result: dict[str, Any] = {"path": args.path, "source_key": key,

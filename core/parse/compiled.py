@@ -1,0 +1,111 @@
+"""A :class:`~toolwire.parse.record.CallFormat` compiled once for the engine.
+
+Token sets for every state of :class:`~toolwire.parse.engine.CallParser`, the
+header readers, the syntax of the arguments, and the choice between whole-call
+syntaxes (a JSON list or object, a pythonic list) by how a body begins.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from .markers import MAX_NAME, TokenSet, compile_header, skip_blanks
+from .record import Arguments, CallFormat, CallObjects, PythonicCalls, TaggedArguments
+from .tagged_reader import TaggedSyntax
+
+__all__ = ["NEED_MORE", "CompiledFormat", "choose_whole_syntax", "compile_format"]
+
+NEED_MORE: Final = object()
+"""The text so far cannot tell; wait for the next delta."""
+
+
+class CompiledFormat:
+    """A :class:`CallFormat`'s token sets and header readers, built once per format."""
+
+    def __init__(self, fmt: CallFormat) -> None:
+        self.format = fmt
+        openers = fmt.section_open or fmt.call_open
+        if fmt.implicit_section:
+            openers = (*openers, *fmt.call_open)
+        self.openers = frozenset(openers)
+        self.section_openers = frozenset(fmt.section_open)
+        self.text = TokenSet((*openers, *fmt.drops, *fmt.blocks))
+        self.text_after_call = TokenSet((*openers, *fmt.drops, *fmt.trailers, *fmt.blocks))
+        self.section_close = TokenSet(fmt.section_close)
+        self.call_open = TokenSet(fmt.call_open)
+        self.call_close = TokenSet(fmt.call_close)
+        self.section_body = TokenSet((*fmt.call_open, *fmt.section_close,
+                                      fmt.separator.strip()))
+        self.header_end = TokenSet((*fmt.header_end, *fmt.header_stop))
+        self.header_prefixes = TokenSet(fmt.header.prefixes)
+        self.read_header = compile_header(fmt.header)
+        self.block_closes = {open_: TokenSet((close,)) for open_, (_, close) in fmt.blocks.items()}
+        self.arg_ends = TokenSet((*fmt.call_close, *fmt.section_close, *fmt.call_open))
+        self.after_call = TokenSet((*fmt.section_close, *fmt.call_open, *fmt.section_open))
+        self.whole_kinds: tuple[Arguments, ...] = tuple(
+            k for k in fmt.kinds if isinstance(k, CallObjects | PythonicCalls))
+        header_kinds = [k for k in fmt.kinds if not isinstance(k, CallObjects | PythonicCalls)]
+        self.header_kind: Arguments | None = header_kinds[0] if header_kinds else None
+        closers = TokenSet((*fmt.call_close, *fmt.section_close))
+        self.tagged = TaggedSyntax(self.header_kind, self.arg_ends, closers,
+                                   TokenSet(fmt.section_close)) \
+            if isinstance(self.header_kind, TaggedArguments) else None
+        self.scope_close = TokenSet(fmt.section_close if fmt.section_open else fmt.call_close)
+        self.resync = TokenSet((*self.scope_close.tokens, *openers))
+        self.fast_break = "".join(sorted(self.text_after_call.firsts))
+
+
+_COMPILED: dict[int, tuple[CallFormat, CompiledFormat]] = {}
+
+
+def compile_format(fmt: CallFormat) -> CompiledFormat:
+    """The compiled form of ``fmt`` (cached per record)."""
+    cached = _COMPILED.get(id(fmt))
+    if cached is not None and cached[0] is fmt:
+        return cached[1]
+    compiled = CompiledFormat(fmt)
+    _COMPILED[id(fmt)] = (fmt, compiled)
+    return compiled
+
+
+def choose_whole_syntax(c: CompiledFormat, data: str, pos: int, eof: bool, *,
+                        in_section: bool, first_in_section: bool) -> Any:
+    """Which whole-call syntax begins at ``pos`` (:data:`NEED_MORE`; ``None``: none).
+
+    A JSON call object begins with ``{`` (or ``[`` then ``{``, or a fence); a
+    pythonic list with ``[`` then a name and ``(``. Where the format has no other
+    syntax, inside its section, its only syntax is chosen whatever follows, and
+    its reader says what is wrong.
+    """
+    ch = data[pos]
+    for kind in c.whole_kinds:
+        if isinstance(kind, CallObjects):
+            if kind.opened_list and first_in_section:
+                return kind
+            if ch == "{" and kind.container != "list":
+                return kind
+            if ch == "`" and kind.fence:
+                return kind
+            if ch == "[":
+                j = skip_blanks(data, pos + 1)
+                if j >= len(data):
+                    return NEED_MORE if not eof else None
+                if data[j] == "{" or (data[j] == "]" and len(c.whole_kinds) == 1):
+                    return kind
+        elif isinstance(kind, PythonicCalls):
+            if ch != "[" and not kind.bare:
+                continue
+            j = skip_blanks(data, pos + 1) if ch == "[" else pos
+            k = j
+            while k < len(data) and (data[k].isalnum() or data[k] in "_.-"):
+                k += 1
+            k = skip_blanks(data, k)
+            if k >= len(data):
+                if not eof and k - j <= MAX_NAME:
+                    return NEED_MORE
+                continue
+            if k > j and data[k] == "(":
+                return kind
+    if len(c.whole_kinds) == 1 and c.header_kind is None and in_section:
+        return c.whole_kinds[0]
+    return None

@@ -1,0 +1,648 @@
+"""The one streaming engine: runs any :class:`~toolwire.parse.record.CallFormat`.
+
+:class:`CallParser` is a stream parser (``feed`` deltas, then ``close``) for one
+reply. It is one pass over a cursor: each delta is scanned with compiled
+alternations from where the last one stopped; only a tail that may be the
+start of a marker (or a bounded header being read) is held back. Text and
+markup are the engine's; each call body goes to a reader made for the format's
+kind of arguments (:mod:`toolwire.parse.readers`), which streams argument
+deltas as the model writes them and types the values.
+
+The rules that decide between readings of ambiguous output are written once,
+here and in the readers, and hold for every family:
+
+* blanks right before a marker that opens a call are the template's separator;
+  before text that merely looked like a marker they are text, exactly;
+* a marker that opens a call whose header cannot be read is a malformed call
+  (text plus a diagnostic), or plain text where the format says its opening
+  marker also occurs in prose;
+* a call whose closing marker is missing is kept, with an ``unclosed_call``
+  diagnostic, where the next structural marker (the section's end, the next
+  call) or the end of the reply shows it ended;
+* a body that is not the format (malformed JSON, a stray tag) becomes text, with
+  a diagnostic, up to and including the scope's closing marker (or up to the next
+  opening marker, or the reply's end; immediately where the scope has no closing
+  marker), and parsing goes on from there.
+
+The engine never raises: an internal failure becomes a ``parser_error`` diagnostic.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ..conversation.schema import ToolSchemaIndex
+from ..events import (
+    DiagnosticEvent,
+    Event,
+    ReasoningEvent,
+    TextEvent,
+    ToolCallEvent,
+    ToolCallStartEvent,
+)
+from .compiled import NEED_MORE, choose_whole_syntax, compile_format
+from .json_readers import CallObjectsReader, JsonArgsReader
+from .markers import MAX_GAP, MAX_NAME, HeaderFields, TokenSet, skip_blanks
+from .pythonic_reader import PythonicCallsReader
+from .readers import FAIL, MORE, NOT_A_CALL, BodyReader, CallContext, CallNumbering
+from .record import (
+    CallFormat,
+    CallObjects,
+    GrammarArguments,
+    JsonArguments,
+    TaggedArguments,
+)
+from .streaming import HeldWhitespace
+from .tagged_reader import TaggedArgsReader
+
+__all__ = ["CallParser"]
+
+# states
+_TEXT, _BLOCK, _SECTION, _HEADER, _BODY, _AFTER_CALL, _AFTER_CALLS, _MALFORMED = range(8)
+
+
+class CallParser:
+    """One reply's parser for a :class:`CallFormat`; ``feed`` deltas, then ``close``.
+
+    :param fmt: the family's markup.
+    :param tools: ``{tool name: parameters schema}`` for typing values.
+    :param first_index: the index of the first call (a caller embedding this
+        parser in a larger one numbers calls across it).
+    """
+
+    def __init__(self, fmt: CallFormat, tools: Mapping[str, Any], *,
+                 first_index: int = 0) -> None:
+        self._fmt = fmt
+        self._c = compile_format(fmt)
+        self._schemas = ToolSchemaIndex(tools)
+        self._numbering = CallNumbering(first_index)
+        self._state = _TEXT
+        self._pending = ""
+        self._held = HeldWhitespace()
+        self._lead = False
+        self._at_start = fmt.at_start
+        self._header_at_start = False
+        self._in_section = False
+        self._section_calls = 0
+        self._made_call = False
+        self._separator = ""
+        self._raw: list[str] = []
+        self._failure = ""
+        self._message = ""
+        self._reader: BodyReader | None = None
+        self._call: CallContext | None = None
+        self._block_kind = ""
+        self._block_close = self._c.call_close
+
+    @property
+    def calls_started(self) -> int:
+        """The index the next call would get."""
+        return self._numbering.next
+
+    # -- the StreamParser protocol -----------------------------------------------------
+
+    def feed(self, text: str) -> list[Event]:
+        """Consume a delta; return the events it makes certain."""
+        if (self._state == _TEXT and not self._pending and not self._lead
+                and not self._at_start and text):
+            for ch in self._c.fast_break:
+                if ch in text:
+                    break
+            else:  # prose: the common case
+                chunk = self._held.push(text)
+                return [TextEvent(chunk)] if chunk else []
+        out: list[Event] = []
+        try:
+            self._run(self._pending + text, out, eof=False)
+        except Exception as exc:  # a parser bug must never take down a chat
+            self._pending = ""
+            out.append(DiagnosticEvent("parser_error", f"{self._fmt.family} parser failed: "
+                                                       f"{exc!r}"))
+        return out
+
+    def close(self) -> list[Event]:
+        """End of reply: decide what is still held, flush it."""
+        out: list[Event] = []
+        try:
+            self._run(self._pending, out, eof=True)
+            self._finish(out)
+        except Exception as exc:
+            out.append(DiagnosticEvent("parser_error", f"{self._fmt.family} parser failed: "
+                                                       f"{exc!r}"))
+        return out
+
+    # -- the loop ------------------------------------------------------------------------
+
+    def _run(self, data: str, out: list[Event], eof: bool) -> None:
+        self._pending = ""
+        pos = 0
+        n = len(data)
+        scanners = (self._scan_text, self._scan_block, self._scan_section, self._scan_header,
+                    self._scan_body, self._scan_after_call, self._scan_after_calls,
+                    self._scan_malformed)
+        while True:
+            state = self._state
+            pos = scanners[state](data, pos, out, eof)
+            if pos < 0:
+                return
+            if pos >= n and self._state == state and not (eof and state == _BODY):
+                return
+
+    def _hold(self, data: str, pos: int) -> int:
+        self._pending = data[pos:]
+        return -1
+
+    def _take(self, data: str, start: int, end: int) -> None:
+        if end > start:
+            self._raw.append(data[start:end])
+
+    def _emit_text(self, text: str, out: list[Event]) -> None:
+        chunk = self._held.push(text)
+        if chunk:
+            out.append(TextEvent(chunk))
+
+    def _begin_scope(self, token: str) -> None:
+        """An opening marker: what was held before it is its separator, unless it fails."""
+        self._separator = self._held.release()
+        self._raw = [token] if token else []
+
+    # -- text ----------------------------------------------------------------------------
+
+    def _scan_text(self, data: str, pos: int, out: list[Event], eof: bool) -> int:
+        if self._lead or self._at_start:
+            k = skip_blanks(data, pos)
+            if self._at_start and k > pos:
+                self._held.push(data[pos:k])
+            pos = k
+            if pos >= len(data):
+                return pos
+            self._lead = False
+            if self._at_start:
+                found = self._open_at_start(data, pos, eof)
+                if found is not None:
+                    return found
+        tokens = self._c.text_after_call if self._made_call else self._c.text
+        match = tokens.find(data, pos)
+        if match is None:
+            safe = len(data) if eof else tokens.partial(data, pos)
+            self._emit_text(data[pos:safe], out)
+            return self._hold(data, safe) if safe < len(data) else len(data)
+        k = match.start()
+        token = match.group(0)
+        self._emit_text(data[pos:k], out)
+        end = k + len(token)
+        fmt = self._fmt
+        if token in self._c.openers:
+            self._begin_scope(token)
+            if fmt.section_open:
+                self._in_section = True
+                self._section_calls = 0
+                if token in self._c.section_openers:
+                    self._state = _SECTION
+                    return end
+            self._state = _HEADER
+            return end
+        if token in fmt.blocks:
+            self._held.drop()
+            kind, _ = fmt.blocks[token]
+            self._block_kind = kind
+            self._block_close = self._c.block_closes[token]
+            self._state = _BLOCK
+            self._lead = True
+            return end
+        # a dropped token or an end-of-turn trailer: not text, nor the blanks before it
+        self._held.drop()
+        return end
+
+    def _open_at_start(self, data: str, pos: int, eof: bool) -> int | None:
+        """At the reply's first non-blank character: calls without their opening marker."""
+        if self._c.whole_kinds:
+            kind = self._choose_whole(data, pos, eof)
+            if kind is NEED_MORE:
+                return self._hold(data, pos)
+            if kind is not None:
+                self._at_start = False
+                self._begin_scope("")
+                self._start_whole_calls(kind, strict=True)
+                return pos
+        self._at_start = False
+        if self._c.header_kind is None or self._c.call_open.at(data, pos) is not None:
+            return None
+        line_end = data.find("\n", pos, pos + MAX_NAME + 2)
+        if line_end < 0 and not eof and len(data) - pos <= MAX_NAME:
+            self._at_start = True
+            return self._hold(data, pos)
+        self._begin_scope("")
+        self._header_at_start = True
+        self._state = _HEADER
+        return pos
+
+    # -- routed blocks (Solar's <|think|> and <|content|>) --------------------------------
+
+    def _scan_block(self, data: str, pos: int, out: list[Event], eof: bool) -> int:
+        if self._lead:
+            pos = skip_blanks(data, pos)
+            if pos >= len(data):
+                return pos
+            self._lead = False
+        close = self._block_close
+        match = close.find(data, pos)
+        end = match.start() if match is not None else \
+            (len(data) if eof else close.partial(data, pos))
+        piece = data[pos:end]
+        if self._block_kind == "reasoning":
+            chunk = self._held.push(piece)
+            if chunk:
+                out.append(ReasoningEvent(chunk))
+        else:
+            self._emit_text(piece, out)
+        if match is None:
+            return self._hold(data, end) if end < len(data) else len(data)
+        self._held.drop()
+        self._state = _TEXT
+        self._lead = True
+        return match.end()
+
+    # -- a section -----------------------------------------------------------------------
+
+    def _scan_section(self, data: str, pos: int, out: list[Event], eof: bool) -> int:
+        fmt = self._fmt
+        start = skip_blanks(data, pos)
+        separator = fmt.separator.strip()
+        if separator and self._section_calls and data.startswith(separator, start):
+            start = skip_blanks(data, start + len(separator))
+        self._take(data, pos, start)
+        n = len(data)
+        if start >= n:
+            return n
+        token = self._c.section_close.at(data, start)
+        if token is not None:
+            if not self._section_calls:  # an empty section is not a call
+                self._take(data, start, start + len(token))
+                self._to_malformed(start + len(token), "malformed_call",
+                                   f"an empty {fmt.family} tool-call section; shown as text")
+                self._flush_malformed(out)
+                return start + len(token)
+            self._end_section()
+            return start + len(token)
+        if self._c.whole_kinds:
+            kind = self._choose_whole(data, start, eof)
+            if kind is NEED_MORE:
+                return self._hold(data, start)
+            if kind is not None:
+                self._start_whole_calls(kind, strict=False)
+                return start
+        opener = self._c.call_open.at(data, start)
+        if opener is not None:
+            self._take(data, start, start + len(opener))
+            self._state = _HEADER
+            return start + len(opener)
+        if not eof and self._c.section_body.is_prefix(data, start):
+            return self._hold(data, start)
+        if eof and self._section_calls and self._c.section_close.is_prefix(data, start):
+            self._end_section()  # the reply was cut inside the section's closing marker
+            return n
+        if self._c.header_kind is not None and not fmt.call_open:
+            self._state = _HEADER  # the call begins right at its header
+            return start
+        if self._section_calls and (not fmt.section_close or eof):
+            self._end_section()  # the section ends where its calls end
+            return start
+        code = "json_in_tool_call" if data.startswith("{", start) else "malformed_call"
+        return self._to_malformed(start, code, f"text inside a {fmt.family} tool-call section "
+                                               "is not a call; shown as text")
+
+    def _end_section(self) -> None:
+        self._in_section = False
+        self._raw = []
+        self._state = _TEXT
+        self._lead = True
+
+    def _choose_whole(self, data: str, pos: int, eof: bool) -> Any:
+        """Which whole-call syntax begins at ``pos`` (``NEED_MORE``; ``None``: none)."""
+        return choose_whole_syntax(self._c, data, pos, eof, in_section=self._in_section,
+                                   first_in_section=self._in_section
+                                   and not self._section_calls)
+
+    def _start_whole_calls(self, kind: Any, *, strict: bool) -> None:
+        reader: BodyReader
+        if isinstance(kind, CallObjects):
+            reader = CallObjectsReader(kind, self._numbering, self._fmt.section_close,
+                                       strict=strict)
+        else:
+            ends = TokenSet((*self._fmt.section_close, *self._fmt.drops))
+            reader = PythonicCallsReader(kind, self._numbering, self._schemas, ends=ends,
+                                         strict=strict)
+        self._reader = reader
+        self._call = None
+        self._state = _BODY
+
+    # -- one call ------------------------------------------------------------------------
+
+    def _scan_header(self, data: str, pos: int, out: list[Event], eof: bool) -> int:
+        fmt = self._fmt
+        start = skip_blanks(data, pos)
+        starts = [start]
+        prefix = self._c.header_prefixes.at(data, start)
+        if prefix is not None:  # a prefix that may be skipped: try without it first
+            starts.insert(0, skip_blanks(data, start + len(prefix)))
+        elif not eof and self._c.header_prefixes.is_prefix(data, start):
+            return self._hold(data, pos)
+        for at in starts:
+            found = self._header_from(data, at, eof)
+            if found is None:
+                continue
+            if isinstance(found, int):
+                return self._hold(data, pos)
+            fields, match_start, token = found
+            end: int = match_start + len(token) if token in fmt.header_end else match_start
+            if fields.name not in fmt.text_headers and (
+                    self._header_at_start or not fmt.strict_open):
+                # where the opening marker may be prose, only JSON after it makes a call
+                verdict = self._json_follows(data, end, eof)
+                if verdict is None:
+                    return self._hold(data, pos)
+                if not verdict:
+                    return self._not_a_call(data, pos, out)
+            self._take(data, pos, end)
+            self._header_at_start = False
+            if fields.name in fmt.text_headers:
+                self._raw = []
+                self._separator = ""
+                self._state = _TEXT
+                self._lead = True
+                return end
+            self._start_call(fields.name, fields.call_id, out)
+            return end
+        return self._not_a_call(data, pos, out)
+
+    def _json_follows(self, data: str, at: int, eof: bool) -> bool | None:
+        """Whether JSON arguments begin after the header (``None``: cannot tell yet)."""
+        if not isinstance(self._c.header_kind, JsonArguments):
+            return True
+        k = skip_blanks(data, at)
+        if k >= len(data):
+            return False if eof else None
+        return data[k] in '{"' or data.startswith("```", k) or (
+            not eof and len(data) - k < 3 and "```".startswith(data[k:]))
+
+    def _header_from(self, data: str, start: int,
+                     eof: bool) -> tuple[HeaderFields, int, str] | int | None:
+        """``(fields, end token position, end token)``, ``-1`` to wait, ``None``: not one."""
+        ends = self._c.header_end
+        limit = start + MAX_NAME + MAX_GAP + ends.longest
+        match = ends.find(data, start, limit)
+        if match is None:
+            return -1 if not eof and len(data) < limit else None
+        fields = self._c.read_header(data[start:match.start()])
+        if fields is None:
+            return None
+        return fields, match.start(), match.group(0)
+
+    def _not_a_call(self, data: str, pos: int, out: list[Event]) -> int:
+        fmt = self._fmt
+        if self._header_at_start or not fmt.strict_open or (
+                self._section_calls and not fmt.call_open):
+            # plain text after all (or, after a section's calls, the text that follows them)
+            self._header_at_start = False
+            if self._section_calls and not fmt.call_open:
+                self._end_section()
+                return pos
+            self._to_text(out)
+            return pos
+        after = skip_blanks(data, pos)
+        code = "json_in_tool_call" if data.startswith("{", after) else "malformed_call"
+        message = (f"JSON where a {fmt.family} call's name belongs is not a call in this "
+                   "format; shown as text") if code == "json_in_tool_call" else \
+            f"text inside {fmt.family} tool-call markup is not a call; shown as text"
+        return self._to_malformed(pos, code, message)
+
+    def _to_text(self, out: list[Event]) -> None:
+        """What was read since the opening marker is plain text (no diagnostic)."""
+        text = self._separator + "".join(self._raw)
+        self._separator = ""
+        self._raw = []
+        self._in_section = False
+        self._state = _TEXT
+        self._emit_text(text, out)
+
+    def _start_call(self, name: str, call_id: str, out: list[Event]) -> None:
+        call = CallContext(self._numbering.take(), name, call_id, self._schemas, self._fmt.family)
+        self._call = call
+        out.append(ToolCallStartEvent(index=call.index, name=name, id=call_id))
+        kind = self._c.header_kind
+        reader: BodyReader
+        if isinstance(kind, TaggedArguments):
+            assert self._c.tagged is not None
+            reader = TaggedArgsReader(call, self._c.tagged)
+        elif isinstance(kind, JsonArguments):
+            reader = JsonArgsReader(call, fence=kind.fence)
+        elif isinstance(kind, GrammarArguments):
+            reader = kind.reader(call)
+        else:  # pragma: no cover - CallFormat refuses this
+            raise TypeError("a call header without a header-based arguments syntax")
+        self._reader = reader
+        self._state = _BODY
+
+    def _scan_body(self, data: str, pos: int, out: list[Event], eof: bool) -> int:
+        reader = self._reader
+        assert reader is not None
+        before = len(out)
+        status, at = reader.feed(data, pos, out, eof)
+        if self._call is None and any(type(e) is ToolCallEvent for e in out[before:]):
+            self._separator = ""  # a call came of it: the blanks before the marker were markup
+            self._section_calls += 1
+            self._made_call = True
+        if status == MORE and eof:  # a reader must settle at the end: a stuck one failed
+            reader.raw.append(data[at:])
+            status, at = FAIL, len(data)
+            reader.failure = reader.failure or "unclosed_call"
+        if status == MORE:
+            return self._hold(data, at)
+        self._raw.extend(reader.raw)
+        reader.raw.clear()
+        if status == FAIL:
+            return self._reader_failed(reader, at, out)
+        if self._call is None:  # whole calls: then the section's end
+            out.extend(reader.notes)
+            self._raw = []
+            self._reader = None
+            self._state = _AFTER_CALLS
+            return at
+        self._state = _AFTER_CALL
+        return at
+
+    def _reader_failed(self, reader: BodyReader, at: int, out: list[Event]) -> int:
+        self._reader = None
+        self._call = None
+        if reader.failure == NOT_A_CALL or (not self._fmt.strict_open and not reader.started
+                                            and not self._section_calls):
+            self._to_text(out)
+            return at
+        return self._to_malformed(at, reader.failure or "malformed_call",
+                                  reader.message or f"not a call in the {self._fmt.family} "
+                                                    "format; shown as text")
+
+    def _scan_after_call(self, data: str, pos: int, out: list[Event], eof: bool) -> int:
+        fmt = self._fmt
+        if not fmt.call_close:
+            self._complete_call(out)
+            return pos
+        start = skip_blanks(data, pos)
+        n = len(data)
+        if start >= n and not eof:
+            self._take(data, pos, start)
+            return n
+        token = self._c.call_close.at(data, start)
+        if token is not None:
+            self._take(data, pos, start + len(token))
+            self._complete_call(out)
+            return start + len(token)
+        if not eof and start < n and self._c.call_close.is_prefix(data, start):
+            self._take(data, pos, start)
+            return self._hold(data, start)
+        # the call's closing marker is missing. Kept when what follows shows the call ended:
+        # the next structure, the end of the reply, or text in which the closing marker does
+        # not come soon (when it does, the body was cut short: the call is text)
+        if start < n and self._c.after_call.at(data, start) is None:
+            window = data[start:start + MAX_GAP + self._c.call_close.longest]
+            if self._c.call_close.find(window, 0) is not None:
+                return self._to_malformed(start, "malformed_call",
+                                          f"text after a {fmt.family} call's arguments where "
+                                          f"{fmt.call_close[0]} belongs; shown as text")
+            if not eof and len(window) < MAX_GAP + self._c.call_close.longest:
+                self._take(data, pos, start)
+                return self._hold(data, start)
+        self._take(data, pos, start)
+        assert self._call is not None
+        if start < n:  # at the end of the reply the call simply ended
+            out.append(DiagnosticEvent("unclosed_call", f"call {self._call.name!r} ended "
+                                       f"without {fmt.call_close[0]}; it is kept", ""))
+        self._complete_call(out)
+        return start
+
+    def _complete_call(self, out: list[Event]) -> None:
+        call = self._call
+        reader = self._reader
+        assert call is not None and reader is not None
+        out.extend(reader.notes)
+        out.append(ToolCallEvent(name=call.name, arguments=reader.arguments or {},
+                                 id=call.call_id, index=call.index))
+        self._call = None
+        self._reader = None
+        self._made_call = True
+        self._section_calls += 1
+        self._separator = ""  # a call came of it: the blanks before the marker were markup
+        self._raw = []
+        if self._in_section:
+            self._state = _SECTION
+        else:
+            self._state = _TEXT
+            self._lead = True
+
+    def _scan_after_calls(self, data: str, pos: int, out: list[Event], eof: bool) -> int:
+        """After whole calls: the section's closing marker, where the format has one."""
+        fmt = self._fmt
+        start = skip_blanks(data, pos)
+        n = len(data)
+        if not fmt.section_close or not self._in_section:
+            self._end_section()
+            return pos
+        if start >= n:
+            if eof:
+                self._end_section()
+            return n
+        token = self._c.section_close.at(data, start)
+        if token is not None:
+            self._end_section()
+            return start + len(token)
+        if self._c.section_close.is_prefix(data, start):
+            if not eof:
+                return self._hold(data, start)
+            self._end_section()  # the reply was cut inside the section's closing marker
+            return n
+        if self._c.openers and any(data.startswith(o, start) for o in self._c.openers):
+            self._end_section()
+            return start
+        out.append(DiagnosticEvent("unclosed_call", f"the calls ended without "
+                                   f"{fmt.section_close[0]}", ""))
+        self._end_section()
+        return start
+
+    # -- what is not a call --------------------------------------------------------------
+
+    def _to_malformed(self, pos: int, code: str, message: str) -> int:
+        self._state = _MALFORMED
+        self._failure = code
+        self._message = message
+        self._call = None
+        self._reader = None
+        return pos
+
+    def _scan_malformed(self, data: str, pos: int, out: list[Event], eof: bool) -> int:
+        """Skip to the scope's closing marker (kept in the text) or the next opening one."""
+        if not self._c.scope_close:
+            self._flush_malformed(out)
+            return pos
+        match = self._c.resync.find(data, pos)
+        if match is not None:
+            stop = match.start() if match.group(0) in self._c.openers else match.end()
+            self._take(data, pos, stop)
+            self._flush_malformed(out)
+            return stop
+        safe = len(data) if eof else self._c.resync.partial(data, pos)
+        self._take(data, pos, safe)
+        if eof:
+            self._flush_malformed(out)
+            return len(data)
+        return self._hold(data, safe) if safe < len(data) else len(data)
+
+    def _flush_malformed(self, out: list[Event]) -> None:
+        raw = "".join(self._raw)
+        text = self._separator + raw
+        self._separator = ""
+        self._raw = []
+        if text:
+            self._held.drop()
+            out.append(TextEvent(text))
+        out.append(DiagnosticEvent(self._failure or "malformed_call", self._message or
+                                   f"not a call in the {self._fmt.family} format; shown as text",
+                                   raw))
+        self._failure = self._message = ""
+        self._in_section = False
+        self._state = _TEXT
+
+    # -- the end ---------------------------------------------------------------------------
+
+    def _finish(self, out: list[Event]) -> None:
+        state = self._state
+        if state == _AFTER_CALL and self._call is not None:
+            self._complete_call(out)
+        elif state == _SECTION:
+            if self._section_calls:
+                self._end_section()  # the calls are complete; the section's end was cut off
+            elif not self._fmt.strict_open:
+                self._to_text(out)
+            else:
+                self._to_malformed(0, "unclosed_call", "the reply ended inside a tool-call "
+                                                       "section; shown as text")
+        elif state == _HEADER:
+            if self._header_at_start or not self._fmt.strict_open:
+                self._header_at_start = False
+                self._to_text(out)
+            elif self._section_calls and not self._fmt.call_open:
+                self._end_section()
+            else:
+                self._to_malformed(0, "unclosed_call", "the reply ended inside a tool call; "
+                                                       "shown as text")
+        if self._state == _MALFORMED:
+            self._failure = self._failure or "unclosed_call"
+            self._flush_malformed(out)
+        if self._state == _BLOCK:
+            if self._block_kind == "reasoning":
+                self._held.drop()  # blanks at the end of unclosed reasoning are not text
+            self._state = _TEXT
+        rest = self._held.release()
+        if rest and not self._lead:
+            out.append(TextEvent(rest))

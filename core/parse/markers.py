@@ -1,0 +1,204 @@
+"""Finding markers in streamed text, and reading the headers between them.
+
+:class:`TokenSet` finds the earliest of a set of literal tokens, and tells
+whether the end of the text so far may be the start of one (that tail is held
+back until the next delta decides). :func:`compile_header` turns a
+:class:`~toolwire.parse.record.Header` into a function that reads a header's
+text. What counts as a name is decided once, here, for every family.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable
+from typing import Final
+
+import attrs
+
+from .record import Header
+
+__all__ = [
+    "MAX_GAP",
+    "MAX_NAME",
+    "HeaderFields",
+    "TokenSet",
+    "attribute",
+    "attributes",
+    "compile_header",
+    "skip_blanks",
+    "valid_name",
+]
+
+MAX_NAME: Final = 256
+"""The longest tool or parameter name read from markup."""
+MAX_GAP: Final = 64
+"""Blanks allowed between a closing marker and the marker that confirms it."""
+
+_NAME_CHARS = r"[^\s<>\"'{}()\[\],|｜;=]"
+_NAME_RE = re.compile(_NAME_CHARS + "{1,256}")
+_BLANKS = re.compile(r"[ \t\r\n]*")
+_ATTR_RE = re.compile(r"""([A-Za-z_][\w:.-]*)\s*=\s*(?:"([^"]*)"|'([^']*)')""")
+_ENTITIES = {"&quot;": '"', "&apos;": "'", "&lt;": "<", "&gt;": ">", "&amp;": "&"}
+_ENTITY_RE = re.compile("|".join(map(re.escape, _ENTITIES)))
+_HOLES = {
+    "name": f"(?P<name>{_NAME_CHARS}{{1,256}})",
+    "id": r"(?P<id>[^\s<>\"']{1,128})",
+    "index": r"(?P<index>[0-9]{1,9})",
+    "kind": r"(?P<kind>[A-Za-z_]{1,32})",
+    "any": r"[^\s<>\"']{1,128}",
+}
+_HOLE_RE = re.compile(r"\{(name|id|index|kind|any)\}")
+
+
+def valid_name(name: str) -> bool:
+    """Whether ``name`` can be a tool or parameter name.
+
+    No blanks, quotes, brackets, pipes, ``;`` or ``=``, and not starting with ``/``
+    (a closing tag's name); at most :data:`MAX_NAME` characters.
+    """
+    return _NAME_RE.fullmatch(name) is not None and not name.startswith("/")
+
+
+def skip_blanks(data: str, pos: int) -> int:
+    """The first position at or after ``pos`` that is not a blank."""
+    match = _BLANKS.match(data, pos)
+    return match.end() if match else pos
+
+
+def attributes(header: str) -> dict[str, str]:
+    """Every ``key="value"`` of a tag header, XML entities decoded."""
+    found: dict[str, str] = {}
+    for match in _ATTR_RE.finditer(header):
+        value = match.group(2) if match.group(2) is not None else match.group(3)
+        found.setdefault(match.group(1), _ENTITY_RE.sub(lambda m: _ENTITIES[m.group(0)], value))
+    return found
+
+
+def attribute(header: str, key: str) -> str | None:
+    """The value of ``key="..."`` in a tag header, XML entities decoded."""
+    return attributes(header).get(key)
+
+
+class TokenSet:
+    """A set of literal tokens: find the earliest one, or a trailing partial one.
+
+    :param tokens: the tokens (any first character; longer ones win at one position).
+    """
+
+    __slots__ = ("firsts", "longest", "regex", "tokens")
+
+    def __init__(self, tokens: Iterable[str]) -> None:
+        self.tokens = tuple(sorted({t for t in tokens if t}, key=len, reverse=True))
+        self.regex = re.compile("|".join(map(re.escape, self.tokens))) if self.tokens else None
+        self.firsts = frozenset(t[0] for t in self.tokens)
+        self.longest = max((len(t) for t in self.tokens), default=0)
+
+    def __bool__(self) -> bool:
+        return bool(self.tokens)
+
+    def __contains__(self, token: object) -> bool:
+        return token in self.tokens
+
+    def find(self, data: str, pos: int, endpos: int | None = None) -> re.Match[str] | None:
+        """The earliest token at or after ``pos`` (ending by ``endpos``, when given)."""
+        if self.regex is None:
+            return None
+        if endpos is None:
+            return self.regex.search(data, pos)
+        return self.regex.search(data, pos, endpos)
+
+    def at(self, data: str, pos: int) -> str | None:
+        """The token that starts exactly at ``pos``, if any."""
+        if pos < len(data) and data[pos] in self.firsts:
+            for token in self.tokens:
+                if data.startswith(token, pos):
+                    return token
+        return None
+
+    def partial(self, data: str, start: int) -> int:
+        """Where a trailing proper prefix of a token begins (``len(data)`` if none).
+
+        Looks only at the last ``longest - 1`` characters of ``data[start:]``.
+        """
+        n = len(data)
+        for k in range(max(start, n - self.longest + 1), n):
+            if data[k] in self.firsts:
+                tail = data[k:]
+                for token in self.tokens:
+                    if len(token) > len(tail) and token.startswith(tail):
+                        return k
+        return n
+
+    def is_prefix(self, data: str, start: int) -> bool:
+        """Whether ``data[start:]`` is a proper prefix of a token (more text may complete it)."""
+        tail = data[start:]
+        return any(len(t) > len(tail) and t.startswith(tail) for t in self.tokens)
+
+
+@attrs.frozen
+class HeaderFields:
+    """What a header says.
+
+    :ivar name: the tool or parameter name.
+    :ivar call_id: the call id, when the markup writes one.
+    :ivar kind: the value kind the header implies (``string``, ``json``, or ``None``).
+    """
+
+    name: str
+    call_id: str = ""
+    kind: str | None = None
+
+
+HeaderReader = Callable[[str], HeaderFields | None]
+
+
+def compile_header(header: Header) -> HeaderReader:
+    """A function reading a header's text into :class:`HeaderFields` (``None``: not one)."""
+    kinds = dict(header.kinds)
+
+    def kind_of(value: str | None) -> str | None:
+        if value is None or not kinds:
+            return None
+        return kinds.get(value.strip(), kinds.get("*"))
+
+    if header.attributes:
+        keys = dict(header.attributes)
+
+        def read_attributes(text: str) -> HeaderFields | None:
+            found = attributes(text)
+            name = found.get(keys.get("name", "name"), "").strip()
+            if not valid_name(name):
+                return None
+            call_id = found.get(keys["id"], "") if "id" in keys else ""
+            kind = kind_of(found.get(keys["kind"])) if "kind" in keys else None
+            return HeaderFields(name, text.strip() if header.id_is_header else call_id, kind)
+
+        return read_attributes
+    patterns = [re.compile(r"\s*" + _pattern_regex(p) + r"\s*", re.DOTALL)
+                for p in header.patterns]
+
+    def read_patterns(text: str) -> HeaderFields | None:
+        for pattern in patterns:
+            match = pattern.fullmatch(text)
+            if match is None:
+                continue
+            groups = match.groupdict()
+            name = groups.get("name") or ""
+            if not valid_name(name):
+                continue
+            call_id = text.strip() if header.id_is_header else (groups.get("id") or "")
+            return HeaderFields(name, call_id, kind_of(groups.get("kind")))
+        return None
+
+    return read_patterns
+
+
+def _pattern_regex(pattern: str) -> str:
+    out: list[str] = []
+    pos = 0
+    for match in _HOLE_RE.finditer(pattern):
+        out.append(re.escape(pattern[pos:match.start()]))
+        out.append(_HOLES[match.group(1)])
+        pos = match.end()
+    out.append(re.escape(pattern[pos:]))
+    return "".join(out)

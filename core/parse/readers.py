@@ -1,0 +1,138 @@
+"""The reader protocol the engine drives, and what every reader shares.
+
+The engine (:mod:`toolwire.parse.engine`) scans text and markup itself and hands
+each call body to a *reader* made for the family's kind of arguments. A reader
+is fed ``(data, pos, out, eof)`` and answers ``(status, pos)``:
+
+* ``(MORE, p)``: everything before ``p`` is consumed; ``data[p:]`` (a short tail)
+  must be given again with the next delta;
+* ``(DONE, p)``: the body ended well just before ``p`` (the engine then expects
+  the call's closing markup there);
+* ``(FAIL, p)``: the text is not this format; what the reader consumed (its
+  ``raw``) becomes text with a diagnostic.
+
+At ``eof`` a reader answers ``DONE`` or ``FAIL``. Readers never scan consumed
+text again. *Argument* readers read one call's arguments (the name came from
+markup) and leave them in :attr:`BodyReader.arguments`; *call* readers read
+whole calls (the names inside: JSON call objects, pythonic lists) and emit the
+call events themselves, numbering calls with the engine's :class:`CallNumbering`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final, Protocol
+
+import attrs
+
+from ..conversation.schema import ToolSchemaIndex
+from ..events import DiagnosticEvent, Event, ToolCallDeltaEvent
+
+__all__ = [
+    "DONE",
+    "FAIL",
+    "MORE",
+    "NOT_A_CALL",
+    "BodyReader",
+    "CallContext",
+    "CallNumbering",
+    "ReaderBase",
+]
+
+MORE: Final = 0
+DONE: Final = 1
+FAIL: Final = 2
+
+NOT_A_CALL: Final = "not_a_call"
+"""A reader's ``failure`` when the text was plainly text (no diagnostic)."""
+
+
+class CallNumbering:
+    """Hands out the index of each call of a reply, in order (0, 1, ...)."""
+
+    __slots__ = ("next",)
+
+    def __init__(self, first: int = 0) -> None:
+        self.next = first
+
+    def take(self) -> int:
+        """The index of a call that has just begun."""
+        index = self.next
+        self.next += 1
+        return index
+
+
+@attrs.define(slots=True)
+class CallContext:
+    """The call an argument reader reads for.
+
+    :ivar index: the call's index in the reply.
+    :ivar name: the tool name.
+    :ivar call_id: the id the markup gave, or ``""``.
+    :ivar schemas: the reply's tool schemas (for typing values).
+    :ivar family: the family name, for messages.
+    """
+
+    index: int
+    name: str
+    call_id: str
+    schemas: ToolSchemaIndex
+    family: str = ""
+
+    def delta(self, text: str, parameter: str | None = None) -> ToolCallDeltaEvent:
+        """A ``tool_call_delta`` event of this call."""
+        return ToolCallDeltaEvent(self.index, self.name, text, parameter, self.call_id)
+
+
+class BodyReader(Protocol):
+    """What the engine asks of a reader (see the module doc).
+
+    :ivar raw: text consumed and not yet part of a complete call; it becomes
+        text when the reader fails.
+    :ivar failure: the diagnostic code of a failure (:data:`NOT_A_CALL`: plain text).
+    :ivar message: the diagnostic message of a failure.
+    :ivar started: how many calls the reader has begun (call readers).
+    :ivar arguments: an argument reader's result once it answered ``DONE``.
+    :ivar notes: diagnostics about a call that was read after all (a repaired
+        drift), emitted with the call.
+    """
+
+    raw: list[str]
+    failure: str
+    message: str
+    started: int
+    arguments: dict[str, Any] | None
+    notes: list[DiagnosticEvent]
+
+    def feed(self, data: str, pos: int, out: list[Event], eof: bool) -> tuple[int, int]:
+        """Consume from ``pos``; return ``(status, pos)``."""
+        ...
+
+
+class ReaderBase:
+    """Bookkeeping every reader shares: consumed text, failure, started calls."""
+
+    __slots__ = ("arguments", "failure", "message", "notes", "raw", "started")
+
+    def __init__(self) -> None:
+        self.raw: list[str] = []
+        self.failure = ""
+        self.message = ""
+        self.started = 0
+        self.arguments: dict[str, Any] | None = None
+        self.notes: list[DiagnosticEvent] = []
+
+    def take(self, data: str, start: int, end: int) -> None:
+        """Record ``data[start:end]`` as consumed."""
+        if end > start:
+            self.raw.append(data[start:end])
+
+    def fail(self, pos: int, code: str, message: str) -> tuple[int, int]:
+        """Answer ``FAIL`` with a diagnostic code and message."""
+        self.failure = code
+        self.message = message
+        return FAIL, pos
+
+    def unclosed(self, pos: int) -> tuple[int, int]:
+        """Fail because the reply ended inside the body."""
+        return self.fail(pos, "unclosed_call", "the reply ended inside a tool call; "
+                                               "shown as text")

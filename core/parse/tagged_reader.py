@@ -1,0 +1,521 @@
+"""Reading arguments written as markup pairs: ``open HEADER end [value_open] VALUE close``.
+
+One reader for every family whose values are raw text between tags (Qwen XML,
+Seed, GLM, MiniMax, DSML, Kimi K3, MiniCPM, derived formats). A value is raw
+text, so it may contain the format's own tags; which reading wins is decided
+by rules written once, here, for every family:
+
+* **A closing tag counts at a boundary.** A value's closing marker ends it only
+  when what follows (after blanks) is structure: another argument's opening
+  with a valid name (whatever the name: an argument the schema does not know
+  still reaches dispatch, which tells the model), the call's or section's end,
+  the next call, or the end of the reply. Otherwise it is part of the value.
+* **A missing closing tag is recovered where the intent is plain**, with an
+  ``unclosed_parameter`` diagnostic: the opening of a parameter the tool
+  declares and has not been given yet, or the call's end followed by the
+  section's end (or the reply's), ends the value, unless the value's own
+  closing tag came and was followed by other text (then it is not missing).
+  So a string value may hold its format's tags except a closing tag followed by
+  structure, and the call's end followed by the section's end: those two read
+  as structure.
+* **Null**: ``null`` (``None`` where the template writes Python) is ``None`` when
+  the parameter's schema allows null, and the verbatim text otherwise.
+
+String values stream as ``tool_call_delta`` events named by the parameter.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Final
+
+from ..events import DiagnosticEvent, Event
+from .json_readers import JsonArgsReader
+from .markers import MAX_GAP, MAX_NAME, HeaderFields, TokenSet, compile_header, skip_blanks
+from .readers import DONE, FAIL, MORE, CallContext, ReaderBase
+from .record import TaggedArguments
+from .values import decode_nested_value, is_null_text, typed_value
+
+__all__ = ["TaggedArgsReader", "TaggedSyntax"]
+
+_CDATA_OPEN: Final = "<![CDATA["
+_CDATA_CLOSE: Final = "]]>"
+_NEED_MORE: Final = -1
+_LITERAL: Final = -2
+_GO: Final = 3  # a step made progress; keep reading
+
+# states
+_BETWEEN, _VALUE, _BLOCK, _OVER = range(4)
+# value modes
+_PLAIN, _CDATA_CHECK, _CDATA, _NESTED, _TRIM_CHECK = range(5)
+
+
+class TaggedSyntax:
+    """A :class:`~toolwire.parse.record.TaggedArguments` compiled once per format.
+
+    :param args: the record.
+    :param ends: markers that end a call's arguments (the call's close, the
+        section's close, the next call's opening), from the engine.
+    :param closers: the call's and the section's closing markers (a value whose
+        own closing tag is missing may end at one of them).
+    :param after_close: what confirms a call's end met inside a value (the
+        section's end; the end of the reply confirms it too).
+    """
+
+    def __init__(self, args: TaggedArguments, ends: TokenSet, closers: TokenSet,
+                 after_close: TokenSet) -> None:
+        self.args = args
+        self.ends = ends
+        self.closers = closers
+        self.after_ends = after_close
+        self.read_header = compile_header(args.header)
+        self.header_ends = TokenSet(args.header_end)
+        self.opens = TokenSet((args.open,))
+        self.named_close = any("{name}" in c for c in args.closes())
+        self.static_closes = TokenSet(c for c in args.closes() if "{name}" not in c)
+        self.block = args.json_block
+        self.block_open = TokenSet((args.json_block[0],)) if args.json_block else TokenSet(())
+        self.block_end = TokenSet((args.json_block[1],)) if args.json_block else TokenSet(())
+        self.structure = TokenSet((args.open, *ends.tokens,
+                                   *((args.json_block[0],) if args.json_block else ())))
+        self.separator = args.separator.strip()
+
+
+class TaggedArgsReader(ReaderBase):
+    """Reads one call's tagged arguments, up to (not including) what ends them.
+
+    Answers ``DONE`` at the first of the syntax's ``ends`` met between
+    arguments (or at the end of the reply after a complete argument), with
+    :attr:`arguments` set.
+    """
+
+    __slots__ = ("_block", "_call", "_close", "_depth", "_given", "_kind", "_mode", "_param",
+                 "_parts", "_saw_close", "_state", "_string", "_syntax", "_trim")
+
+    def __init__(self, call: CallContext, syntax: TaggedSyntax) -> None:
+        super().__init__()
+        self._call = call
+        self._syntax = syntax
+        self._state = _BETWEEN
+        self.arguments = {}
+        self._given: set[str] = set()
+        self._param = ""
+        self._kind: str | None = None
+        self._string = True
+        self._parts: list[str] = []
+        self._mode = _PLAIN
+        self._close = TokenSet(())
+        self._trim = False
+        self._depth = 0
+        self._saw_close = False
+        self._block: JsonArgsReader | None = None
+
+    def feed(self, data: str, pos: int, out: list[Event], eof: bool) -> tuple[int, int]:
+        """Consume from ``pos``; see :mod:`toolwire.parse.readers`."""
+        n = len(data)
+        while True:
+            state = self._state
+            if state == _OVER:
+                return DONE, pos
+            if pos >= n and state == _BETWEEN:
+                if not eof:
+                    return MORE, n
+                self.notes.append(DiagnosticEvent(
+                    "unclosed_call", f"the reply ended inside call {self._call.name!r} after a "
+                    "complete parameter; the call is kept", ""))
+                self._state = _OVER
+                return DONE, n
+            if state == _VALUE:
+                status, pos = self._scan_value(data, pos, out, eof)
+            elif state == _BLOCK:
+                status, pos = self._scan_block(data, pos, out, eof)
+            else:
+                status, pos = self._between(data, pos, eof)
+            if status != _GO:
+                return status, pos
+
+    # -- between arguments -----------------------------------------------------------
+
+    def _refuse(self, pos: int, message: str) -> tuple[int, int]:
+        return self.fail(pos, "malformed_call", message)
+
+    def _between(self, data: str, pos: int, eof: bool) -> tuple[int, int]:
+        syntax = self._syntax
+        start = skip_blanks(data, pos)
+        if syntax.separator and data.startswith(syntax.separator, start) and self.arguments:
+            start = skip_blanks(data, start + len(syntax.separator))
+        self.take(data, pos, start)
+        n = len(data)
+        if start >= n:
+            return _GO, n
+        args = syntax.args
+        if syntax.ends.at(data, start) is not None:
+            self._state = _OVER
+            return DONE, start
+        if data.startswith(args.open, start):
+            return self._open_param(data, start, eof)
+        if syntax.block and data.startswith(syntax.block[0], start):
+            return self._open_block(data, start, eof)
+        if not eof and (syntax.structure.is_prefix(data, start)
+                        or (syntax.separator and syntax.separator.startswith(data[start:]))):
+            return MORE, start
+        return self._refuse(start, f"text inside a {self._call.family} call is not an "
+                                   "argument; shown as text")
+
+    def _read_header(self, data: str, start: int, ends: TokenSet,
+                     eof: bool) -> tuple[str, int, str] | int:
+        """``(header, end position, end token)``, or ``_NEED_MORE`` / ``_LITERAL``."""
+        limit = start + MAX_NAME + MAX_GAP + ends.longest
+        match = ends.find(data, start, limit)
+        if match is None:
+            return _NEED_MORE if not eof and len(data) < limit else _LITERAL
+        return data[start:match.start()], match.start(), match.group(0)
+
+    def _header_at(self, data: str, at: int, eof: bool) -> tuple[HeaderFields, int, str] | int:
+        """Read the parameter header whose opening marker is at ``at``."""
+        syntax = self._syntax
+        found = self._read_header(data, at + len(syntax.args.open), syntax.header_ends, eof)
+        if isinstance(found, int):
+            return found
+        text, end, token = found
+        fields = syntax.read_header(text)
+        if fields is None:
+            return _LITERAL
+        return fields, end + len(token), token
+
+    def _open_param(self, data: str, start: int, eof: bool) -> tuple[int, int]:
+        syntax = self._syntax
+        args = syntax.args
+        found = self._header_at(data, start, eof)
+        if found == _NEED_MORE:
+            return MORE, start
+        if isinstance(found, int):
+            return self._refuse(start, f"a {self._call.family} argument header is malformed; "
+                                       "shown as text")
+        fields, end, token = found
+        kind = args.header_end.get(token) or fields.kind
+        if args.value_open:
+            value_at = skip_blanks(data, end)
+            if data.startswith(args.value_open, value_at):
+                end = value_at + len(args.value_open)
+            elif not eof and value_at - end <= MAX_GAP and (
+                    value_at >= len(data) or args.value_open.startswith(data[value_at:])):
+                return MORE, start
+            else:
+                return self._refuse(start, f"a {self._call.family} argument has no value "
+                                           "marker; shown as text")
+        self.take(data, start, end)
+        self._param = fields.name
+        self._kind = kind
+        self._string = kind == "string" or (
+            kind is None and self._call.schemas.is_string(self._call.name, fields.name))
+        self._parts = []
+        close = args.close_for(kind).replace("{name}", fields.name)
+        self._close = TokenSet((close,))
+        if args.nested:
+            self._mode = _NESTED
+        elif args.trim_newline:
+            self._mode = _TRIM_CHECK
+        elif args.cdata:
+            self._mode = _CDATA_CHECK
+        else:
+            self._mode = _PLAIN
+        self._trim = args.trim_newline
+        self._depth = 0
+        self._saw_close = False
+        self._state = _VALUE
+        return _GO, end
+
+    def _open_block(self, data: str, start: int, eof: bool) -> tuple[int, int]:
+        syntax = self._syntax
+        assert syntax.block is not None
+        found = self._read_header(data, start + len(syntax.block[0]), syntax.block_end, eof)
+        if found == _NEED_MORE:
+            return MORE, start
+        if isinstance(found, int):
+            return self._refuse(start, "a malformed arguments block; shown as text")
+        end = found[1] + len(found[2])
+        self.take(data, start, end)
+        self._block = JsonArgsReader(self._call)
+        self._state = _BLOCK
+        return _GO, end
+
+    def _scan_block(self, data: str, pos: int, out: list[Event], eof: bool) -> tuple[int, int]:
+        block = self._block
+        syntax = self._syntax
+        assert block is not None and syntax.block is not None
+        status, at = block.feed(data, pos, out, eof)
+        if status == MORE:
+            return MORE, at
+        self.raw.extend(block.raw)
+        block.raw = []
+        if status == FAIL:
+            return self.fail(at, block.failure, block.message)
+        close = syntax.block[2]
+        at2 = skip_blanks(data, at)
+        if data.startswith(close, at2):
+            self.take(data, at, at2 + len(close))
+            at = at2 + len(close)
+        elif not eof and (at2 >= len(data) or close.startswith(data[at2:])):
+            return MORE, at
+        self.arguments = {**(self.arguments or {}), **(block.arguments or {})}
+        self.notes.extend(block.notes)
+        self._block = None
+        self._state = _BETWEEN
+        return _GO, at
+
+    # -- a value -----------------------------------------------------------------------
+
+    def _scan_value(self, data: str, pos: int, out: list[Event],
+                    eof: bool) -> tuple[int, int]:
+        mode = self._mode
+        n = len(data)
+        if mode == _TRIM_CHECK:
+            if pos >= n:
+                return (MORE, n) if not eof else self._unclosed_value(n)
+            if data[pos] == "\n":
+                self.take(data, pos, pos + 1)
+                pos += 1
+            self._mode = _CDATA_CHECK if self._syntax.args.cdata else _PLAIN
+            return _GO, pos
+        if mode == _CDATA_CHECK:
+            if data.startswith(_CDATA_OPEN, pos):
+                self.take(data, pos, pos + len(_CDATA_OPEN))
+                self._mode = _CDATA
+                return _GO, pos + len(_CDATA_OPEN)
+            if not eof and n - pos < len(_CDATA_OPEN) and _CDATA_OPEN.startswith(data[pos:]):
+                return MORE, pos
+            self._mode = _PLAIN
+            return _GO, pos
+        if mode == _NESTED:
+            return self._scan_nested(data, pos, out, eof)
+        if mode == _CDATA:
+            return self._scan_cdata(data, pos, out, eof)
+        return self._scan_plain(data, pos, out, eof)
+
+    def _pending_end(self, data: str, pos: int, end: int, out: list[Event],
+                     eof: bool) -> tuple[int, int]:
+        """No end of the value in sight: emit up to ``end`` and wait (or fail at eof)."""
+        self._piece(data, pos, end, out)
+        if eof:
+            return self._unclosed_value(len(data))
+        return MORE, end
+
+    def _scan_plain(self, data: str, pos: int, out: list[Event],
+                    eof: bool) -> tuple[int, int]:
+        syntax = self._syntax
+        close = self._close
+        watch = TokenSet((*close.tokens, syntax.args.open, *syntax.closers.tokens))
+        n = len(data)
+        search = pos
+        while True:
+            match = watch.find(data, search)
+            if match is None:
+                end = n if eof else watch.partial(data, search)
+                if self._trim and not eof and end > pos and data[end - 1] == "\n":
+                    end -= 1
+                return self._pending_end(data, pos, end, out, eof)
+            k = match.start()
+            token = match.group(0)
+            if token in close:
+                verdict = self._follows_close(data, k + len(token), eof)
+                consume = True
+            else:
+                verdict = self._recovers(data, k, token, eof)
+                consume = False
+            if verdict == _LITERAL:
+                self._saw_close = self._saw_close or consume
+                search = k + 1
+                continue
+            end = k - 1 if self._trim and k > pos and data[k - 1] == "\n" else k
+            self._piece(data, pos, end, out)
+            if verdict == _NEED_MORE:
+                return MORE, end
+            if consume:
+                self.take(data, end, k + len(token))
+                self._finish_value(out)
+                return _GO, k + len(token)
+            self.take(data, end, k)
+            out.append(DiagnosticEvent(
+                "unclosed_parameter", f"parameter {self._param!r} of {self._call.name!r} "
+                "lacked its closing tag; it ends where the next tag begins", self._param))
+            self._finish_value(out)
+            return _GO, k
+
+    def _scan_cdata(self, data: str, pos: int, out: list[Event],
+                    eof: bool) -> tuple[int, int]:
+        close_token = self._close.tokens[0]
+        n = len(data)
+        search = pos
+        while True:
+            k = data.find(_CDATA_CLOSE, search)
+            if k < 0:
+                end = n if eof else _partial(data, search, _CDATA_CLOSE)
+                return self._pending_end(data, pos, end, out, eof)
+            after = k + len(_CDATA_CLOSE)
+            if data.startswith(close_token, after):
+                after += len(close_token)
+            elif not eof and n - after < len(close_token) and close_token.startswith(data[after:]):
+                self._piece(data, pos, k, out)
+                return MORE, k
+            else:
+                search = k + 1
+                continue
+            verdict = self._follows_close(data, after, eof)
+            if verdict == _LITERAL:
+                search = k + 1
+                continue
+            self._piece(data, pos, k, out)
+            if verdict == _NEED_MORE:
+                return MORE, k
+            self.take(data, k, after)
+            self._finish_value(out)
+            return _GO, after
+
+    def _scan_nested(self, data: str, pos: int, out: list[Event],
+                     eof: bool) -> tuple[int, int]:
+        ns = self._syntax.args.nested
+        n = len(data)
+        search = pos
+        while True:
+            k = data.find(ns, search)
+            if k < 0:
+                end = n if eof else _partial(data, search, ns)
+                return self._pending_end(data, pos, end, out, eof)
+            tag_at = k + len(ns)
+            gt = data.find(">", tag_at, tag_at + MAX_NAME + 2)
+            if gt < 0:
+                if not eof and n - tag_at <= MAX_NAME + 1:
+                    self._piece(data, pos, k, out)
+                    return MORE, k
+                search = k + 1
+                continue
+            tag = data[tag_at + 1:gt]
+            if data.startswith("</", tag_at):
+                if self._depth > 0:
+                    self._depth -= 1
+                    search = gt + 1
+                    continue
+                self._piece(data, pos, k, out)
+                self._finish_value(out)
+                if tag[1:] == self._param:
+                    self.take(data, k, gt + 1)
+                    return _GO, gt + 1
+                return _GO, k  # another closing tag: this parameter's own is missing
+            if data.startswith("<", tag_at) and tag:
+                self._depth += 1
+            search = gt + 1
+
+    def _piece(self, data: str, start: int, end: int, out: list[Event]) -> None:
+        if end <= start:
+            return
+        piece = data[start:end]
+        self._parts.append(piece)
+        self.raw.append(piece)
+        if self._string:
+            out.append(self._call.delta(piece, self._param))
+
+    def _unclosed_value(self, n: int) -> tuple[int, int]:
+        return self.fail(n, "unclosed_call", "the reply ended inside a tool call's value; "
+                                             "shown as text")
+
+    def _follows_close(self, data: str, at: int, eof: bool) -> int:
+        """Whether structure (or the end of the reply) follows a value's closing tag."""
+        syntax = self._syntax
+        n = len(data)
+        j = at
+        limit = at + MAX_GAP
+        while j < n and j < limit and data[j] in " \t\r\n":
+            j += 1
+        if j < n and syntax.separator and data.startswith(syntax.separator, j):
+            j = skip_blanks(data, j + len(syntax.separator))
+        if j >= n:
+            if eof:
+                return at
+            return _NEED_MORE if j < limit + len(syntax.separator) + MAX_GAP else _LITERAL
+        if j >= limit + len(syntax.separator) + MAX_GAP:
+            return _LITERAL
+        if syntax.closers.at(data, j) is not None or syntax.block_open.at(data, j) is not None:
+            return at
+        if data.startswith(syntax.args.open, j):
+            found = self._header_at(data, j, eof)
+            if found == _NEED_MORE:
+                return _NEED_MORE
+            return _LITERAL if isinstance(found, int) else at
+        if not eof and (syntax.structure.is_prefix(data, j)
+                        or (syntax.separator and syntax.separator.startswith(data[j:]))):
+            return _NEED_MORE
+        return _LITERAL
+
+    def _recovers(self, data: str, k: int, token: str, eof: bool) -> int:
+        """Whether a structural marker inside a value ends it (its close is missing)."""
+        syntax = self._syntax
+        if token == syntax.args.open:
+            found = self._header_at(data, k, eof)
+            if found == _NEED_MORE:
+                return _NEED_MORE
+            if isinstance(found, int):
+                return _LITERAL
+            name = found[0].name
+            known = self._call.schemas.parameters(self._call.name) or {}
+            if name in known and name not in self._given and name != self._param:
+                return k
+            return _LITERAL
+        # the call's end (or the section's): only when the value's own closing tag never
+        # came (a closing tag followed by junk is not a missing one) and what follows the
+        # call's end confirms it
+        if self._saw_close:
+            return _LITERAL
+        j = skip_blanks(data, k + len(token))
+        if j >= len(data):
+            if eof:
+                return k
+            return _NEED_MORE if j - k < MAX_GAP + len(token) else _LITERAL
+        if syntax.after_ends.at(data, j) is not None:
+            return k
+        if not eof and syntax.after_ends.is_prefix(data, j):
+            return _NEED_MORE
+        return _LITERAL
+
+    def _finish_value(self, out: list[Event]) -> None:
+        call = self._call
+        raw = "".join(self._parts)
+        self._parts = []
+        name = self._param
+        if name in self._given:
+            out.append(DiagnosticEvent("duplicate_parameter",
+                                       f"parameter {name!r} of {call.name!r} given twice; "
+                                       "the last value is used", name))
+        self._given.add(name)
+        assert self.arguments is not None
+        self.arguments[name] = self._decode(raw)
+        self._state = _BETWEEN
+
+    def _decode(self, raw: str) -> Any:
+        call = self._call
+        args = self._syntax.args
+        schema = call.schemas.schema(call.name, self._param)
+        root = call.schemas.root(call.name)
+        if args.nested:
+            return decode_nested_value(raw, args.nested, schema, root)
+        if self._kind == "string":
+            return raw
+        if self._kind == "json":
+            try:
+                return json.loads(raw)
+            except (ValueError, RecursionError):
+                pass
+        if self._string:
+            if is_null_text(raw, python=args.python_values) and schema is not None:
+                return typed_value(raw, schema, root, python=args.python_values)
+            return raw
+        return typed_value(raw, schema, root, python=args.python_values)
+
+
+def _partial(data: str, start: int, token: str) -> int:
+    """Where a trailing proper prefix of ``token`` begins (``len(data)`` if none)."""
+    n = len(data)
+    for k in range(max(start, n - len(token) + 1), n):
+        if token.startswith(data[k:]):
+            return k
+    return n

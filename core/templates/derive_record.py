@@ -1,0 +1,193 @@
+"""From the markers a template renders to the engine's record, and the self-check.
+
+:func:`~toolwire.templates.derive.derive_format` reads the literal markers off
+probe renders (an :class:`InferredMarkup`); :func:`to_call_format` turns them into
+the :class:`~toolwire.parse.record.CallFormat` the one engine runs, the same kind
+of record a plugin author writes; :func:`verify_format` renders a richer turn and
+parses it back with that record, so a wrong record is never used.
+
+How markers become the record:
+
+* ``{id}`` holes in the opening marker or after the name move into the header's
+  pattern (``{id}<|tool_call:name|>{name}``, ``{name}[CALL_ID]{id}``); the literal
+  text before the first hole is the opening marker, the text after the last one
+  ends the header;
+* blanks around markers are the template's layout and are not required (the
+  engine skips blanks between structure), except inside tagged arguments,
+  where a newline after the name and before the closing tag is markup the
+  value does not hold (``trim_newline``);
+* a name followed only by blanks ends where the arguments begin (``header_stop``);
+* string and non-string values marked apart (``string="true"``) become per-kind
+  header ends and closes.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import attrs
+
+from ..errors import DerivationError, TemplateError
+from ..events import Event
+from ..parse.engine import CallParser
+from ..parse.protocol import collect_reply
+from ..parse.record import CallFormat, Header, JsonArguments, TaggedArguments
+
+__all__ = ["ID_HOLE", "KEY_HOLE", "InferredMarkup", "to_call_format", "verify_format"]
+
+ID_HOLE, KEY_HOLE = "{id}", "{key}"
+DERIVED_FAMILY = "derived"
+
+
+@attrs.frozen
+class InferredMarkup:
+    """The literal markers a template renders around calls, as inferred from probes.
+
+    Calls read ``section_open`` + call (+ ``call_separator`` + call)* +
+    ``section_close``; one call ``call_open`` NAME ``name_close`` ARGS
+    ``call_close``. ``{id}`` inside those markers stands for the call id. ARGS is
+    one JSON object (``arguments == "json"``) or tagged pairs: ``arg_open`` KEY
+    ``key_close`` VALUE ``value_close``, joined by ``arg_separator``; ``{key}``
+    inside ``value_close`` repeats the argument name; string values may be
+    marked apart (``string_key_close`` / ``string_value_close``).
+    """
+
+    section_open: str
+    section_close: str
+    call_open: str
+    name_close: str
+    call_close: str
+    call_separator: str
+    arguments: str
+    arg_open: str = ""
+    key_close: str = ""
+    value_close: str = ""
+    string_key_close: str = ""
+    string_value_close: str = ""
+    arg_separator: str = ""
+    parallel: bool = True
+    reasoning_open: str = ""
+    reasoning_close: str = ""
+
+
+_HOLE = re.compile(r"\{id\}")
+
+
+def _literal(marker: str, what: str, seen: InferredMarkup) -> str:
+    if ID_HOLE in marker:
+        raise DerivationError(f"a call id inside the {what} (a counter hole there is not "
+                              "supported)", seen=repr(seen))
+    return marker.strip()
+
+
+def to_call_format(inferred: InferredMarkup) -> CallFormat:
+    """The engine's record for inferred markers.
+
+    :raises DerivationError: the markers need something a record cannot say.
+    """
+    head, hole, rest = inferred.call_open.partition(ID_HOLE)
+    call_open = head.strip()
+    pattern_head = hole + rest
+    if not call_open:
+        raise DerivationError("nothing marks where a call begins", seen=repr(inferred))
+    name_close = inferred.name_close
+    holes = list(_HOLE.finditer(name_close))
+    if holes:
+        last = holes[-1].end()
+        pattern_tail, end = name_close[:last], name_close[last:].strip()
+    else:
+        pattern_tail, end = "", name_close.strip()
+    pattern = (pattern_head.strip() + "{name}" + pattern_tail.rstrip()).replace(ID_HOLE, "{id}")
+    arguments = JsonArguments() if inferred.arguments == "json" else _tagged(inferred)
+    header_stop: tuple[str, ...] = ()
+    if not end:  # the name is followed only by blanks: it ends where the arguments begin
+        if isinstance(arguments, TaggedArguments):
+            header_stop = (arguments.open, _literal(inferred.call_close, "call's end", inferred))
+        else:
+            header_stop = ("{",)
+    return CallFormat(
+        family=DERIVED_FAMILY,
+        description="derived from the chat template",
+        section_open=_literal(inferred.section_open, "section's opening", inferred),
+        section_close=_literal(inferred.section_close, "section's end", inferred),
+        separator=inferred.call_separator.strip(),
+        call_open=call_open,
+        header=Header(patterns=(pattern,)),
+        header_end=end,
+        header_stop=tuple(t for t in header_stop if t),
+        call_close=_literal(inferred.call_close, "call's end", inferred),
+        arguments=arguments,
+        reasoning=_reasoning(inferred),
+        max_calls=None if inferred.parallel else 1,
+    )
+
+
+def _reasoning(inferred: InferredMarkup) -> tuple[str, str] | None:
+    if inferred.reasoning_close and inferred.reasoning_close != "</think>":
+        return inferred.reasoning_open, inferred.reasoning_close
+    return None
+
+
+def _tagged(inferred: InferredMarkup) -> TaggedArguments:
+    key_close, value_close = inferred.key_close, inferred.value_close
+    string_key, string_value = inferred.string_key_close, inferred.string_value_close
+    trim = all(k.endswith("\n") for k in (key_close, string_key)) and all(
+        v.startswith("\n") for v in (value_close, string_value))
+    if trim:
+        key_close, string_key = key_close[:-1], string_key[:-1]
+        value_close, string_value = value_close[1:], string_value[1:]
+    if (key_close, value_close) == (string_key, string_value):
+        header_end: dict[str, str | None] = {key_close: None}
+        close: str | dict[str, str] = value_close.replace(KEY_HOLE, "{name}")
+    else:
+        header_end = {key_close: "json", string_key: "string"}
+        close = {"json": value_close.replace(KEY_HOLE, "{name}"),
+                 "string": string_value.replace(KEY_HOLE, "{name}")}
+    if ID_HOLE in inferred.arg_open + key_close + string_key + value_close + string_value:
+        raise DerivationError("a call id inside an argument's markup",
+                              seen=repr(inferred))
+    return TaggedArguments(open=inferred.arg_open.strip() or inferred.arg_open,
+                           header_end=header_end, close=close,
+                           separator=inferred.arg_separator.strip(), trim_newline=trim)
+
+
+_CHECK_TOOLS: dict[str, Any] = {
+    name: {"type": "object", "properties": {
+        "zqkeyone": {"type": "string"}, "zqkeytwo": {"type": "integer"},
+        "zqkeythree": {"type": "object"}, "zqkeyfour": {"type": "boolean"}}}
+    for name in ("zqfnalpha", "zqfnbeta")
+}
+
+
+def verify_format(fmt: CallFormat, renderer: Any) -> str:
+    """Render a richer assistant turn and parse it back with ``fmt``; a problem or ``""``.
+
+    :param renderer: the derivation's renderer (``toolwire.templates.derive``).
+    """
+    calls = [("zqfnalpha", {"zqkeyone": "multi\nline < value", "zqkeytwo": 42,
+                            "zqkeythree": {"a": [1, 2]}, "zqkeyfour": True}),
+             ("zqfnbeta", {"zqkeyone": "second"}), ("zqfnalpha", {})]
+    if fmt.max_calls == 1:
+        calls = calls[:1]
+    rendered = [{"id": f"zqid0000{i + 1}", "type": "function",
+                 "function": {"name": n, "arguments": a}} for i, (n, a) in enumerate(calls)]
+    try:
+        reply = renderer.block(rendered, holes=False)
+    except TemplateError as exc:
+        return f"the check conversation does not render: {exc}"
+    for step in (1, 3, len(reply)):
+        parser = CallParser(fmt, _CHECK_TOOLS)
+        events: list[Event] = []
+        for at in range(0, len(reply), step):
+            events.extend(parser.feed(reply[at:at + step]))
+        events.extend(parser.close())
+        got = collect_reply(events)
+        have = [(c.name, dict(c.arguments)) for c in got.tool_calls]
+        if have != calls:
+            return f"parsed {have!r} from a render of {calls!r}"
+        if got.diagnostics:
+            return f"diagnostics: {[d.message for d in got.diagnostics]}"
+        if got.content.strip():
+            return f"text left over: {got.content.strip()[:100]!r}"
+    return ""
