@@ -146,6 +146,7 @@ class MCPServers:
         self._loop = LoopThread()
         self._connections: dict[str, ServerConnection] | None = None
         self._lock = threading.Lock()
+        self._listings: set[concurrent.futures.Future[Any]] = set()
         self._closed = False
         with _OPEN_LOCK:
             _OPEN.add(self)
@@ -189,13 +190,13 @@ class MCPServers:
             its failure is kept in :attr:`failures` and :attr:`notes` and the other
             servers' tools are returned.
         """
-        for config in self.configs:
-            self._connection(config.name)
         bound = 2 * self.connect_timeout + _CLOSE_WAIT
         names = ", ".join(repr(c.name) for c in self.configs)
+        listing = self._start_listing()
         try:
-            listed = self._loop.run(self._list_all(), timeout=bound)
-        except TimeoutError as exc:
+            listed = listing.result(timeout=bound)
+        except concurrent.futures.TimeoutError as exc:
+            listing.cancel()
             raise MCPServerError(f"MCP servers {names} did not list their tools within "
                                  f"{bound:g} seconds", server=names) from exc
         except concurrent.futures.CancelledError as exc:
@@ -205,10 +206,22 @@ class MCPServers:
 
     async def atools(self, *, taken: Iterable[str] = (), strict: bool = False) -> list[Tool]:
         """:meth:`tools` for asyncio code (the servers run on their own loop thread)."""
+        listed = await asyncio.wrap_future(self._start_listing())
+        return self._build(listed, taken, strict)
+
+    def _start_listing(self) -> concurrent.futures.Future[Any]:
+        """Submit a listing of every server; :meth:`close` lets it finish before it ends."""
         for config in self.configs:
             self._connection(config.name)
-        listed = await asyncio.wrap_future(self._loop.submit(self._list_all()))
-        return self._build(listed, taken, strict)
+        listing = self._loop.submit(self._list_all())
+        with self._lock:
+            self._listings.add(listing)
+        listing.add_done_callback(self._listing_done)
+        return listing
+
+    def _listing_done(self, listing: concurrent.futures.Future[Any]) -> None:
+        with self._lock:
+            self._listings.discard(listing)
 
     async def _list_all(self) -> list[tuple[ServerConfig, list[mcp_types.Tool] | BaseException]]:
         connections = [self._connection(c.name) for c in self.configs]
@@ -336,6 +349,10 @@ class MCPServers:
                 self._loop.run(_close_all(connections), timeout=_CLOSE_WAIT)
             except TimeoutError:
                 pass  # the loop's end below cancels what is left; the SDK kills on cancel
+            # a listing still running answers with the servers' failures, not a cancellation
+            with self._lock:
+                listings = list(self._listings)
+            concurrent.futures.wait(listings, timeout=_CLOSE_WAIT)
         self._loop.stop()
 
     async def aclose(self) -> None:
