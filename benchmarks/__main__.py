@@ -9,7 +9,7 @@ import time
 from .harness import write_results
 
 MODULES = ("parser_streaming", "gguf_header", "rendering", "dispatch", "end_to_end",
-           "workspace_tools", "openai_server", "mcp_tools")
+           "workspace_tools", "openai_server", "mcp_tools", "completions_overhead")
 
 
 def main(argv: list[str]) -> int:
