@@ -199,39 +199,43 @@ class CompletionsBackend(TemplatedBackend):
         self.seed = seed
         self.grammar = grammar
         self._http = _make_http_client(self.connection.api_key, timeout)
-        self.engine = (probe_engine(self._http, self.root, timeout=_PROBE_TIMEOUT)
-                       if probe else EngineInfo())
-        self.connection = engine_connection(self.root, api_key, environ, self.engine.label)
-        self.facts: ModelFacts | None = (read_model_file(model_file)
-                                         if model_file is not None else None)
-        self.api = self._choose_api(api)
-        self.model = model or self.engine.model or "default"
-        self._counter = TokenCounter(self._http, self.root, self.engine, self.model)
-        known_ctx = n_ctx or self.engine.n_ctx
-        self._guessed_ctx = known_ctx is None
-        eos = self.engine.eos_token or (self.facts.eos_token if self.facts else None) or ""
-        super().__init__(
-            templates=template_sources(template=template, chat_template=chat_template,
-                                       engine=self.engine, facts=self.facts,
-                                       base_url=base_url),
-            n_ctx=known_ctx or DEFAULT_N_CTX, max_tokens=max_tokens, family=family,
-            plugins=plugins, enable_thinking=enable_thinking,
-            bos_token="",  # the engine puts the model's BOS before a text prompt itself
-            eos_token=eos)
-        tools_template = self.template_choice(tools=True)
-        ends = end_tokens(self.engine, self.facts)
-        marker = end_of_turn_marker(tools_template.template, eos_token=eos)
-        self.stops: tuple[str, ...] = (*needed_stops(marker, ends), *stop)
-        self._trim_markers = tuple(m for m in (marker, *ends) if m)
-        self._special = special_markers(tools_template.source, leave_out=(
-            *self._trim_markers, *self.stops))
-        self.context = RequestContext(self.connection, self.model, timeout)
-        self._client: Any = None
-        self._client_lock = threading.Lock()
-        self._stream_options = True
-        self._notes: list[Event] = []
-        if self.api == "completions":
-            self._sdk_client()  # import the SDK now, while the caller shows "loading"
+        try:
+            self.engine = (probe_engine(self._http, self.root, timeout=_PROBE_TIMEOUT)
+                           if probe else EngineInfo())
+            self.connection = engine_connection(self.root, api_key, environ, self.engine.label)
+            self.facts: ModelFacts | None = (read_model_file(model_file)
+                                             if model_file is not None else None)
+            self.api = self._choose_api(api)
+            self.model = model or self.engine.model or "default"
+            self._counter = TokenCounter(self._http, self.root, self.engine, self.model)
+            known_ctx = n_ctx or self.engine.n_ctx
+            self._guessed_ctx = known_ctx is None
+            eos = self.engine.eos_token or (self.facts.eos_token if self.facts else None) or ""
+            super().__init__(
+                templates=template_sources(template=template, chat_template=chat_template,
+                                           engine=self.engine, facts=self.facts,
+                                           base_url=base_url),
+                n_ctx=known_ctx or DEFAULT_N_CTX, max_tokens=max_tokens, family=family,
+                plugins=plugins, enable_thinking=enable_thinking,
+                bos_token="",  # the engine puts the model's BOS before a text prompt itself
+                eos_token=eos)
+            tools_template = self.template_choice(tools=True)
+            ends = end_tokens(self.engine, self.facts)
+            marker = end_of_turn_marker(tools_template.template, eos_token=eos)
+            self.stops: tuple[str, ...] = (*needed_stops(marker, ends), *stop)
+            self._trim_markers = tuple(m for m in (marker, *ends) if m)
+            self._special = special_markers(tools_template.source, leave_out=(
+                *self._trim_markers, *self.stops))
+            self.context = RequestContext(self.connection, self.model, timeout)
+            self._client: Any = None
+            self._client_lock = threading.Lock()
+            self._stream_options = True
+            self._notes: list[Event] = []
+            if self.api == "completions":
+                self._sdk_client()  # import the SDK now, while the caller shows "loading"
+        except BaseException:
+            self._http.close()  # a failed setup leaves no connection open
+            raise
 
     def __repr__(self) -> str:
         return (f"CompletionsBackend({self.root!r}, api={self.api!r}, "
@@ -246,7 +250,7 @@ class CompletionsBackend(TemplatedBackend):
                 f"is {self.engine.label}: use --api completions", kind="config")
         return api
 
-    # -- one-time remarks and notes from the generation thread -----------------------------
+    # -- one-time remarks, and notes raised while generating --------------------------------
 
     def stream_turn(self, request: ModelRequest, cancel: CancelToken) -> Iterator[Event | TurnEnd]:
         """Run one turn (see :meth:`TemplatedBackend.stream_turn`), with this backend's notes.
