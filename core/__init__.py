@@ -14,6 +14,7 @@ docs name the path users import. The parts live in subpackages
 from __future__ import annotations
 
 from .backends.protocol import Backend, BackendSpec, ModelRequest, TurnEnd
+from .conversation.approval import Approval, ApprovalRequest, Approver
 from .conversation.cancel import CancelToken
 from .conversation.chat import Chat
 from .conversation.dispatch import Dispatcher, DispatchResult
@@ -44,6 +45,7 @@ from .errors import (
     ToolCallError,
     ToolCancelledError,
     ToolDefinitionError,
+    ToolDeniedError,
     ToolExecutionError,
     ToolPermissionError,
     ToolTimeoutError,
@@ -92,6 +94,9 @@ from .templates.selection import ParserChoice, build_pipeline, parse_reply, sele
 __version__ = "0.1.0"
 
 __all__ = [
+    "Approval",
+    "ApprovalRequest",
+    "Approver",
     "Backend",
     "BackendError",
     "BackendNotFoundError",
@@ -147,6 +152,7 @@ __all__ = [
     "ToolCallStartEvent",
     "ToolCancelledError",
     "ToolDefinitionError",
+    "ToolDeniedError",
     "ToolExecutionError",
     "ToolPermissionError",
     "ToolRegistry",

@@ -14,7 +14,8 @@ catch generically (``except LookupError``)::
     │   │                                   becomes the tool result the model reads
     │   ├── UnknownToolError (LookupError)
     │   ├── ToolArgumentsError (ValueError)
-    │   ├── ToolPermissionError (PermissionError)
+    │   ├── ToolPermissionError (PermissionError)  a write tool in a read-only session
+    │   ├── ToolDeniedError (PermissionError)      the approver did not allow the call
     │   ├── ToolExecutionError
     │   ├── ToolTimeoutError (TimeoutError)
     │   └── ToolCancelledError              the reply was cancelled while it ran
@@ -63,6 +64,7 @@ __all__ = [
     "ToolCallError",
     "ToolCancelledError",
     "ToolDefinitionError",
+    "ToolDeniedError",
     "ToolExecutionError",
     "ToolPermissionError",
     "ToolTimeoutError",
@@ -135,6 +137,10 @@ class ToolArgumentsError(ToolCallError, ValueError):
 
 class ToolPermissionError(ToolCallError, PermissionError):
     """The model called a write tool while the session is read-only."""
+
+
+class ToolDeniedError(ToolCallError, PermissionError):
+    """The session's approver did not allow a call of a tool that changes things."""
 
 
 class ToolExecutionError(ToolCallError):

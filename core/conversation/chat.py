@@ -36,6 +36,7 @@ from ..events import (
     ToolResultEvent,
 )
 from ..hooks.manager import PluginManager, default_plugin_manager
+from .approval import Approver
 from .cancel import CancelToken
 from .dispatch import Dispatcher
 from .history import Message, ToolCall, from_stored, to_stored
@@ -75,6 +76,12 @@ class Chat:
     :param tool_timeout: default seconds a tool may run.
     :param history: earlier messages (see :func:`toolwire.from_stored`).
     :param plugins: the plugin manager for observation hooks.
+    :param final_answer_prompt: the user message that asks for the answer on the
+        turn reserved for it.
+    :param approve: asked before a call of a tool that is not read-only runs
+        (``approve(ApprovalRequest) -> Approval``, see
+        :mod:`toolwire.conversation.approval`); a denial becomes the tool's result
+        (``error_kind`` ``"denied"``). ``None`` runs every call.
     """
 
     def __init__(
@@ -90,6 +97,7 @@ class Chat:
         history: Sequence[Message] = (),
         plugins: PluginManager | None = None,
         final_answer_prompt: str = DEFAULT_FINAL_ANSWER_PROMPT,
+        approve: Approver | None = None,
     ) -> None:
         if max_tool_iters < 1:
             raise ValueError("max_tool_iters must be at least 1")
@@ -98,7 +106,7 @@ class Chat:
         self.system_prompt = system_prompt
         self.max_tool_iters = max_tool_iters
         self.dispatcher = Dispatcher(self.registry, read_only=read_only, workspace=workspace,
-                                     timeout=tool_timeout)
+                                     timeout=tool_timeout, approve=approve)
         self.final_answer_prompt = final_answer_prompt
         self._history: list[Message] = list(history)
         self._plugins = plugins

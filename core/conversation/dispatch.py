@@ -6,8 +6,10 @@ This is core policy, not a hook. For each call the dispatcher:
 2. refuses an unknown tool, and a write tool in read-only mode, by name;
 3. validates the arguments against the tool's schema (missing required,
    unknown parameters, wrong types), with a validator compiled once per tool;
-4. runs the tool with a timeout, and stops waiting when the reply is cancelled;
-5. turns the return value into text.
+4. asks the session's approver, if it has one, before a tool that is not
+   read-only runs (see :mod:`toolwire.conversation.approval`);
+5. runs the tool with a timeout, and stops waiting when the reply is cancelled;
+6. turns the return value into text.
 
 A tool function may ask :func:`current_call` for the call it runs for: its
 deadline and the reply's cancel token, so a tool that waits on something else
@@ -37,11 +39,13 @@ from ..errors import (
     ToolArgumentsError,
     ToolCallError,
     ToolCancelledError,
+    ToolDeniedError,
     ToolExecutionError,
     ToolPermissionError,
     ToolTimeoutError,
     UnknownToolError,
 )
+from .approval import ApprovalGate, Approver
 from .cancel import CancelToken
 from .history import ToolCall
 from .tools import WORKSPACE_PARAMETER, Tool, ToolRegistry
@@ -87,7 +91,7 @@ class DispatchResult:
     """A call's outcome as the model will read it.
 
     :ivar error_kind: for failures, ``unknown_tool``, ``invalid_arguments``,
-        ``read_only``, ``tool_error``, ``timeout`` or ``cancelled``.
+        ``read_only``, ``denied``, ``tool_error``, ``timeout`` or ``cancelled``.
     """
 
     call: ToolCall
@@ -124,6 +128,7 @@ _ERROR_KINDS: dict[type[ToolCallError], str] = {
     UnknownToolError: "unknown_tool",
     ToolArgumentsError: "invalid_arguments",
     ToolPermissionError: "read_only",
+    ToolDeniedError: "denied",
     ToolTimeoutError: "timeout",
     ToolCancelledError: "cancelled",
     ToolExecutionError: "tool_error",
@@ -139,14 +144,18 @@ class Dispatcher:
     :param timeout: default seconds a tool may run (a tool's own ``timeout``
         wins); ``None`` runs tools inline without a limit, where only the tool
         itself can notice a cancellation (through :func:`current_call`).
+    :param approve: asked before a call of a tool that is not read-only runs
+        (see :mod:`toolwire.conversation.approval`); ``None`` runs every call.
     """
 
     def __init__(self, registry: ToolRegistry, *, read_only: bool = False,
-                 workspace: Any = None, timeout: float | None = 60.0) -> None:
+                 workspace: Any = None, timeout: float | None = 60.0,
+                 approve: Approver | None = None) -> None:
         self.registry = registry
         self.read_only = read_only
         self.workspace = workspace
         self.timeout = timeout
+        self.approval = None if approve is None else ApprovalGate(approve)
         # Keyed by the tool itself (not its id, which a new tool may reuse once
         # an old one is gone), so a validator never outlives its schema.
         self._validators: dict[Tool, Validator] = {}
@@ -165,6 +174,9 @@ class Dispatcher:
         """
         try:
             tool, arguments = self.check(call)
+            if self.approval is not None:  # shown the model's arguments, without ours
+                self.approval.check(ToolCall(call.id, call.name, {
+                    k: v for k, v in call.arguments.items() if k != WORKSPACE_PARAMETER}), tool)
             return DispatchResult(call, self._run(tool, arguments, call, cancel))
         except ToolCallError as exc:
             kind = next((k for cls, k in _ERROR_KINDS.items() if isinstance(exc, cls)),
