@@ -17,10 +17,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-from toolwire import ParserSpec, hookimpl, reasoning
+import attrs
+
+from toolwire import ParserSpec, hookimpl
 from toolwire.errors import DerivationError
 from toolwire.hooks.manager import PluginManager
-from toolwire.parse.derived_parser import derived_parser_spec
+from toolwire.parse import reasoning
+from toolwire.parse.family import parser_spec
+from toolwire.parse.protocol import nine_char_call_id
 from toolwire.templates.derive import derive_format
 from toolwire.templates.selection import DERIVED_FAMILY
 from toolwire.testing import check_parser
@@ -59,20 +63,23 @@ def main(argv: list[str]) -> int:
                          "reason": str(exc)})
             print(f"{path.name:48} not derived: {exc}", flush=True)
             continue
-        spec = derived_parser_spec(fmt, DERIVED_FAMILY)
+        spec = attrs.evolve(parser_spec(fmt, lambda _: 0.0, make_call_id=nine_char_call_id),
+                            name=DERIVED_FAMILY)
         plugins = PluginManager(builtins=False, entry_points=False)
         plugins.register(reasoning)
         plugins.register(_OneParser(spec), name="derived (under test)")
-        report = check_parser(spec, source, markers=fmt.markers(),
+        report = check_parser(spec, source, markers=fmt.markup,
                               examples=args.examples, plugins=plugins,
                               raise_on_failure=False, template_name=path.name)
         failed = list(report.failed)
-        rows.append({"template": path.name, "format": fmt.arguments,
-                     "opening": fmt.opening, "result": "pass" if not failed else "fail",
+        kind = "+".join(type(k).__name__ for k in fmt.kinds)
+        rows.append({"template": path.name, "format": kind,
+                     "opening": (fmt.section_open or fmt.call_open or ("",))[0],
+                     "result": "pass" if not failed else "fail",
                      "failed": failed, "statuses": report.statuses,
                      "seconds": round(time.perf_counter() - started, 1)})
         verdict = "PASS" if not failed else "FAIL " + ",".join(failed)
-        print(f"{path.name:48} {fmt.arguments:6} {verdict}", flush=True)
+        print(f"{path.name:48} {kind:16} {verdict}", flush=True)
     passed = sum(r["result"] == "pass" for r in rows)
     derived = sum(r["result"] != "not derived" for r in rows)
     print(f"\n{len(rows)} templates: {derived} derived, {passed} pass conformance")

@@ -528,6 +528,9 @@ class CallObjectsReader(_JsonReader):
         if status == MORE:
             return MORE, at
         if status == FAIL:
+            if (not eof and item.complete_but_unclosed and not self._in_list
+                    and any(c.startswith(data[at:]) for c in self._closers)):
+                return MORE, at  # the section's end may be arriving: decide with it
             if self._repairable(item, data, at, eof) and item.force_close(out):
                 self.raw = []
                 self._state = _LIST_AFTER_ITEM if self._in_list else _AFTER_OBJECT
@@ -542,9 +545,11 @@ class CallObjectsReader(_JsonReader):
         return DONE, at
 
     def _repairable(self, item: CallObjectReader, data: str, at: int, eof: bool) -> bool:
-        """A call missing only its last ``}``, right before the section's end."""
-        if self._in_list or not item.complete_but_unclosed:
+        """A call missing only its last ``}``, right before the list's or the section's end."""
+        if not item.complete_but_unclosed:
             return False
+        if self._in_list:
+            return data.startswith("]", at)
         return any(data.startswith(c, at) for c in self._closers) or (eof and at >= len(data))
 
     def _refuse(self, pos: int, message: str) -> tuple[int, int]:

@@ -27,7 +27,13 @@ import re
 from typing import Any, Final
 
 from ..conversation.schema import ToolSchemaIndex, allows_null
-from ..events import Event, ToolCallDeltaEvent, ToolCallEvent, ToolCallStartEvent
+from ..events import (
+    DiagnosticEvent,
+    Event,
+    ToolCallDeltaEvent,
+    ToolCallEvent,
+    ToolCallStartEvent,
+)
 from .markers import MAX_GAP, MAX_NAME, TokenSet
 from .readers import DONE, MORE, NOT_A_CALL, CallNumbering, ReaderBase
 from .record import PythonicCalls
@@ -175,6 +181,11 @@ class PythonicCallsReader(ReaderBase):
             self._state = _OVER
             return DONE, pos + 1
         if not self._in_list:
+            self._state = _OVER
+            return DONE, pos
+        if self._ends.at(data, pos) is not None:  # the list's "]" is missing: its end shows
+            self.notes.append(DiagnosticEvent("unclosed_call", "the list of calls lacked its "
+                                              "closing ']'; it ends with the section", ""))
             self._state = _OVER
             return DONE, pos
         return self._refuse(pos, "expected ',' or ']' after a call")

@@ -89,8 +89,8 @@ class TaggedArgsReader(ReaderBase):
     :attr:`arguments` set.
     """
 
-    __slots__ = ("_block", "_call", "_close", "_depth", "_given", "_kind", "_mode", "_param",
-                 "_parts", "_saw_close", "_state", "_string", "_syntax", "_trim")
+    __slots__ = ("_blanks", "_block", "_call", "_close", "_depth", "_given", "_kind", "_mode",
+                 "_param", "_parts", "_saw_close", "_state", "_string", "_syntax", "_trim")
 
     def __init__(self, call: CallContext, syntax: TaggedSyntax) -> None:
         super().__init__()
@@ -108,6 +108,7 @@ class TaggedArgsReader(ReaderBase):
         self._trim = False
         self._depth = 0
         self._saw_close = False
+        self._blanks = ""  # a value's trailing blanks, held until it is known they are value
         self._block: JsonArgsReader | None = None
 
     def feed(self, data: str, pos: int, out: list[Event], eof: bool) -> tuple[int, int]:
@@ -223,6 +224,7 @@ class TaggedArgsReader(ReaderBase):
         self._trim = args.trim_newline
         self._depth = 0
         self._saw_close = False
+        self._blanks = ""
         self._state = _VALUE
         return _GO, end
 
@@ -333,9 +335,11 @@ class TaggedArgsReader(ReaderBase):
                 return MORE, end
             if consume:
                 self.take(data, end, k + len(token))
+                self._release_blanks(out)
                 self._finish_value(out)
                 return _GO, k + len(token)
             self.take(data, end, k)
+            self._blanks = ""  # blanks before the tag that ends the value are layout
             out.append(DiagnosticEvent(
                 "unclosed_parameter", f"parameter {self._param!r} of {self._call.name!r} "
                 "lacked its closing tag; it ends where the next tag begins", self._param))
@@ -369,6 +373,7 @@ class TaggedArgsReader(ReaderBase):
             if verdict == _NEED_MORE:
                 return MORE, k
             self.take(data, k, after)
+            self._release_blanks(out)
             self._finish_value(out)
             return _GO, after
 
@@ -397,23 +402,42 @@ class TaggedArgsReader(ReaderBase):
                     search = gt + 1
                     continue
                 self._piece(data, pos, k, out)
-                self._finish_value(out)
                 if tag[1:] == self._param:
+                    self._release_blanks(out)
+                    self._finish_value(out)
                     self.take(data, k, gt + 1)
                     return _GO, gt + 1
+                self._blanks = ""
+                self._finish_value(out)
                 return _GO, k  # another closing tag: this parameter's own is missing
             if data.startswith("<", tag_at) and tag:
                 self._depth += 1
             search = gt + 1
 
     def _piece(self, data: str, start: int, end: int, out: list[Event]) -> None:
+        """Take value text; its trailing blanks wait until more value text comes."""
         if end <= start:
             return
         piece = data[start:end]
-        self._parts.append(piece)
         self.raw.append(piece)
-        if self._string:
-            out.append(self._call.delta(piece, self._param))
+        text = self._blanks + piece
+        kept = text.rstrip(" \t\r\n")
+        blanks = text[len(kept):]
+        if len(blanks) > MAX_GAP:  # a run of blanks that long is value, not layout
+            kept, blanks = text[:len(text) - MAX_GAP], text[len(text) - MAX_GAP:]
+        self._blanks = blanks
+        if kept:
+            self._parts.append(kept)
+            if self._string:
+                out.append(self._call.delta(kept, self._param))
+
+    def _release_blanks(self, out: list[Event]) -> None:
+        """The value's own closing tag came: its trailing blanks were value."""
+        if self._blanks:
+            self._parts.append(self._blanks)
+            if self._string:
+                out.append(self._call.delta(self._blanks, self._param))
+            self._blanks = ""
 
     def _unclosed_value(self, n: int) -> tuple[int, int]:
         return self.fail(n, "unclosed_call", "the reply ended inside a tool call's value; "

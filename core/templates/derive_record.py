@@ -32,7 +32,7 @@ from ..errors import DerivationError, TemplateError
 from ..events import Event
 from ..parse.engine import CallParser
 from ..parse.protocol import collect_reply
-from ..parse.record import CallFormat, Header, JsonArguments, TaggedArguments
+from ..parse.record import CallFormat, CallObjects, Header, JsonArguments, TaggedArguments
 
 __all__ = ["ID_HOLE", "KEY_HOLE", "InferredMarkup", "to_call_format", "verify_format"]
 
@@ -81,11 +81,18 @@ def _literal(marker: str, what: str, seen: InferredMarkup) -> str:
     return marker.strip()
 
 
+_OBJECT_OPEN = re.compile(r'\{\s*"([^"\\]+)"\s*:\s*"$')
+_OBJECT_NAME_END = re.compile(r'"\s*,\s*"([^"\\]+)"\s*:\s*')
+
+
 def to_call_format(inferred: InferredMarkup) -> CallFormat:
     """The engine's record for inferred markers.
 
     :raises DerivationError: the markers need something a record cannot say.
     """
+    objects = _as_call_objects(inferred)
+    if objects is not None:
+        return objects
     head, hole, rest = inferred.call_open.partition(ID_HOLE)
     call_open = head.strip()
     pattern_head = hole + rest
@@ -106,11 +113,17 @@ def to_call_format(inferred: InferredMarkup) -> CallFormat:
             header_stop = (arguments.open, _literal(inferred.call_close, "call's end", inferred))
         else:
             header_stop = ("{",)
+    section_open = _literal(inferred.section_open, "section's opening", inferred)
+    section_close = _literal(inferred.section_close, "section's end", inferred)
+    trailers: tuple[str, ...] = ()
+    if section_close and not section_open:  # written after the calls: a trailer
+        trailers, section_close = (section_close,), ""
     return CallFormat(
         family=DERIVED_FAMILY,
         description="derived from the chat template",
-        section_open=_literal(inferred.section_open, "section's opening", inferred),
-        section_close=_literal(inferred.section_close, "section's end", inferred),
+        section_open=section_open,
+        section_close=section_close,
+        trailers=trailers,
         separator=inferred.call_separator.strip(),
         call_open=call_open,
         header=Header(patterns=(pattern,)),
@@ -118,6 +131,44 @@ def to_call_format(inferred: InferredMarkup) -> CallFormat:
         header_stop=tuple(t for t in header_stop if t),
         call_close=_literal(inferred.call_close, "call's end", inferred),
         arguments=arguments,
+        reasoning=_reasoning(inferred),
+        max_calls=None if inferred.parallel else 1,
+    )
+
+
+def _as_call_objects(inferred: InferredMarkup) -> CallFormat | None:
+    """A call written as a JSON object naming its tool (``{"name": ..., "arguments": ...}``).
+
+    Read as JSON call objects rather than literal markers, so the object's end is
+    where the JSON ends (and keys after the arguments, such as an id, are fine).
+    """
+    if inferred.arguments != "json":
+        return None
+    opened = _OBJECT_OPEN.search(inferred.call_open)
+    named = _OBJECT_NAME_END.fullmatch(inferred.name_close)
+    brace = inferred.call_close.find("}")
+    if opened is None or named is None or brace < 0:
+        return None
+    head = (inferred.section_open + inferred.call_open[:opened.start()]).strip()
+    tail = (inferred.call_close[brace + 1:] + inferred.section_close).strip()
+    in_list = head.endswith("[")
+    if in_list:
+        head = head[:-1].rstrip()
+        tail = tail[1:].lstrip() if tail.startswith("]") else tail
+    if ID_HOLE in head + tail:
+        return None
+    trailers: tuple[str, ...] = ()
+    if tail and not head:
+        trailers, tail = (tail,), ""
+    return CallFormat(
+        family=DERIVED_FAMILY,
+        description="derived from the chat template",
+        section_open=head,
+        section_close=tail,
+        at_start=not head,
+        trailers=trailers,
+        arguments=CallObjects(name_keys=(opened.group(1),), args_keys=(named.group(1),),
+                              strict=not head),
         reasoning=_reasoning(inferred),
         max_calls=None if inferred.parallel else 1,
     )

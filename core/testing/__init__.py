@@ -9,6 +9,7 @@
 * :class:`ScriptedBackend`: a stand-in model that replays given raw replies
   through the real parser pipeline (filters + the family's parser).
 * :func:`isolated_plugin_manager`: a plugin manager that loads no entry points.
+* :data:`Registered`: the type of the ``registered`` fixture, for annotations.
 * The pytest plugin (``toolwire.testing.pytest_plugin``, loaded automatically
   through the ``pytest11`` entry point) adds the ``registered`` and
   ``plugin_manager`` fixtures.
@@ -22,7 +23,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .scripted import ScriptedBackend, isolated_plugin_manager
+from .scripted import Registered, ScriptedBackend, isolated_plugin_manager
 
 if TYPE_CHECKING:
     from .conformance import (
@@ -41,6 +42,7 @@ __all__ = [
     "ConformanceError",
     "ConformanceReport",
     "PropertyResult",
+    "Registered",
     "RenderedReply",
     "ScriptedBackend",
     "check_parser",

@@ -8,12 +8,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import pytest
 
 from ..hooks.manager import PluginManager
-from .scripted import isolated_plugin_manager
+from .scripted import Registered, isolated_plugin_manager
 
 __all__ = ["plugin_manager", "registered"]
 
@@ -25,7 +25,7 @@ def plugin_manager() -> PluginManager:
 
 
 @pytest.fixture
-def registered(plugin_manager: PluginManager) -> Iterator[Callable[[object], PluginManager]]:
+def registered(plugin_manager: PluginManager) -> Iterator[Registered]:
     """Register plugins for one test: ``pm = registered(my_plugin)``."""
     names: list[str] = []
 

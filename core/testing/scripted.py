@@ -12,9 +12,13 @@ from ..hooks.manager import PluginManager
 from ..parse.protocol import ParserSpec
 from ..templates.selection import build_pipeline, select_parser
 
-__all__ = ["ScriptedBackend", "isolated_plugin_manager"]
+__all__ = ["Registered", "ScriptedBackend", "isolated_plugin_manager"]
 
 Reply = str | Callable[[ModelRequest], str]
+
+
+Registered = Callable[[object], PluginManager]
+"""The type of the ``registered`` fixture: ``registered(plugin) -> PluginManager``."""
 
 
 def isolated_plugin_manager(*plugins: object, builtins: bool = True) -> PluginManager:

@@ -16,6 +16,7 @@ import json
 import re
 from typing import Any, Final
 
+from toolwire.conversation.schema import allows_null
 from toolwire.events import Event
 from toolwire.parse.readers import DONE, MORE, CallContext, ReaderBase
 
@@ -221,8 +222,19 @@ class GemmaArgsReader(ReaderBase):
         if arguments is None:
             return self.fail(pos, "malformed_arguments", "the arguments are not a Gemma "
                                                          "object; shown as text")
-        self.arguments = arguments
+        self.arguments = self._null_rule(arguments)
         return DONE, pos
+
+    def _null_rule(self, arguments: dict[str, Any]) -> dict[str, Any]:
+        """``None`` stays ``None`` only where the parameter's schema allows null."""
+        schemas = self._call.schemas
+        name = self._call.name
+        for key, value in arguments.items():
+            schema = schemas.schema(name, key)
+            if value is None and schema is not None and not allows_null(schema,
+                                                                         schemas.root(name)):
+                arguments[key] = "None"
+        return arguments
 
     def _key_text(self, text: str) -> None:
         if self._expect_key and self._depth == 1 and text:

@@ -11,7 +11,8 @@ The templates render a call as::
     </tool_call>
 
 The family is a record run by the one engine; the newline after a parameter's
-header and the one before its closing tag are markup (``trim_newline``). Its
+header and the one before its closing tag are markup (``trim_newline``), and
+non-string values may be Python spellings (the templates print ``None``). Its
 ``<think>`` blocks go through the core's shared reasoning filter.
 """
 
@@ -37,7 +38,7 @@ QWEN_FORMAT = CallFormat(
     header_end=">",
     call_close="</function>",
     arguments=TaggedArguments(open="<parameter=", header_end=">", close="</parameter>",
-                              trim_newline=True),
+                              trim_newline=True, python_values=True),
 )
 """The Qwen XML markup."""
 

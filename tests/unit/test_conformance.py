@@ -96,7 +96,7 @@ def test_example_plugin_loaded_from_its_path_passes_every_property(
 
 def test_a_parser_spec_can_be_checked_without_a_plugin(bracket_calls: ModuleType) -> None:
     spec = ParserSpec(name="brackets_direct", detect=bracket_calls.detect,
-                      create=bracket_calls.BracketCallParser)
+                      create=lambda tools: CallParser(bracket_calls.BRACKET_FORMAT, tools))
     report = check_parser(spec, BRACKET_TEMPLATE.read_text(encoding="utf-8"), examples=10)
     assert report.passed
     assert report.template.startswith("sha256:")
@@ -180,7 +180,7 @@ def test_broken_parser_fails_the_properties_its_defect_breaks(defect: str,
     change, detect, must_fail, must_pass = BROKEN[defect]
 
     def create(tools: Mapping[str, Any]) -> Any:
-        return _Wrapped(bracket_calls.BracketCallParser(tools), change)
+        return _Wrapped(CallParser(bracket_calls.BRACKET_FORMAT, tools), change)
 
     spec = ParserSpec(name=f"broken_{defect}", detect=detect, create=create)
     # A fixed seed and few examples: these defects are found at once; the point is
@@ -196,7 +196,7 @@ def test_broken_parser_fails_the_properties_its_defect_breaks(defect: str,
 def test_a_failure_raises_conformance_error_naming_the_property(
         bracket_calls: ModuleType) -> None:
     spec = ParserSpec(name="never_claims", detect=lambda t: 0.0,
-                      create=bracket_calls.BracketCallParser)
+                      create=lambda tools: CallParser(bracket_calls.BRACKET_FORMAT, tools))
     with pytest.raises(ConformanceError, match="'detection' failed") as caught:
         check_parser(spec, BRACKET_TEMPLATE, examples=5)
     assert isinstance(caught.value, AssertionError)
@@ -426,7 +426,7 @@ class _NumbersCallsZero:
         self._module = load_example_plugin()
 
     def _create(self, tools: Mapping[str, Any]) -> Any:
-        return _Wrapped(self._module.BracketCallParser(tools), _number_every_call_zero)
+        return _Wrapped(CallParser(self._module.BRACKET_FORMAT, tools), _number_every_call_zero)
 
     @toolwire.hookimpl
     def register_parsers(self, register: Callable[[ParserSpec], None]) -> None:

@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 
 import toolwire
 from toolwire import PluginManager
-from toolwire.testing import check_parser
+from toolwire.testing import Registered, check_parser
 
 import toolwire_bracket_calls
 
 TEMPLATE = Path(toolwire_bracket_calls.__file__).with_name("template.jinja")
-Registered = Callable[[object], PluginManager]  # the type of toolwire's `registered` fixture
 
 
 def test_conformance() -> None:
