@@ -1,7 +1,7 @@
 """The openai SDK against ``toolwire serve``: an agent loop, then a streamed reply.
 
 Run ``toolwire serve --demo`` (or with your model), then ``python openai_client.py``.
-TOOLWIRE_URL and TOOLWIRE_API_KEY say where the server is and its key, if it has one.
+TOOLWIRE_URL and TOOLWIRE_SERVE_API_KEY say where the server is and its key, if it has one.
 """
 
 import json
@@ -10,7 +10,7 @@ import os
 from openai import OpenAI
 
 client = OpenAI(base_url=os.environ.get("TOOLWIRE_URL", "http://127.0.0.1:8765/v1"),
-                api_key=os.environ.get("TOOLWIRE_API_KEY", "none"))
+                api_key=os.environ.get("TOOLWIRE_SERVE_API_KEY", "none"))
 model = client.models.list().data[0].id  # the one model the server serves
 
 tools = [{"type": "function", "function": {

@@ -455,7 +455,7 @@ def engine_connection(root: str, api_key: str | None, environ: Mapping[str, str]
     """The engine's address and key: ``api_key``, else :data:`API_KEY_ENV`, else none.
 
     The key belongs to the engine the user points at, so it follows ``base_url``;
-    no other variable (``OPENAI_API_KEY``, ``TOOLWIRE_API_KEY`` of ``toolwire
+    no other variable (``OPENAI_API_KEY``, ``TOOLWIRE_SERVE_API_KEY`` of ``toolwire
     serve``) is ever read. ``label`` names the engine in error messages.
     """
     preset = ProviderPreset(label, None, API_KEY_ENV,

@@ -65,10 +65,10 @@ def free_port() -> int:
 
 @pytest.fixture(scope="module")
 def demo_server() -> Iterator[str]:
-    """``toolwire serve --demo`` with ``TOOLWIRE_API_KEY`` set; yields the base URL."""
+    """``toolwire serve --demo`` with ``TOOLWIRE_SERVE_API_KEY`` set; yields the base URL."""
     pytest.importorskip("llama_cpp")
     port = free_port()
-    env = {**os.environ, "TOOLWIRE_LOAD_PLUGINS": "", "TOOLWIRE_API_KEY": KEY}
+    env = {**os.environ, "TOOLWIRE_LOAD_PLUGINS": "", "TOOLWIRE_SERVE_API_KEY": KEY}
     proc = subprocess.Popen([sys.executable, "-m", "toolwire.apps.cli.main", "serve", "--demo",
                              "--port", str(port)], stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, text=True, env=env)
@@ -473,7 +473,7 @@ def test_shutdown_cancels_generations_in_flight() -> None:
 
 def test_the_documented_client_example_runs(demo_server: str) -> None:
     example = DOCS / "examples" / "openai_client.py"
-    env = {**os.environ, "TOOLWIRE_URL": demo_server + "/v1", "TOOLWIRE_API_KEY": KEY}
+    env = {**os.environ, "TOOLWIRE_URL": demo_server + "/v1", "TOOLWIRE_SERVE_API_KEY": KEY}
     proc = subprocess.run([sys.executable, str(example)], capture_output=True, text=True,
                           env=env, timeout=120)
     assert proc.returncode == 0, proc.stderr

@@ -257,7 +257,7 @@ def _serve_args(*argv: str) -> argparse.Namespace:
 
 def test_a_non_loopback_host_without_a_key_is_refused_at_start(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("TOOLWIRE_API_KEY", raising=False)
+    monkeypatch.delenv("TOOLWIRE_SERVE_API_KEY", raising=False)
     args = _serve_args("--demo", "--host", "0.0.0.0")
     with pytest.raises(UsageError, match="without an API key"):
         args.run(args, None)

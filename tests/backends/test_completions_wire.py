@@ -342,7 +342,7 @@ def test_the_key_goes_out_as_a_bearer_token_and_none_when_there_is_none(
     engine.enqueue(reply, llama_stream(["k"]) if api == "llama" else
                    Stream(completion_chunks(["k"])))
     turn(make(engine, api=api, environ={"TOOLWIRE_ENGINE_API_KEY": "sk-env",
-                                        "TOOLWIRE_API_KEY": "serve-key",
+                                        "TOOLWIRE_SERVE_API_KEY": "serve-key",
                                         "OPENAI_API_KEY": "sk-openai"}))
     turn(make(engine, api=api))
     with_key, without = engine.requests

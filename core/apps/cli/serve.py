@@ -6,7 +6,7 @@ stand-in model of ``toolwire demo``) and serves
 :func:`toolwire.apps.server.app.create_app` with uvicorn on ``--host``/``--port``
 (127.0.0.1:8765 by default), loading the model in the background (the model
 routes answer ``503`` until it is ready). Needs the ``serve`` extra (Starlette,
-uvicorn). ``--api-key`` (or ``TOOLWIRE_API_KEY``) requires a bearer token on every
+uvicorn). ``--api-key`` (or ``TOOLWIRE_SERVE_API_KEY``) requires a bearer token on every
 ``/v1`` route; a host other than loopback is refused without one (see
 ``docs/openai-server.md``).
 """
@@ -45,7 +45,7 @@ __all__ = ["API_KEY_VARIABLE", "DEFAULT_HOST", "DEFAULT_PORT", "allowed_hosts_fo
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8765
-API_KEY_VARIABLE = "TOOLWIRE_API_KEY"
+API_KEY_VARIABLE = "TOOLWIRE_SERVE_API_KEY"
 _ANY_ADDRESS = ("0.0.0.0", "::", "")
 _LIMIT_OPTIONS = (
     ("--max-messages", "max_messages", int, "messages one request may carry"),
