@@ -40,8 +40,10 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Final
 
+import attrs
 import jinja2
 from jinja2 import nodes
+from jinja2.compiler import CodeGenerator, Frame, optimizeconst
 from jinja2.exceptions import SecurityError, TemplateRuntimeError, TemplateSyntaxError
 from jinja2.ext import Extension
 from jinja2.parser import Parser
@@ -54,21 +56,36 @@ from jinja2.sandbox import (
 )
 
 from ..errors import TemplateError, TemplateSecurityError
+from .bounded_ops import (
+    GUARDED_CALLABLE_TYPES,
+    INTERCEPTED_BINOPS,
+    check_json,
+    check_strftime_format,
+    guard_add,
+    guard_binop,
+    guard_call,
+    guard_concat,
+    guard_literal,
+    guarded_filters,
+    guarded_globals,
+    guarded_iterable,
+    guarded_str_format,
+)
+from .render_budget import (
+    DEFAULT_MAX_OUTPUT_CHARS,
+    RenderBudget,
+    RenderLimits,
+    ResourceLimitError,
+    active_budget,
+    current_budget,
+)
 
 __all__ = [
     "DEFAULT_MAX_OUTPUT_CHARS",
     "ChatTemplate",
+    "RenderLimits",
     "get_chat_template",
 ]
-
-#: Default bound on the rendered prompt, in characters.
-DEFAULT_MAX_OUTPUT_CHARS: Final = 10_000_000
-
-# A template may build a string or list with ``*`` and a number with ``**`` far
-# larger than any prompt before the output bound is ever checked; these bound the
-# two one-line memory bombs. They do not bound CPU time (see docs/templates.md).
-_MAX_REPEAT_ITEMS: Final = 10_000_000
-_MAX_POWER_BITS: Final = 100_000
 
 _CACHE_SIZE: Final = 64
 # Jinja names a template compiled from a string like this in rewritten tracebacks.
@@ -95,10 +112,6 @@ class _LenientOnly(TemplateRuntimeError):
     """The template used a filter, value or variable only lenient mode supplies."""
 
 
-class _ResourceLimit(TemplateRuntimeError):
-    """The template tried to build a value larger than the bounds of this module."""
-
-
 # Both mean "the strict environment lacks something lenient has": the trigger of
 # the automatic fallback.
 _FALLBACK_TRIGGERS: Final = (_MutationRefused, _LenientOnly)
@@ -113,6 +126,7 @@ def _raise_exception(message: str) -> None:
 
 
 def _strftime_now(fmt: str) -> str:
+    check_strftime_format(fmt)
     return datetime.now().strftime(fmt)
 
 
@@ -141,6 +155,7 @@ def _dump_json(
             )
         raise TypeError(f"Object of type {type(obj).__name__} is not JSON serializable")
 
+    check_json(value, indent)
     return json.dumps(
         value,
         ensure_ascii=ensure_ascii,
@@ -215,15 +230,122 @@ class _GenerationTag(Extension):
 # The two environments.
 
 
-def _check_binop(operator: str, left: Any, right: Any) -> None:
-    if operator == "*":
-        count, seq = (left, right) if isinstance(left, int) else (right, left)
-        if isinstance(count, int) and isinstance(seq, str | list | tuple):
-            if count * len(seq) > _MAX_REPEAT_ITEMS:
-                raise _ResourceLimit(f"repetition of {count} x {len(seq)} items is too large")
-    elif operator == "**" and isinstance(left, int) and isinstance(right, int):
-        if right > 0 and right * max(abs(left).bit_length() - 1, 0) > _MAX_POWER_BITS:
-            raise _ResourceLimit(f"{left} ** {right} is too large")
+_DICT_ATTRIBUTES: Final = frozenset(dir(dict))
+_METHOD_TYPES: Final = frozenset({types.BuiltinMethodType, types.MethodType})
+_FORMAT_METHODS: Final = frozenset({"format", "format_map"})
+
+# The filter every ``{% for %}`` iterable is passed through, so that each item
+# is a step of the budget (Jinja allows no custom node types).
+_LOOP_FILTER: Final = "_toolwire_loop_items"
+
+
+class _BudgetedCodeGenerator(CodeGenerator):
+    """Jinja's code generator, routing what can build large values through the budget.
+
+    ``~`` and list/tuple/dict literals are not operators the sandbox can
+    intercept, so their generated code calls the environment's guards instead;
+    ``+`` calls its guard directly, which costs half of the sandbox's
+    ``call_binop`` route on the operator templates use most.
+    """
+
+    @optimizeconst
+    def visit_Add(self, node: nodes.BinExpr, frame: Frame) -> None:
+        self.write("environment.guarded_add(")
+        self.visit(node.left, frame)
+        self.write(", ")
+        self.visit(node.right, frame)
+        self.write(")")
+
+    @optimizeconst
+    def visit_Concat(self, node: nodes.Concat, frame: Frame) -> None:
+        self.write("environment.guarded_concat((")
+        for operand in node.nodes:
+            self.visit(operand, frame)
+            self.write(", ")
+        self.write("))")
+
+    def visit_List(self, node: nodes.List, frame: Frame) -> None:
+        self.write("environment.guarded_literal(")
+        super().visit_List(node, frame)
+        self.write(")")
+
+    def visit_Dict(self, node: nodes.Dict, frame: Frame) -> None:
+        self.write("environment.guarded_literal(")
+        super().visit_Dict(node, frame)
+        self.write(")")
+
+    def visit_Tuple(self, node: nodes.Tuple, frame: Frame) -> None:
+        if node.ctx != "load":  # a loop or assignment target
+            super().visit_Tuple(node, frame)
+            return
+        self.write("environment.guarded_literal(")
+        super().visit_Tuple(node, frame)
+        self.write(")")
+
+
+class _BudgetedSandbox(SandboxedEnvironment):
+    """The sandbox with every operation that can cost much checked against the
+    render's budget (see :mod:`toolwire.templates.render_budget`)."""
+
+    intercepted_binops = INTERCEPTED_BINOPS
+    code_generator_class = _BudgetedCodeGenerator
+    guarded_add = staticmethod(guard_add)
+    guarded_concat = staticmethod(guard_concat)
+    guarded_literal = staticmethod(guard_literal)
+
+    def _generate(self, source: nodes.Template, name: str | None, filename: str | None,
+                  defer_init: bool = False) -> str:
+        for loop in source.find_all(nodes.For):
+            loop.iter = nodes.Filter(loop.iter, _LOOP_FILTER, [], [], None, None,
+                                     lineno=loop.iter.lineno)
+        return super()._generate(source, name, filename, defer_init)
+
+    def call_binop(self, context: Context, operator: str, left: Any, right: Any) -> Any:
+        return guard_binop(operator, left, right)
+
+    def call(__self, __context: Context, __obj: Any, *args: Any,
+             **kwargs: Any) -> Any:
+        # SandboxedEnvironment.call, with each call a step of the budget (inlined:
+        # templates call macros and methods tens of thousands of times).
+        budget = current_budget()
+        budget.steps += 1
+        if budget.steps >= budget.next_clock:
+            budget.checkpoint()
+        if type(__obj) in GUARDED_CALLABLE_TYPES:
+            args = guard_call(budget, __obj, args, kwargs)
+        if not __self.is_safe_callable(__obj):
+            raise SecurityError(f"{__obj!r} is not safely callable")
+        return __context.call(__obj, *args, **kwargs)
+
+    def wrap_str_format(self, value: Any) -> Any:
+        if type(value) not in _METHOD_TYPES or value.__name__ not in _FORMAT_METHODS:
+            return None  # the common case, decided without a call
+        return guarded_str_format(value, self.getattr)
+
+    def getattr(self, obj: Any, attribute: str) -> Any:
+        """SandboxedEnvironment.getattr, with a fast path for plain dicts."""
+        if type(obj) is dict and attribute not in _DICT_ATTRIBUTES:
+            # `message.role`: a dict's attributes are exactly its class's, so any
+            # other name is an item look-up, as Jinja finds after a failed getattr
+            # (an exception per look-up).
+            try:
+                return obj[attribute]
+            except KeyError:
+                return self.undefined(obj=obj, name=attribute)
+        try:
+            value = getattr(obj, attribute)
+        except AttributeError:
+            try:
+                return obj[attribute]
+            except (TypeError, LookupError):
+                return self.undefined(obj=obj, name=attribute)
+        if type(value) in _METHOD_TYPES and value.__name__ in _FORMAT_METHODS:
+            formatted = guarded_str_format(value, self.getattr)
+            if formatted is not None:
+                return formatted
+        if self.is_safe_attribute(obj, attribute, value):
+            return value
+        return self.unsafe_undefined(obj, attribute)
 
 
 class _CachedSafety:
@@ -248,14 +370,8 @@ class _CachedSafety:
         return verdict
 
 
-class _StrictEnvironment(_CachedSafety, ImmutableSandboxedEnvironment):
+class _StrictEnvironment(_CachedSafety, _BudgetedSandbox, ImmutableSandboxedEnvironment):
     """HF's environment, with refusals that say whether lenient mode would help."""
-
-    intercepted_binops = frozenset({"*", "**"})
-
-    def call_binop(self, context: Context, operator: str, left: Any, right: Any) -> Any:
-        _check_binop(operator, left, right)
-        return super().call_binop(context, operator, left, right)
 
     def unsafe_undefined(self, obj: Any, attribute: str) -> jinja2.Undefined:
         # Refused only because it mutates a list/dict: lenient mode allows it.
@@ -264,31 +380,20 @@ class _StrictEnvironment(_CachedSafety, ImmutableSandboxedEnvironment):
             and not is_internal_attribute(obj, attribute)
             and modifies_known_mutable(obj, attribute)
         )
-        return _refused(obj, attribute, _MutationRefused if mutation_only else SecurityError)
+        raise _refused(obj, attribute, _MutationRefused if mutation_only else SecurityError)
 
 
-class _LenientEnvironment(_CachedSafety, SandboxedEnvironment):
+class _LenientEnvironment(_CachedSafety, _BudgetedSandbox):
     """A mutable sandbox: everything strict refuses stays refused, except mutation."""
 
-    intercepted_binops = frozenset({"*", "**"})
-
-    def call_binop(self, context: Context, operator: str, left: Any, right: Any) -> Any:
-        _check_binop(operator, left, right)
-        return super().call_binop(context, operator, left, right)
-
     def unsafe_undefined(self, obj: Any, attribute: str) -> jinja2.Undefined:
-        return _refused(obj, attribute, SecurityError)
+        raise _refused(obj, attribute, SecurityError)
 
 
-def _refused(obj: Any, attribute: str, exc: type[TemplateRuntimeError]) -> jinja2.Undefined:
-    # StrictUndefined, unlike Jinja's default, also fails when printed or tested
-    # for truth: `{{ lipsum.__globals__ }}` is an error, not silently empty.
-    return jinja2.StrictUndefined(
-        f"access to attribute {attribute!r} of {type(obj).__name__!r} object is unsafe.",
-        obj=obj,
-        name=attribute,
-        exc=exc,
-    )
+def _refused(obj: Any, attribute: str, exc: type[SecurityError]) -> SecurityError:
+    # Raised at the look-up, not returned as an undefined value: a refused
+    # attribute must never render as empty, pass `is defined` or a `default`.
+    return exc(f"access to attribute {attribute!r} of {type(obj).__name__!r} object is unsafe.")
 
 
 def _configure(env: jinja2.Environment, *, lenient: bool) -> jinja2.Environment:
@@ -296,6 +401,9 @@ def _configure(env: jinja2.Environment, *, lenient: bool) -> jinja2.Environment:
     json_filter = _from_json if lenient else _from_json_missing
     env.filters["from_json"] = json_filter
     env.filters["fromjson"] = json_filter
+    env.filters.update(guarded_filters())
+    env.filters[_LOOP_FILTER] = guarded_iterable
+    env.globals.update(guarded_globals())
     env.globals["raise_exception"] = _raise_exception
     env.globals["strftime_now"] = _strftime_now
     return env
@@ -338,7 +446,7 @@ def _translate(exc: Exception, label: str) -> TemplateError:
         return TemplateSecurityError(f"{where}: sandbox violation: {detail}")
     if isinstance(exc, _LenientOnly):
         return TemplateError(f"{where}: {detail} (pass lenient=True or lenient=None)")
-    if isinstance(exc, _ResourceLimit):
+    if isinstance(exc, ResourceLimitError):
         return TemplateError(f"{where}: resource limit: {detail}")
     return TemplateError(f"{where}: {type(exc).__name__}: {detail}")
 
@@ -401,7 +509,10 @@ class ChatTemplate:
         Any other failure, including every real sandbox violation, is raised.
     :param name: a short label for error messages; defaults to the hash prefix.
     :param max_output_chars: a render producing more characters raises
-        :class:`TemplateError`.
+        :class:`TemplateError` (the same as ``limits.max_output_chars``).
+    :param limits: the time, output and memory bounds of one render (see
+        :class:`~toolwire.templates.render_budget.RenderLimits`); a render that
+        exceeds one raises :class:`TemplateError` naming it.
     :raises TemplateError: the source does not compile.
     """
 
@@ -411,13 +522,17 @@ class ChatTemplate:
         *,
         lenient: bool | None = None,
         name: str | None = None,
-        max_output_chars: int = DEFAULT_MAX_OUTPUT_CHARS,
+        max_output_chars: int | None = None,
+        limits: RenderLimits | None = None,
     ) -> None:
         self._source = source
         self._hash = hashlib.sha256(source.encode("utf-8")).hexdigest()
         self._lenient = lenient
         self._label = repr(name) if name else f"sha256:{self._hash[:12]}"
-        self._max_output_chars = max_output_chars
+        limits = limits or RenderLimits()
+        if max_output_chars is not None:
+            limits = attrs.evolve(limits, max_output_chars=max_output_chars)
+        self._limits = limits
         self._strict: jinja2.Template | None = None
         self._lenient_template: jinja2.Template | None = None
         if lenient:
@@ -434,6 +549,11 @@ class ChatTemplate:
     def source_hash(self) -> str:
         """The sha256 hex digest of the UTF-8 source."""
         return self._hash
+
+    @property
+    def limits(self) -> RenderLimits:
+        """The bounds of one render."""
+        return self._limits
 
     @property
     def lenient(self) -> bool | None:
@@ -477,7 +597,8 @@ class ChatTemplate:
             **extra,
         }
         try:
-            return self._render(variables)
+            with active_budget(RenderBudget(self._limits)):
+                return self._render(variables)
         except TemplateError:
             raise
         except Exception as exc:
@@ -487,7 +608,10 @@ class ChatTemplate:
 
     def _compile(self, env: jinja2.Environment) -> jinja2.Template:
         try:
-            return env.from_string(self._source)
+            # Jinja folds constant expressions while compiling (`{{ 'x' | center(9) }}`):
+            # that runs guarded code too.
+            with active_budget(RenderBudget(self._limits)):
+                return env.from_string(self._source)
         except Exception as exc:
             raise _translate(exc, self._label) from exc
 
@@ -513,14 +637,14 @@ class ChatTemplate:
         # the whole oversized string.
         chunks: list[str] = []
         size = 0
+        limit = self._limits.max_output_chars
         stream: Iterator[str] = template.generate(variables)
         try:
             for chunk in stream:
                 size += len(chunk)
-                if size > self._max_output_chars:
+                if size > limit:
                     raise TemplateError(
-                        f"chat template {self._label}: output exceeds "
-                        f"{self._max_output_chars} characters"
+                        f"chat template {self._label}: output exceeds {limit} characters"
                     )
                 chunks.append(chunk)
         finally:
