@@ -30,7 +30,7 @@ from ..parse.protocol import ParserSpec, collect_reply, merge_events
 from ..templates.selection import DERIVED_FAMILY, build_pipeline, select_parser
 from . import strategies as tws
 from .report import PROPERTIES, PropertyResult
-from .turns import AssistantTurnRenderer, Call, RenderedReply
+from .turns import REASONING_TAGS, AssistantTurnRenderer, Call, RenderedReply
 
 __all__ = ["PropertySuite"]
 
@@ -148,7 +148,11 @@ class PropertySuite:
         except TemplateError as exc:
             self.render_error = str(exc)
         learnt = self.renderer.markers if self.renderer is not None else ()
-        self.markers: tuple[str, ...] = tuple(markers) if markers is not None else learnt
+        given = tuple(markers) if markers is not None else learnt
+        # Reasoning tags the template writes are markup too, whoever passed the
+        # format's markers: content holding "<think>" would rightly reopen reasoning.
+        self.markers: tuple[str, ...] = given + tuple(
+            tag for tag in REASONING_TAGS if tag in learnt and tag not in given)
         if self.renderer is not None:
             self.notes.extend(self.renderer.notes)
         self.keep = keep if keep is not None else _marker_free_keep(self.markers)

@@ -32,7 +32,7 @@ _PROBE_VALUE = "toolwireprobevalue"
 _SENTINELS = re.compile("|".join(re.escape(s) for s in (
     _PROBE_CONTENT, _PROBE_TOOL, _PROBE_TOOL_2, _PROBE_PARAM, _PROBE_VALUE)))
 
-_REASONING_TAGS = ("<think>", "</think>")
+REASONING_TAGS = ("<think>", "</think>")  # written by many templates; markup to the harness
 
 _FIXED_NOW = datetime(2026, 1, 15, 12, 0, 0)
 
@@ -285,8 +285,8 @@ class AssistantTurnRenderer:
         for call_id in self._probe_ids:
             text = text.replace(call_id, _PROBE_VALUE) if call_id else text
         found = dict.fromkeys(_tokens(generation) + _tokens(self.header) + _tokens(text))
-        if _REASONING_TAGS[1] in self._source:
-            found.update(dict.fromkeys(_REASONING_TAGS))
+        if REASONING_TAGS[1] in self._source:
+            found.update(dict.fromkeys(REASONING_TAGS))
         return tuple(found)
 
 
