@@ -12,6 +12,13 @@ Targets: :func:`toolwire.templates.gguf.read_gguf_metadata` takes at most 30 ms
 and is at least 50 times faster than ``GGUFReader(path)`` plus reading the
 template out of it.
 
+The hostile rows read files built to cost the most the caps allow (issue 23,
+item 10): as many one-byte keys as :data:`~toolwire.templates.gguf.MAX_KEYS`, as
+many one-byte strings as :data:`~toolwire.templates.gguf.MAX_ARRAY_STRINGS` (the
+walk's slowest shape), and keys and string values adding up to
+:data:`~toolwire.templates.gguf.MAX_STRING_BYTES`. Target: each under 1 s and
+100 MB (peak traced allocations).
+
 Run ``python -m benchmarks.gguf_header [--quick]`` (or ``python -m benchmarks``):
 prints a table and writes ``benchmarks/results/gguf_header.json``.
 """
@@ -20,14 +27,25 @@ from __future__ import annotations
 
 import os
 import random
+import struct
 import sys
 import tempfile
+import tracemalloc
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import gguf
 import numpy as np
 
-from toolwire.templates.gguf import read_gguf_metadata
+from toolwire.errors import GGUFError
+from toolwire.templates.gguf import (
+    MAX_ARRAY_STRINGS,
+    MAX_KEYS,
+    MAX_STRING_BYTES,
+    MAX_STRING_VALUE_BYTES,
+    read_gguf_metadata,
+)
 
 from .harness import print_table, time_runs, write_results
 
@@ -135,8 +153,84 @@ def _gguf_reader_template(path: Path) -> str:
     return template
 
 
+HOSTILE_TARGET_MS = 1000.0
+HOSTILE_TARGET_MB = 100.0
+
+
+def _entries_file(path: Path, write_entries: Callable[[Any], int]) -> Path:
+    if not path.exists():
+        partial = path.with_suffix(f".{os.getpid()}.partial")
+        with open(partial, "wb") as file:
+            file.write(b"GGUF" + struct.pack("<IQQ", 3, 0, 0))
+            count = write_entries(file)
+            file.seek(16)
+            file.write(struct.pack("<Q", count))
+        partial.replace(path)
+    return path
+
+
+def _key(name: str) -> bytes:
+    raw = name.encode()
+    return struct.pack("<Q", len(raw)) + raw
+
+
+def hostile_files() -> dict[str, Path]:
+    """The files that cost the reader the most its caps allow, built once."""
+    folder = cache_dir()
+    folder.mkdir(parents=True, exist_ok=True)
+
+    def keys(file: Any) -> int:
+        for index in range(MAX_KEYS):
+            file.write(_key(f"k{index}") + struct.pack("<IB", 0, 1))  # UINT8 1
+        return MAX_KEYS
+
+    def strings(file: Any) -> int:
+        file.write(_key("tokenizer.ggml.merges") + struct.pack("<IIQ", 9, 8, MAX_ARRAY_STRINGS))
+        file.write((struct.pack("<Q", 1) + b"\0") * MAX_ARRAY_STRINGS)
+        return 1
+
+    def text(file: Any) -> int:
+        first = MAX_STRING_VALUE_BYTES
+        second = MAX_STRING_BYTES - first - 2 * len("k0")
+        for name, size in (("k0", first), ("k1", second)):
+            file.write(_key(name) + struct.pack("<IQ", 8, size) + b"a" * size)
+        return 2
+
+    return {
+        f"{MAX_KEYS:,} one-byte keys": _entries_file(folder / f"hostile-keys-{MAX_KEYS}.gguf",
+                                                     keys),
+        f"{MAX_ARRAY_STRINGS:,} one-byte strings": _entries_file(
+            folder / f"hostile-strings-{MAX_ARRAY_STRINGS}.gguf", strings),
+        f"{MAX_STRING_BYTES:,} bytes of values": _entries_file(
+            folder / f"hostile-text-{MAX_STRING_BYTES}.gguf", text),
+    }
+
+
+def _read_or_error(path: Path) -> None:
+    try:
+        read_gguf_metadata(path)
+    except GGUFError:
+        pass
+
+
+def hostile_rows(quick: bool) -> list[dict[str, object]]:
+    """Time and peak memory of reading each hostile file."""
+    rows: list[dict[str, object]] = []
+    for case, path in hostile_files().items():
+        timing = time_runs(lambda path=path: _read_or_error(path), 2 if quick else 5)
+        tracemalloc.start()
+        _read_or_error(path)
+        peak_mb = tracemalloc.get_traced_memory()[1] / 1e6
+        tracemalloc.stop()
+        rows.append(_row(f"hostile: {case}", timing, file_bytes=path.stat().st_size,
+                         peak_mb=round(peak_mb, 1),
+                         meets_target=timing["max_ms"] < HOSTILE_TARGET_MS
+                         and peak_mb < HOSTILE_TARGET_MB))
+    return rows
+
+
 def run(quick: bool = False) -> list[dict[str, object]]:
-    """Time both readers on the model-shaped file; one row per case."""
+    """Time both readers on the model-shaped file, then the hostile files; one row per case."""
     path = model_file()
     # Both readers once: a correctness check, and it warms the page cache.
     metadata = read_gguf_metadata(path)
@@ -165,6 +259,7 @@ def run(quick: bool = False) -> list[dict[str, object]]:
             target_ratio=TARGET_RATIO,
             meets_target=ratio >= TARGET_RATIO,
         ),
+        *hostile_rows(quick),
     ]
 
 
@@ -172,9 +267,11 @@ def report(rows: list[dict[str, object]]) -> None:
     """Print the rows as a table."""
     print_table(
         rows,
-        ["case", "median_ms", "min_ms", "max_ms", "runs", "ratio", "meets_target"],
+        ["case", "median_ms", "min_ms", "max_ms", "runs", "ratio", "peak_mb", "meets_target"],
         f"GGUF metadata of a {rows[0]['file_bytes']:,}-byte model-shaped file "
-        f"(targets: <= {TARGET_MS:g} ms, >= {TARGET_RATIO:g}x faster than GGUFReader)",
+        f"(targets: <= {TARGET_MS:g} ms, >= {TARGET_RATIO:g}x faster than GGUFReader), "
+        f"and of hostile files (targets: < {HOSTILE_TARGET_MS:g} ms, "
+        f"< {HOSTILE_TARGET_MB:g} MB)",
     )
 
 

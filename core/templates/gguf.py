@@ -8,10 +8,13 @@ of which only the entries named by the bos/eos/eot ids are read, after the whole
 key/value section has been seen (the ids may come after the array).
 
 The reader treats every file as hostile. Every length and count is checked
-against the bytes left in the file before anything is read or allocated, value
-strings are capped at :data:`MAX_STRING_VALUE_BYTES`, and all string arrays
-together at :data:`MAX_ARRAY_STRINGS` elements, so memory and time stay bounded
-whatever the file claims. Any malformed input raises exactly one
+against the bytes left in the file before anything is read or allocated; a file
+may hold at most :data:`MAX_KEYS` keys, a string value at most
+:data:`MAX_STRING_VALUE_BYTES`, its keys and string values together at most
+:data:`MAX_STRING_BYTES`, and its string arrays together at most
+:data:`MAX_ARRAY_STRINGS` elements, so memory and time stay bounded whatever the
+file claims (each cap is far above any real model; exceeding one is a
+:class:`~toolwire.errors.GGUFError` that names it). Any malformed input raises exactly one
 :class:`~toolwire.errors.GGUFError` that names the file and the byte offset of the
 offending field. Operating-system errors (a missing file raises
 :class:`FileNotFoundError`, a directory :class:`IsADirectoryError`) propagate
@@ -37,6 +40,8 @@ import attrs
 
 from .gguf_constants import (
     MAX_ARRAY_STRINGS,
+    MAX_KEYS,
+    MAX_STRING_BYTES,
     MAX_STRING_VALUE_BYTES,
     NAMED_TEMPLATE_PREFIX,
     TEMPLATE_KEY,
@@ -46,6 +51,8 @@ from .gguf_reader import read_fields
 
 __all__ = [
     "MAX_ARRAY_STRINGS",
+    "MAX_KEYS",
+    "MAX_STRING_BYTES",
     "MAX_STRING_VALUE_BYTES",
     "GGUFMetadata",
     "read_gguf_metadata",

@@ -20,6 +20,8 @@ from gguf import GGUF_MAGIC, GGUFValueType, Keys
 from ..errors import GGUFError
 from .gguf_constants import (
     MAX_ARRAY_STRINGS,
+    MAX_KEYS,
+    MAX_STRING_BYTES,
     MAX_STRING_VALUE_BYTES,
     NAMED_TEMPLATE_PREFIX,
     TEMPLATE_KEY,
@@ -123,6 +125,7 @@ class _Source:
         self.pos = 0  # cursor, as an index into buf
         self.block = _FIRST_BLOCK
         self.scratch: _Scratch | None = None  # work arrays of the numpy walker
+        self.text_bytes = 0  # keys and string values read into memory so far
 
     @property
     def offset(self) -> int:
@@ -201,6 +204,14 @@ class _Source:
         self.pos += 8
         return value
 
+    def keep_text(self, length: int, what: str, offset: int) -> None:
+        """Count ``length`` more bytes of keys and strings kept in memory."""
+        self.text_bytes += length
+        if self.text_bytes > MAX_STRING_BYTES:
+            raise self.error(
+                f"{what} brings the keys and string values to more than "
+                f"{MAX_STRING_BYTES} bytes in all (the limit)", offset)
+
     def read_text(self, what: str, limit: int) -> str:
         """Read a length-prefixed UTF-8 string of at most ``limit`` bytes."""
         offset = self.offset
@@ -213,6 +224,7 @@ class _Source:
             )
         if length > limit:
             raise self.error(f"{what} of {length} bytes exceeds the {limit}-byte limit", offset)
+        self.keep_text(length, what, offset)
         raw = self.read(length, what)
         try:
             return raw.decode("utf-8")
@@ -411,6 +423,8 @@ def _read_header(source: _Source) -> tuple[int, int, int]:
         raise source.error(f"unsupported GGUF version {little} (only versions 2 and 3)", 4)
     tensor_count = source.read_u64("the tensor count")
     kv_count = source.read_u64("the key/value count")
+    if kv_count > MAX_KEYS:
+        raise source.error(f"key/value count {kv_count} exceeds the limit of {MAX_KEYS} keys", 16)
     if kv_count > source.remaining // _MIN_KV_BYTES:
         raise source.error(
             f"key/value count {kv_count} cannot fit in the {source.remaining} bytes that follow",
@@ -442,6 +456,7 @@ def _read_key(source: _Source) -> str:
         raise source.error("empty key", offset)
     if length > _MAX_KEY_BYTES:
         raise source.error(f"key length {length} exceeds the {_MAX_KEY_BYTES}-byte limit", offset)
+    source.keep_text(length, "a key", offset)
     raw = source.read(length, "a key")
     try:
         return raw.decode("utf-8")
@@ -507,7 +522,8 @@ def _skip_string_array(
     section.strings_walked += count
     if section.strings_walked > MAX_ARRAY_STRINGS:
         raise source.error(
-            f"string arrays hold more than {MAX_ARRAY_STRINGS} elements in all", count_offset
+            f"string arrays hold more than {MAX_ARRAY_STRINGS} elements in all (the limit)",
+            count_offset,
         )
     marks = None
     if key == _TOKENS_KEY:

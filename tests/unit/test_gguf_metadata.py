@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import attrs
 import gguf
@@ -712,3 +713,94 @@ def test_copy_of_a_file_reads_the_same(tmp_path: Path, small: Built) -> None:
     assert attrs.evolve(read_gguf_metadata(copy), path=str(small.path)) == read_gguf_metadata(
         small.path
     )
+
+
+# --- caps on what a file may make the reader keep or walk (issue 23, item 10) ----------
+
+
+def _raw_file(path: Path, entries: list[bytes], *, claimed: int | None = None,
+              size: int | None = None) -> Path:
+    """A version-3 header claiming ``claimed`` (default: all) key/value ``entries``."""
+    head = b"GGUF" + u32(3) + u64(0) + u64(len(entries) if claimed is None else claimed)
+    path.write_bytes(head + b"".join(entries))
+    if size is not None:
+        with open(path, "r+b") as file:
+            file.truncate(size)
+    return path
+
+
+def _key(name: str) -> bytes:
+    raw = name.encode()
+    return u64(len(raw)) + raw
+
+
+def _u8_entry(name: str) -> bytes:
+    return _key(name) + u32(VT.UINT8) + b"\x01"
+
+
+def _string_entry(name: str, size: int, fill: bytes = b"a") -> bytes:
+    return _key(name) + u32(VT.STRING) + u64(size) + fill * size
+
+
+def test_a_million_one_byte_keys_are_refused_at_the_header(tmp_path: Path) -> None:
+    path = _raw_file(tmp_path / "keys.gguf", [], claimed=1_000_000, size=16 << 20)
+    error = expect_error(path)
+    assert error.offset == 16
+    assert f"limit of {gguf_metadata.MAX_KEYS} keys" in error.reason
+
+
+def test_a_file_with_as_many_keys_as_the_cap_is_read(tmp_path: Path) -> None:
+    entries = [_u8_entry(f"k{i}") for i in range(gguf_metadata.MAX_KEYS)]
+    metadata = read_gguf_metadata(_raw_file(tmp_path / "keys.gguf", entries))
+    assert len(metadata.scalars) == gguf_metadata.MAX_KEYS
+
+
+def test_string_values_past_the_total_are_refused_where_they_start(tmp_path: Path) -> None:
+    half = gguf_metadata.MAX_STRING_VALUE_BYTES
+    entries = [_string_entry("first", half), _string_entry("second", half)]
+    path = _raw_file(tmp_path / "strings.gguf", entries)
+    error = expect_error(path)
+    assert error.offset == 24 + len(entries[0]) + len(_key("second")) + 4
+    assert f"more than {gguf_metadata.MAX_STRING_BYTES} bytes in all" in error.reason
+
+
+def test_long_keys_count_towards_the_total(tmp_path: Path) -> None:
+    keys = [_u8_entry(f"{i:05d}" + "k" * 60_000) for i in range(600)]  # 36 MB of keys
+    error = expect_error(_raw_file(tmp_path / "long_keys.gguf", keys))
+    assert f"more than {gguf_metadata.MAX_STRING_BYTES} bytes in all" in error.reason
+
+
+def test_millions_of_empty_strings_are_refused_at_the_array_count(tmp_path: Path) -> None:
+    path = tmp_path / "empty_strings.gguf"
+    count_offset = _sparse_file_with_string_array(path, 1 << 24, (1 << 24) * 8 + 4096)
+    error = expect_error(path)
+    assert error.offset == count_offset
+    assert f"more than {gguf_metadata.MAX_ARRAY_STRINGS} elements in all" in error.reason
+
+
+@settings(max_examples=40, deadline=None)
+@given(keys=st.integers(0, 40), key_length=st.integers(1, 300),
+       strings=st.lists(st.integers(0, 900), max_size=8),
+       array=st.integers(0, 400), element=st.integers(0, 3))
+def test_every_cap_is_enforced_before_the_reader_keeps_more(
+        tmp_path_factory: pytest.TempPathFactory, keys: int, key_length: int,
+        strings: list[int], array: int, element: int) -> None:
+    # Small caps, so random files cross them; the rule is the same at full size.
+    caps = {"MAX_KEYS": 24, "MAX_STRING_BYTES": 2000, "MAX_ARRAY_STRINGS": 200}
+    entries = [_u8_entry(f"{i:04d}" + "k" * key_length) for i in range(keys)]
+    entries += [_string_entry(f"s{i}", size) for i, size in enumerate(strings)]
+    entries.append(_key("tokenizer.ggml.merges") + u32(VT.ARRAY) + u32(VT.STRING) + u64(array)
+                   + (u64(element) + b"m" * element) * array)
+    path = _raw_file(tmp_path_factory.mktemp("caps") / "f.gguf", entries)
+    kept = keys * (4 + key_length) + sum(len(f"s{i}") + size for i, size in enumerate(strings))
+    kept += len("tokenizer.ggml.merges")
+    within = (len(entries) <= caps["MAX_KEYS"] and kept <= caps["MAX_STRING_BYTES"]
+              and array <= caps["MAX_ARRAY_STRINGS"])
+    try:
+        with mock.patch.multiple(gguf_reader, **caps):
+            read_gguf_metadata(path)
+    except GGUFError as error:
+        assert not within, error
+        assert "limit" in error.reason
+    else:
+        assert within
