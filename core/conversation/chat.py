@@ -23,6 +23,7 @@ from typing import Any
 import attrs
 
 from ..backends.protocol import Backend, ModelRequest, TurnEnd
+from ..boundaries import must_propagate
 from ..events import (
     DiagnosticEvent,
     DoneEvent,
@@ -269,14 +270,16 @@ class Chat:
                 elif isinstance(item, ErrorEvent):
                     outcome.failed = True
                 yield item
-        except Exception as exc:  # a backend must not raise, but one that does ends the turn
+        except BaseException as exc:  # a backend must not raise; one that does ends the turn
+            if must_propagate(exc):  # the generator closing, or the host's own Ctrl-C
+                raise
             outcome.failed = True
-            yield ErrorEvent("backend", f"{type(exc).__name__}: {exc}")
+            detail = str(exc)
+            yield ErrorEvent("backend", f"{type(exc).__name__}: {detail}" if detail
+                             else type(exc).__name__)
         finally:
             # release the backend's stream (a connection, a slot) now, not at GC
-            close = getattr(stream, "close", None)
-            if close is not None:
-                close()
+            _close_quietly(stream)
         if outcome.end is not None and outcome.end.reason == "error":
             outcome.failed = True
 
@@ -348,6 +351,18 @@ class _TurnOutcome:
     calls: list[ToolCall] = attrs.Factory(list)
     end: TurnEnd | None = None
     failed: bool = False
+
+
+def _close_quietly(stream: Any) -> None:
+    """Close a backend's stream; what its ``close`` raises is the backend's problem."""
+    close = getattr(stream, "close", None)
+    if close is None:
+        return
+    try:
+        close()
+    except BaseException as exc:
+        if must_propagate(exc):
+            raise
 
 
 def _add_usage(total: dict[str, Any], usage: Any) -> None:

@@ -16,7 +16,9 @@ deadline and the reply's cancel token, so a tool that waits on something else
 (a remote server) can give up at the same moment the dispatcher does.
 
 Every failure becomes a :class:`DispatchResult` with ``is_error`` set and a
-message written for the model, so it can correct itself on the next turn.
+message written for the model, so it can correct itself on the next turn;
+whatever a tool raises, ``SystemExit`` and ``KeyboardInterrupt`` included, is its
+result (see :mod:`toolwire.boundaries`: only the host's own Ctrl-C passes).
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from jsonschema.exceptions import ValidationError
 from jsonschema.protocols import Validator
 from jsonschema.validators import validator_for
 
+from ..boundaries import must_propagate
 from ..errors import (
     ToolArgumentsError,
     ToolCallError,
@@ -182,6 +185,11 @@ class Dispatcher:
             kind = next((k for cls, k in _ERROR_KINDS.items() if isinstance(exc, cls)),
                         "tool_error")
             return DispatchResult(call, f"Error: {exc}", True, kind)
+        except BaseException as exc:  # whatever else happened, the call gets a result
+            if must_propagate(exc):
+                raise
+            return DispatchResult(call, f"Error: calling {call.name!r} failed: "
+                                        f"{_describe_exception(exc)}", True, "tool_error")
 
     def check(self, call: ToolCall) -> tuple[Tool, dict[str, Any]]:
         """Resolve and validate a call without running it.
@@ -282,9 +290,11 @@ class Dispatcher:
             return format_tool_output(tool.function(**arguments))
         except ToolCallError:
             raise
-        except Exception as exc:
+        except BaseException as exc:  # a tool's sys.exit() is its result, not the host's end
+            if must_propagate(exc):
+                raise
             raise ToolExecutionError(
-                f"tool {tool.name!r} failed: {type(exc).__name__}: {exc}", tool=tool.name
+                f"tool {tool.name!r} failed: {_describe_exception(exc)}", tool=tool.name
             ) from exc
 
 
@@ -429,6 +439,11 @@ def _simple_value_check(schema: Any) -> Callable[[Any], bool] | None:
         tests = [_SIMPLE_TYPES[k] for k in kind]
         return lambda v: any(t(v) for t in tests)
     return None
+
+
+def _describe_exception(exc: BaseException) -> str:
+    detail = str(exc)
+    return f"{type(exc).__name__}: {detail}" if detail else type(exc).__name__
 
 
 def _describe(error: ValidationError) -> str:

@@ -4,9 +4,14 @@ Built-in plugins are registered explicitly (so they work without installed
 metadata) and are also published in the ``toolwire`` entry-point group, exactly
 as a third-party plugin is. Third-party plugins load from that group with an
 error boundary per plugin: a plugin that fails to import, or whose registration
-hook raises, contributes nothing and is reported by name. When two plugins
-register one name, the one registered first (built-ins before entry points)
-keeps it and the other is skipped with a warning naming both.
+hook raises (``SystemExit`` and ``KeyboardInterrupt`` included, see
+:mod:`toolwire.boundaries`), contributes nothing and is reported by name; so is
+one whose stream-filter factory raises even for an empty context. When two
+plugins register one name, the one registered first (built-ins before entry
+points) keeps it and the other is skipped with a warning naming both; an entry
+point named like a built-in plugin loads with a warning. Plugin callables the
+core calls later (a stream filter's factory, a parser's ``detect``, observers)
+keep their boundary: a failure is one warning and the plugin is left out there.
 
 Environment variables:
 
@@ -19,6 +24,7 @@ Environment variables:
 
 from __future__ import annotations
 
+import functools
 import importlib
 import importlib.metadata
 import os
@@ -31,9 +37,10 @@ import attrs
 import pluggy
 
 from ..backends.protocol import BackendSpec
+from ..boundaries import must_propagate
 from ..conversation.tools import Tool
 from ..errors import BackendNotFoundError, PluginConflictError, PluginLoadError
-from ..parse.protocol import ParserSpec, StreamFilterSpec
+from ..parse.protocol import FilterContext, ParserSpec, StreamFilterSpec
 from . import specs as hookspecs
 
 __all__ = ["BUILTIN_PLUGINS", "PluginInfo", "PluginManager", "PluginWarning"]
@@ -63,6 +70,12 @@ BUILTIN_PLUGINS: tuple[str, ...] = (
 """Modules registered by every plugin manager, before any entry point."""
 
 ENTRY_POINT_GROUP = "toolwire"
+
+# "qwen_xml" -> "toolwire.plugins.qwen_xml": the names a built-in answers to.
+_BUILTIN_SHORT_NAMES: dict[str, str] = {
+    **{module.rsplit(".", 1)[1]: module for module in BUILTIN_PLUGINS},
+    **{module: module for module in BUILTIN_PLUGINS},
+}
 
 _REGISTRATION_HOOKS: dict[str, tuple[type, str]] = {
     "parsers": (ParserSpec, "register_parsers"),
@@ -144,8 +157,10 @@ class PluginManager:
             return plugin_name
         try:
             self._pm.register(plugin, name=plugin_name)
-        except Exception as exc:
-            self._fail(plugin_name, f"cannot register: {exc}", exc)
+        except BaseException as exc:
+            if must_propagate(exc):
+                raise
+            self._fail(plugin_name, f"cannot register: {_describe(exc)}", exc)
             return plugin_name
         self._info[plugin_name] = {"distribution": None, "version": None, "builtin": False,
                                    "error": None}
@@ -165,8 +180,11 @@ class PluginManager:
                          name: str | None = None) -> None:
         try:
             module = importlib.import_module(module_name)
-        except Exception as exc:
-            self._fail(name or module_name, f"cannot import {module_name}: {exc}", exc)
+        except BaseException as exc:  # a plugin's sys.exit() must not end the host
+            if must_propagate(exc):
+                raise
+            self._fail(name or module_name, f"cannot import {module_name}: {_describe(exc)}",
+                       exc)
             return
         registered = self.register(module, name=name or module_name)
         info = self._info.get(registered)
@@ -185,11 +203,20 @@ class PluginManager:
                 continue
             dist = ep.dist.name if ep.dist is not None else None
             version = ep.dist.version if ep.dist is not None else None
+            lookalike = _BUILTIN_SHORT_NAMES.get(ep.name)
+            if lookalike is not None and ep.value.split(":")[0].strip() != lookalike:
+                self._caution(ep.name, f"entry point {ep.value!r}"
+                              + (f" of {dist}" if dist else "")
+                              + f" is named like the built-in plugin {lookalike}; it is "
+                              f"loaded as a plugin of its own, and the built-in's parsers, "
+                              "backends, tools and filters keep their names")
             try:
                 plugin = ep.load()
-            except Exception as exc:
-                self._fail(ep.name, f"entry point {ep.value!r} failed to load: {exc}", exc,
-                           dist=dist, version=version)
+            except BaseException as exc:
+                if must_propagate(exc):
+                    raise
+                self._fail(ep.name, f"entry point {ep.value!r} failed to load: {_describe(exc)}",
+                           exc, dist=dist, version=version)
                 continue
             if self._pm.is_registered(plugin):
                 existing = self._pm.get_name(plugin)
@@ -230,6 +257,12 @@ class PluginManager:
                                               "builtin": False, "error": None})
         info["error"] = message
         self._report(plugin, message, exc)
+
+    def _caution(self, plugin: str, message: str) -> None:
+        """Warn about a plugin that loads but may confuse (raise when strict)."""
+        if self.strict:
+            raise PluginLoadError(f"plugin {plugin!r}: {message}", plugin=plugin)
+        warnings.warn(f"toolwire plugin {plugin!r}: {message}", PluginWarning, stacklevel=4)
 
     def _report(self, plugin: str, message: str, exc: BaseException | None) -> None:
         if self.strict:
@@ -283,7 +316,7 @@ class PluginManager:
                     raise ValueError(f"{label} {name!r} is registered twice")
                 if not isinstance(record, Tool):  # the other records carry a plugin field
                     record = attrs.evolve(record, plugin=plugin_name)  # type: ignore[misc]
-                staged[kind][name] = record
+                staged[kind][name] = self._guarded(record)
 
             return register
 
@@ -295,14 +328,44 @@ class PluginManager:
             except PluginConflictError as exc:
                 self._skip(plugin_name, str(exc), exc)
                 return
-            except Exception as exc:
-                self._skip(plugin_name, f"{impl.function.__name__} raised "
-                           f"{type(exc).__name__}: {exc}", exc)
+            except BaseException as exc:  # a registration hook's sys.exit() included
+                if must_propagate(exc):
+                    raise
+                self._skip(plugin_name, f"{impl.function.__name__} raised {_describe(exc)}", exc)
+                return
+        for spec in staged["stream_filters"].values():
+            # A factory that fails even for an empty context would fail every reply
+            # of every family: report it now, by name, like a failing hook.
+            try:
+                spec.create.unguarded(FilterContext())
+            except BaseException as exc:
+                if must_propagate(exc):
+                    raise
+                self._skip(plugin_name, f"the factory of stream filter {spec.name!r} raised "
+                           f"{_describe(exc)}", exc)
                 return
         for kind, records in staged.items():
             for name, record in records.items():
                 collected[kind][name] = record
                 owners[kind][name] = plugin_name
+
+    def _guarded(self, record: Any) -> Any:
+        """``record`` with its plugin callables behind an error boundary.
+
+        A stream filter's factory that raises is skipped for that reply and a
+        parser's ``detect`` that raises scores the template 0, each with one
+        :class:`PluginWarning` naming the plugin (raised as
+        :class:`PluginLoadError` when strict), so one broken plugin cannot break
+        the pipeline or the parser selection of every family.
+        """
+        if isinstance(record, StreamFilterSpec):
+            return attrs.evolve(record, create=_Guarded(
+                self, record.plugin, f"stream filter {record.name!r} factory", record.create,
+                None))
+        if isinstance(record, ParserSpec):
+            return attrs.evolve(record, detect=_Guarded(
+                self, record.plugin, f"parser {record.name!r} detect", record.detect, 0.0))
+        return record
 
     def _trace(self, impl: Any, arguments: str) -> None:
         if self._tracing:
@@ -371,9 +434,11 @@ class PluginManager:
             self._trace(impl, ", ".join(f"{k}={v!r}" for k, v in accepted.items()))
             try:
                 impl.function(**accepted)
-            except Exception as exc:
+            except BaseException as exc:  # an observer's sys.exit() included
+                if must_propagate(exc):
+                    raise
                 warnings.warn(f"toolwire plugin {impl.plugin_name!r}: {hook_name} raised "
-                              f"{type(exc).__name__}: {exc}", PluginWarning, stacklevel=3)
+                              f"{_describe(exc)}", PluginWarning, stacklevel=3)
 
     def describe(self) -> list[PluginInfo]:
         """One :class:`PluginInfo` per plugin (loaded or failed), for ``toolwire plugins``."""
@@ -397,6 +462,47 @@ class PluginManager:
     def pluggy(self) -> pluggy.PluginManager:
         """The underlying pluggy manager, for advanced use."""
         return self._pm
+
+
+def _describe(exc: BaseException) -> str:
+    """``SystemExit: 3``: an exception as a warning names it."""
+    detail = str(exc)
+    return f"{type(exc).__name__}: {detail}" if detail else type(exc).__name__
+
+
+class _Guarded:
+    """A plugin callable behind an error boundary: on failure, warn once and return
+    ``fallback`` (or raise :class:`PluginLoadError` when the manager is strict)."""
+
+    def __init__(self, manager: PluginManager, plugin: str, what: str,
+                 function: Callable[..., Any], fallback: Any) -> None:
+        self._manager = manager
+        self._plugin = plugin
+        self._what = what
+        self._function = function
+        self._fallback = fallback
+        self._reported = False
+        functools.update_wrapper(self, function)
+
+    def unguarded(self, *args: Any) -> Any:
+        """Call the plugin's own function, letting what it raises through."""
+        return self._function(*args)
+
+    def __call__(self, *args: Any) -> Any:
+        try:
+            return self._function(*args)
+        except BaseException as exc:
+            if must_propagate(exc):
+                raise
+            message = f"{self._what} raised {_describe(exc)}"
+            if self._manager.strict:
+                raise PluginLoadError(f"plugin {self._plugin!r}: {message}",
+                                      plugin=self._plugin) from exc
+            if not self._reported:
+                self._reported = True
+                warnings.warn(f"toolwire plugin {self._plugin!r}: {message}; it is left out "
+                              "where it failed", PluginWarning, stacklevel=2)
+            return self._fallback
 
 
 _default: PluginManager | None = None

@@ -139,7 +139,24 @@ class StreamFilterSpec:
 
 
 class ReplyPipeline:
-    """Stream filters followed by a parser: one reply's path from text to events."""
+    """Stream filters followed by a parser: one reply's path from text to events.
+
+    The pipeline is also the stages' error boundary. A stage (a plugin's parser
+    or filter) whose ``feed`` or ``close`` raises, whatever it raises, is
+    reported as one ``parser_error`` diagnostic and from then on passes text
+    through unchanged; the delta it failed on goes on as text. The reply is kept
+    instead of ending in an error (the host's own Ctrl-C still ends it, see
+    :mod:`toolwire.boundaries`).
+    """
+
+    class _PassThrough:
+        """What a failed stage becomes: text in, the same text out."""
+
+        def feed(self, text: str) -> list[Event]:
+            return [TextEvent(text)] if text else []
+
+        def close(self) -> list[Event]:
+            return []
 
     def __init__(self, filters: Sequence[StreamFilter], parser: StreamParser | None) -> None:
         self._stages: list[StreamParser] = [*filters, *([parser] if parser is not None else [])]
@@ -151,8 +168,12 @@ class ReplyPipeline:
     def close(self) -> list[Event]:
         """Flush every stage, in order, at the end of the reply."""
         out: list[Event] = []
-        for i, stage in enumerate(self._stages):
-            for event in stage.close():
+        for i in range(len(self._stages)):
+            try:
+                closed = self._stages[i].close()
+            except BaseException as exc:
+                closed = self._failed(i, "close", exc, "")
+            for event in closed:
                 if type(event) is TextEvent and i + 1 < len(self._stages):
                     out.extend(self._feed_from(i + 1, event.text))
                 else:
@@ -163,7 +184,10 @@ class ReplyPipeline:
         stages = self._stages
         if index >= len(stages):
             return [TextEvent(text)] if text else []
-        events = stages[index].feed(text)
+        try:
+            events = stages[index].feed(text)
+        except BaseException as exc:
+            events = self._failed(index, "feed", exc, text)
         if index + 1 == len(stages):
             return events
         if len(events) == 1 and type(events[0]) is TextEvent:  # the common case: plain text
@@ -175,6 +199,20 @@ class ReplyPipeline:
             else:
                 out.append(event)
         return out
+
+    def _failed(self, index: int, method: str, exc: BaseException, text: str) -> list[Event]:
+        """Report a stage that raised, replace it with a pass-through, keep ``text``."""
+        from ..boundaries import must_propagate
+
+        if must_propagate(exc):
+            raise exc
+        stage = self._stages[index]
+        self._stages[index] = self._PassThrough()
+        detail = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+        diagnostic = DiagnosticEvent(
+            "parser_error", f"{type(stage).__name__}.{method} raised {detail}; the rest of "
+            "the reply is passed on as text", text)
+        return [diagnostic, TextEvent(text)] if text else [diagnostic]
 
 
 def merge_events(events: Iterable[Event]) -> list[Event]:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import _thread
 import asyncio
 import contextlib
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -362,7 +364,9 @@ def test_interrupt_inside_a_tool_propagates_and_keeps_the_history_whole(
         tools: Tools, plugins: PluginManager) -> None:
     @tool
     def interrupted() -> str:
-        raise KeyboardInterrupt
+        _thread.interrupt_main()  # the user's Ctrl-C, delivered as Python delivers SIGINT
+        time.sleep(5)
+        return "not reached"
 
     chat = Chat(ScriptedBackend([call("interrupted") + call("search", query="x")],
                                 plugins=plugins),
