@@ -18,7 +18,8 @@ catch generically (``except LookupError``)::
     │   ├── ToolDeniedError (PermissionError)      the approver did not allow the call
     │   ├── ToolExecutionError
     │   ├── ToolTimeoutError (TimeoutError)
-    │   └── ToolCancelledError              the reply was cancelled while it ran
+    │   ├── ToolCancelledError              the reply was cancelled while it ran
+    │   └── ToolBusyError                   every tool thread is held by a hung call
     ├── ParserNotFoundError (LookupError)   no parser plugin claims a template / family
     ├── ParserConflictError (ValueError)    two parser plugins tie for a template
     ├── DerivationError (ValueError)        a template's call markup cannot be inferred
@@ -61,6 +62,7 @@ __all__ = [
     "TemplateError",
     "TemplateSecurityError",
     "ToolArgumentsError",
+    "ToolBusyError",
     "ToolCallError",
     "ToolCancelledError",
     "ToolDefinitionError",
@@ -153,6 +155,11 @@ class ToolTimeoutError(ToolCallError, TimeoutError):
 
 class ToolCancelledError(ToolCallError):
     """The reply was cancelled while the tool ran; the dispatcher stopped waiting for it."""
+
+
+class ToolBusyError(ToolCallError):
+    """The call was not run: every thread of the tool pool is still running a call
+    the dispatcher gave up on (see :mod:`toolwire.conversation.tool_threads`)."""
 
 
 class ParserNotFoundError(ToolwireError, LookupError):

@@ -39,7 +39,7 @@ from ..events import (
 from ..hooks.manager import PluginManager, default_plugin_manager
 from .approval import Approver
 from .cancel import CancelToken
-from .dispatch import Dispatcher
+from .dispatch import DEFAULT_MAX_OUTPUT_CHARS, Dispatcher
 from .history import Message, ToolCall, from_stored, to_stored
 from .tools import Tool, ToolRegistry
 
@@ -83,6 +83,9 @@ class Chat:
         (``approve(ApprovalRequest) -> Approval``, see
         :mod:`toolwire.conversation.approval`); a denial becomes the tool's result
         (``error_kind`` ``"denied"``). ``None`` runs every call.
+    :param max_tool_output_chars: the most characters of one tool result the
+        model and the history get (the rest is cut with a note); ``None`` for no
+        limit.
     """
 
     def __init__(
@@ -99,6 +102,7 @@ class Chat:
         plugins: PluginManager | None = None,
         final_answer_prompt: str = DEFAULT_FINAL_ANSWER_PROMPT,
         approve: Approver | None = None,
+        max_tool_output_chars: int | None = DEFAULT_MAX_OUTPUT_CHARS,
     ) -> None:
         if max_tool_iters < 1:
             raise ValueError("max_tool_iters must be at least 1")
@@ -107,7 +111,8 @@ class Chat:
         self.system_prompt = system_prompt
         self.max_tool_iters = max_tool_iters
         self.dispatcher = Dispatcher(self.registry, read_only=read_only, workspace=workspace,
-                                     timeout=tool_timeout, approve=approve)
+                                     timeout=tool_timeout, approve=approve,
+                                     max_output_chars=max_tool_output_chars)
         self.final_answer_prompt = final_answer_prompt
         self._history: list[Message] = list(history)
         self._plugins = plugins

@@ -8,24 +8,29 @@ This is core policy, not a hook. For each call the dispatcher:
    unknown parameters, wrong types), with a validator compiled once per tool;
 4. asks the session's approver, if it has one, before a tool that is not
    read-only runs (see :mod:`toolwire.conversation.approval`);
-5. runs the tool with a timeout, and stops waiting when the reply is cancelled;
-6. turns the return value into text.
+5. runs the tool with a timeout (in a bounded pool of threads, see
+   :mod:`toolwire.conversation.tool_threads`), and stops waiting when the
+   reply is cancelled;
+6. turns the return value into text, at most ``max_output_chars`` of it (the
+   rest is cut with a note saying how much the tool returned).
+
+Arguments nested deeper than :data:`MAX_ARGUMENT_DEPTH` are refused before
+anything looks into them, and whatever a tool raises, ``SystemExit`` and
+``KeyboardInterrupt`` included, is its result (see :mod:`toolwire.boundaries`:
+only the host's own Ctrl-C passes).
 
 A tool function may ask :func:`current_call` for the call it runs for: its
 deadline and the reply's cancel token, so a tool that waits on something else
 (a remote server) can give up at the same moment the dispatcher does.
 
 Every failure becomes a :class:`DispatchResult` with ``is_error`` set and a
-message written for the model, so it can correct itself on the next turn;
-whatever a tool raises, ``SystemExit`` and ``KeyboardInterrupt`` included, is its
-result (see :mod:`toolwire.boundaries`: only the host's own Ctrl-C passes).
+message written for the model, so it can correct itself on the next turn.
 """
 
 from __future__ import annotations
 
 import contextvars
 import json
-import queue
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -40,6 +45,7 @@ from jsonschema.validators import validator_for
 from ..boundaries import must_propagate
 from ..errors import (
     ToolArgumentsError,
+    ToolBusyError,
     ToolCallError,
     ToolCancelledError,
     ToolDeniedError,
@@ -51,9 +57,16 @@ from ..errors import (
 from .approval import ApprovalGate, Approver
 from .cancel import CancelToken
 from .history import ToolCall
+from .tool_threads import ToolThreadPool, tool_threads
 from .tools import WORKSPACE_PARAMETER, Tool, ToolRegistry
 
-__all__ = ["DispatchResult", "Dispatcher", "RunningCall", "current_call", "format_tool_output"]
+__all__ = ["DEFAULT_MAX_OUTPUT_CHARS", "MAX_ARGUMENT_DEPTH", "DispatchResult", "Dispatcher",
+           "RunningCall", "current_call", "format_tool_output", "limit_output"]
+
+DEFAULT_MAX_OUTPUT_CHARS = 100_000
+"""The most characters of one tool result the model (and the history) gets."""
+MAX_ARGUMENT_DEPTH = 100
+"""The deepest nesting of lists and objects a call's arguments may have."""
 
 _MAX_PROBLEMS = 8
 _CANCEL_POLL_SECONDS = 0.05
@@ -94,7 +107,8 @@ class DispatchResult:
     """A call's outcome as the model will read it.
 
     :ivar error_kind: for failures, ``unknown_tool``, ``invalid_arguments``,
-        ``read_only``, ``denied``, ``tool_error``, ``timeout`` or ``cancelled``.
+        ``read_only``, ``denied``, ``tool_error``, ``timeout``, ``cancelled`` or
+        ``busy`` (no tool thread was free, see :class:`~toolwire.errors.ToolBusyError`).
     """
 
     call: ToolCall
@@ -118,7 +132,21 @@ def format_tool_output(value: Any) -> str:
     try:
         return json.dumps(value, ensure_ascii=False, default=_not_json)
     except (TypeError, ValueError):
+        pass
+    except RecursionError:
+        return f"(the tool returned a {type(value).__name__} nested too deeply to show)"
+    try:
         return str(value)
+    except RecursionError:
+        return f"(the tool returned a {type(value).__name__} nested too deeply to show)"
+
+
+def limit_output(text: str, limit: int | None) -> str:
+    """``text``, or its first ``limit`` characters and a note saying it was cut."""
+    if limit is None or len(text) <= limit:
+        return text
+    return (f"{text[:limit]}\n[truncated: the tool returned {len(text):,} characters; "
+            f"only the first {limit:,} are shown]")
 
 
 def _not_json(value: Any) -> Any:
@@ -134,6 +162,7 @@ _ERROR_KINDS: dict[type[ToolCallError], str] = {
     ToolDeniedError: "denied",
     ToolTimeoutError: "timeout",
     ToolCancelledError: "cancelled",
+    ToolBusyError: "busy",
     ToolExecutionError: "tool_error",
 }
 
@@ -149,15 +178,23 @@ class Dispatcher:
         itself can notice a cancellation (through :func:`current_call`).
     :param approve: asked before a call of a tool that is not read-only runs
         (see :mod:`toolwire.conversation.approval`); ``None`` runs every call.
+    :param max_output_chars: the most characters of a result (success or
+        error) the model gets; ``None`` for no limit.
+    :param threads: the pool that runs calls with a timeout (default: the
+        process-wide one, :func:`~toolwire.conversation.tool_threads.tool_threads`).
     """
 
     def __init__(self, registry: ToolRegistry, *, read_only: bool = False,
                  workspace: Any = None, timeout: float | None = 60.0,
-                 approve: Approver | None = None) -> None:
+                 approve: Approver | None = None,
+                 max_output_chars: int | None = DEFAULT_MAX_OUTPUT_CHARS,
+                 threads: ToolThreadPool | None = None) -> None:
         self.registry = registry
         self.read_only = read_only
         self.workspace = workspace
         self.timeout = timeout
+        self.max_output_chars = max_output_chars
+        self._threads = threads
         self.approval = None if approve is None else ApprovalGate(approve)
         # Keyed by the tool itself (not its id, which a new tool may reuse once
         # an old one is gone), so a validator never outlives its schema.
@@ -180,16 +217,19 @@ class Dispatcher:
             if self.approval is not None:  # shown the model's arguments, without ours
                 self.approval.check(ToolCall(call.id, call.name, {
                     k: v for k, v in call.arguments.items() if k != WORKSPACE_PARAMETER}), tool)
-            return DispatchResult(call, self._run(tool, arguments, call, cancel))
+            text = self._run(tool, arguments, call, cancel)
+            return DispatchResult(call, limit_output(text, self.max_output_chars))
         except ToolCallError as exc:
             kind = next((k for cls, k in _ERROR_KINDS.items() if isinstance(exc, cls)),
                         "tool_error")
-            return DispatchResult(call, f"Error: {exc}", True, kind)
+            return DispatchResult(call, limit_output(f"Error: {exc}", self.max_output_chars),
+                                  True, kind)
         except BaseException as exc:  # whatever else happened, the call gets a result
             if must_propagate(exc):
                 raise
-            return DispatchResult(call, f"Error: calling {call.name!r} failed: "
-                                        f"{_describe_exception(exc)}", True, "tool_error")
+            return DispatchResult(call, limit_output(
+                f"Error: calling {call.name!r} failed: {_describe_exception(exc)}",
+                self.max_output_chars), True, "tool_error")
 
     def check(self, call: ToolCall) -> tuple[Tool, dict[str, Any]]:
         """Resolve and validate a call without running it.
@@ -207,6 +247,12 @@ class Dispatcher:
                 f"tool {call.name!r} changes things and this session is read-only; "
                 "it was not run. Use only the read-only tools offered.", tool=call.name)
         arguments = {k: v for k, v in call.arguments.items() if k != WORKSPACE_PARAMETER}
+        depth = _nesting_depth(arguments, MAX_ARGUMENT_DEPTH)
+        if depth > MAX_ARGUMENT_DEPTH:
+            raise ToolArgumentsError(
+                f"invalid arguments for {tool.name!r}: nested more than "
+                f"{MAX_ARGUMENT_DEPTH} levels deep; flatten them", tool=tool.name,
+                problems=(f"nested more than {MAX_ARGUMENT_DEPTH} levels deep",))
         self._validate(tool, arguments)
         if tool.accepts_workspace:
             arguments[WORKSPACE_PARAMETER] = self.workspace
@@ -268,17 +314,32 @@ class Dispatcher:
         try:
             if timeout is None:  # inline, as documented; the tool still sees the token
                 return self._call(tool, arguments)
-            job = _WORKERS.submit(self._call, tool, arguments)  # copies the context
+            pool = self._threads or tool_threads()
+            try:
+                job = pool.submit(self._call, tool, arguments)  # copies the context
+            except ToolBusyError as exc:
+                raise ToolBusyError(f"tool {tool.name!r} was not run: {exc}",
+                                    tool=tool.name) from None
         finally:
             _RUNNING.reset(running)
         if not _wait(job.done, deadline, cancel):
-            if cancel is not None and cancel.cancelled:
+            started = pool.abandon(job)
+            if job.done.is_set() and started:
+                pass  # it finished just now
+            elif cancel is not None and cancel.cancelled:
                 raise ToolCancelledError(
                     f"tool {tool.name!r} was still running when the reply was cancelled; "
-                    "it was abandoned", tool=tool.name)
-            raise ToolTimeoutError(
-                f"tool {tool.name!r} did not finish within {timeout:g} seconds and was "
-                "abandoned; try a smaller request", tool=tool.name)
+                    "it was abandoned" if started else
+                    f"tool {tool.name!r} had not started when the reply was cancelled",
+                    tool=tool.name)
+            elif started:
+                raise ToolTimeoutError(
+                    f"tool {tool.name!r} did not finish within {timeout:g} seconds and was "
+                    "abandoned; try a smaller request", tool=tool.name)
+            else:
+                raise ToolTimeoutError(
+                    f"tool {tool.name!r} did not start within {timeout:g} seconds: all "
+                    f"{pool.threads} tool threads were busy", tool=tool.name)
         if job.error is not None:
             raise job.error
         text: str = job.value
@@ -317,66 +378,6 @@ def _wait(done: threading.Event, deadline: float | None, cancel: CancelToken | N
             return True
 
 
-class _Job:
-    """One tool call handed to a worker thread."""
-
-    __slots__ = ("args", "context", "done", "error", "function", "value")
-
-    def __init__(self, function: Callable[..., Any], args: tuple[Any, ...]) -> None:
-        self.function = function
-        self.args = args
-        self.context = contextvars.copy_context()
-        self.done = threading.Event()
-        self.value: Any = None
-        self.error: BaseException | None = None
-
-    def run(self) -> None:
-        try:
-            self.value = self.context.run(self.function, *self.args)
-        except BaseException as exc:
-            self.error = exc
-        finally:
-            self.done.set()
-
-
-class _DaemonWorkers:
-    """Daemon threads that run tool calls with a timeout.
-
-    A new thread starts whenever none is idle, so a hung tool never delays a
-    later call, and daemon threads never keep the process from exiting; idle
-    threads are reused, so a call costs a hand-off rather than a thread start.
-    """
-
-    MAX_IDLE = 8
-
-    def __init__(self) -> None:
-        self._jobs: queue.SimpleQueue[_Job] = queue.SimpleQueue()
-        self._idle = 0
-        self._lock = threading.Lock()
-
-    def submit(self, function: Callable[..., Any], *args: Any) -> _Job:
-        job = _Job(function, args)
-        with self._lock:
-            if self._idle:
-                self._idle -= 1
-                start = False
-            else:
-                start = True
-        if start:
-            threading.Thread(target=self._work, name="toolwire-tool", daemon=True).start()
-        self._jobs.put(job)
-        return job
-
-    def _work(self) -> None:
-        while True:
-            self._jobs.get().run()
-            with self._lock:
-                if self._idle >= self.MAX_IDLE:
-                    return
-                self._idle += 1
-
-
-_WORKERS = _DaemonWorkers()
 _UNCOMPILED = object()
 _SIMPLE_TYPES: dict[str, Callable[[Any], bool]] = {
     "string": lambda v: isinstance(v, str),
@@ -444,6 +445,31 @@ def _simple_value_check(schema: Any) -> Callable[[Any], bool] | None:
 def _describe_exception(exc: BaseException) -> str:
     detail = str(exc)
     return f"{type(exc).__name__}: {detail}" if detail else type(exc).__name__
+
+
+def _nesting_depth(value: Any, limit: int) -> int:
+    """How deeply lists and dicts nest in ``value`` (counting stops past ``limit``).
+
+    Iterative, so a value nested thousands deep cannot exhaust the interpreter's
+    stack here (validation, messages and JSON would recurse into it).
+    """
+    deepest = 0
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, Mapping):
+            children: Any = item.values()
+        elif isinstance(item, list | tuple):
+            children = item
+        else:
+            continue
+        depth += 1
+        if depth > deepest:
+            deepest = depth
+            if deepest > limit:
+                return deepest
+        stack.extend((child, depth) for child in children)
+    return deepest
 
 
 def _describe(error: ValidationError) -> str:
