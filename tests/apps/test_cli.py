@@ -100,7 +100,7 @@ def test_render_prints_the_exact_prompt(tmp_path: Path) -> None:
     tools = tmp_path / "tools.json"
     tools.write_text(json.dumps(TOOLS))
     run = toolwire("render", str(SHARED_TEMPLATES / "Qwen3.5-4B.jinja"), "--messages",
-                   str(messages), "--tools", str(tools), "--enable-thinking", "false")
+                   str(messages), "--tools", str(tools), "--no-enable-thinking")
     assert run.returncode == 0, run.stderr
     assert '"name": "search"' in run.stdout
     assert run.stdout.endswith("<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"

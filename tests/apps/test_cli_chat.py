@@ -124,13 +124,15 @@ def test_resume_from_a_bad_file_is_a_clear_error(tmp_path: Path, server: WireSer
     bad = tmp_path / "bad.json"
     bad.write_text("{not json")
     run = chat(*remote(server, workspace, "--resume", str(bad), "--message", "x"))
-    assert run.returncode == 1
+    assert run.returncode == 2
     assert "cannot resume" in run.stderr and "Traceback" not in run.stderr
+    assert server.requests == []
 
 
 def test_missing_model_is_a_usage_error() -> None:
     run = chat("--message", "x")
-    assert run.returncode == 1 and "--model" in run.stderr
+    assert run.returncode == 2 and "--model" in run.stderr
+    assert "loading" not in run.stderr
 
 
 def test_a_reply_cut_at_the_token_limit_exits_1(server: WireServer, workspace: Path) -> None:

@@ -85,7 +85,7 @@ def test_an_engine_without_a_template_is_a_clear_error(engine: EngineStandIn,
                                                        tmp_path: Path) -> None:
     run = chat("--provider", "completions", "--base-url", engine.root, "--message", "x",
                cwd=tmp_path)
-    assert run.returncode == 1
+    assert run.returncode == 2  # an input error: the user must name the template
     assert "--template PATH" in run.stderr and "Traceback" not in run.stderr
 
 

@@ -3,10 +3,15 @@
 Streams text as it arrives, shows each tool call and result as it happens,
 hides reasoning unless ``--show-reasoning`` (then dims it). ``--json`` prints
 every event as a JSON line for scripts. ``--message TEXT`` (or a message piped
-on standard input) runs one exchange and exits with status 0 only when the reply
-ended normally. Ctrl-C cancels the current reply; a second Ctrl-C exits.
+on standard input; one per line with ``--lines``) runs without a prompt and exits
+with status 0 only when every reply ended normally. In a terminal the chat is
+interactive (:mod:`.repl`: ``/commands``, multi-line input, history) and asks
+before each call of a tool that changes things (:mod:`.approval_prompt`);
+``--yes`` approves all, and a run without a prompt refuses them unless
+``--allow-write``. Ctrl-C cancels the current reply; a second Ctrl-C exits.
 ``/save FILE`` and ``--resume FILE`` use the stored tool-exchange format, so a
-conversation moves between local and remote backends.
+conversation moves between local and remote backends. ``docs/cli.md`` describes
+it all.
 """
 
 from __future__ import annotations
@@ -15,15 +20,15 @@ import argparse
 import json
 import signal
 import sys
-from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import FrameType
 from typing import Any, TextIO
 
 from ...backends.protocol import Backend
+from ...conversation.approval import Approver
 from ...conversation.cancel import CancelToken
 from ...conversation.chat import Chat
-from ...errors import ToolwireError
+from ...conversation.tools import Tool
 from ...events import (
     DiagnosticEvent,
     DoneEvent,
@@ -36,8 +41,18 @@ from ...events import (
     ToolResultEvent,
 )
 from ...hooks.manager import PluginManager
-from .common import UsageError
+from .approval_prompt import TerminalApprover, refuse_writes
+from .common import UsageError, at_least, cli_advice
+from .model_options import (
+    add_generation_arguments,
+    check_model_options,
+    generation_options,
+    model_label,
+)
+from .models import add_models_dir_argument
+from .repl import LineEditing, Repl
 from .tools import add_mcp_arguments, session_tools
+from .user_functions import add_function_arguments
 
 __all__ = ["add_chat_arguments", "build_chat", "register", "run_chat"]
 
@@ -46,12 +61,13 @@ DIM, RED, CYAN, RESET = "\x1b[2m", "\x1b[31m", "\x1b[36m", "\x1b[0m"
 
 def add_chat_arguments(parser: argparse.ArgumentParser) -> None:
     """The model and session options shared by ``chat`` and ``serve``."""
-    parser.add_argument("--model", help="a .gguf file (local), or the provider's model name")
+    parser.add_argument("--model", help="a .gguf file or a name 'toolwire models' lists "
+                        "(local), or the provider's model name")
     parser.add_argument("--provider", help="remote provider preset: openai, ollama, vllm, "
                         "gemini, anthropic, llama_server, custom; or completions (a serving "
                         "engine's text-completion endpoint, prompted with the model's template)")
     parser.add_argument("--base-url", help="the provider's base URL (custom servers, "
-                        "completions)")
+                        "completions); alone, it means --provider custom")
     parser.add_argument("--template", help="completions: the model's Jinja chat template file")
     parser.add_argument("--model-file", help="completions: the model's GGUF file or "
                         "tokenizer_config.json (its template and special tokens)")
@@ -59,18 +75,22 @@ def add_chat_arguments(parser: argparse.ArgumentParser) -> None:
                         "endpoint, /v1/completions or llama-server's /completion (default: "
                         "detected)")
     parser.add_argument("--family", help="force the parser family of a local model")
-    parser.add_argument("--n-ctx", type=int, help="local context size in tokens")
-    parser.add_argument("--max-tokens", type=int, help="reply budget in tokens")
-    parser.add_argument("--enable-thinking", action="store_true",
-                        help="let a local model reason before answering")
-    parser.add_argument("--workspace", default=".", help="folder the tools work in")
+    parser.add_argument("--enable-thinking", action=argparse.BooleanOptionalAction,
+                        default=False, help="let a local model reason before answering "
+                                            "(default: no)")
+    add_models_dir_argument(parser)
+    parser.add_argument("--workspace", default=".",
+                        help="existing folder the tools work in (default: the current one)")
     parser.add_argument("--read-only", action="store_true", help="offer only read tools")
-    parser.add_argument("--max-tool-iters", type=int, default=10,
-                        help="most model turns per message (the last answers without tools)")
-    parser.add_argument("--system", help="system prompt (strategy guidance)")
+    parser.add_argument("--max-tool-iters", type=at_least(1), default=10, metavar="N",
+                        help="most model turns per message; the last answers without tools "
+                             "(default: 10)")
+    parser.add_argument("--system", metavar="TEXT", help="system prompt (strategy guidance)")
     parser.add_argument("--no-tools", action="store_true",
-                        help="offer no plugin tools (MCP servers named are still used)")
+                        help="offer no plugin tools (MCP servers and --functions still are)")
+    add_function_arguments(parser)
     add_mcp_arguments(parser)
+    add_generation_arguments(parser)
 
 
 def register(subparsers: Any) -> None:
@@ -81,53 +101,75 @@ def register(subparsers: Any) -> None:
     add_chat_arguments(p)
     p.add_argument("--show-reasoning", action="store_true", help="show reasoning, dimmed")
     p.add_argument("--json", action="store_true", help="print every event as a JSON line")
-    p.add_argument("--message", help="run one exchange with this message and exit")
-    p.add_argument("--resume", help="continue a conversation saved with /save or --save")
-    p.add_argument("--save", help="save the conversation to this file when done")
+    p.add_argument("--message", metavar="TEXT",
+                   help="run one exchange with this message and exit (standard input, when "
+                        "it is not a terminal, is one message too)")
+    p.add_argument("--lines", action="store_true",
+                   help="with piped standard input: send each non-empty line as its own "
+                        "message, in one conversation")
+    p.add_argument("--resume", metavar="FILE",
+                   help="continue a conversation saved with /save or --save")
+    p.add_argument("--save", metavar="FILE", help="save the conversation to this file when done")
+    approval = p.add_argument_group(
+        "approval", "an interactive chat asks before each call of a tool that changes things "
+                    "(yes / no / always for that tool); a run without a prompt (--message, "
+                    "piped input) refuses such calls")
+    approval.add_argument("--yes", "-y", action="store_true",
+                          help="approve every call without asking")
+    approval.add_argument("--allow-write", action="store_true",
+                          help="let a run without a prompt (--message, piped input) call "
+                               "tools that change things")
     p.set_defaults(run=run_chat)
 
 
 def make_backend(args: argparse.Namespace, plugins: PluginManager) -> Backend:
-    """Create the backend the options name (local GGUF or remote provider)."""
+    """Create the backend the options name (local GGUF or remote provider).
+
+    The options are checked first (:func:`check_model_options`), unless they
+    already were.
+    """
+    if not getattr(args, "model_options_checked", False):
+        check_model_options(args, plugins)
     if args.provider == "completions":
         return plugins.backend("completions").create(**_completions_options(args))
     if any(getattr(args, key, None) for key in ("template", "model_file", "api")):
         raise UsageError("--template, --model-file and --api are options of "
                          "--provider completions")
     if args.provider:
-        if not args.model:
-            raise ToolwireError("--provider needs --model NAME")
-        options: dict[str, Any] = {"provider": args.provider, "model": args.model}
+        options: dict[str, Any] = {"provider": args.provider, "model": args.model,
+                                   **generation_options(args, "openai_compat")}
         if args.base_url:
             options["base_url"] = args.base_url
         return plugins.backend("openai_compat").create(**options)
-    if not args.model:
-        raise ToolwireError("give --model PATH.gguf (local) or --provider NAME --model NAME")
-    local: dict[str, Any] = {"model_path": args.model, "enable_thinking": args.enable_thinking}
-    for key in ("n_ctx", "max_tokens", "family"):
-        if getattr(args, key, None) is not None:
-            local[key] = getattr(args, key)
+    local: dict[str, Any] = {"model_path": args.model, "enable_thinking": args.enable_thinking,
+                             **generation_options(args, "llama_cpp")}
+    if args.family is not None:
+        local["family"] = args.family
     return plugins.backend("llama_cpp").create(**local)
 
 
 def _completions_options(args: argparse.Namespace) -> dict[str, Any]:
     if not args.base_url:
         raise UsageError("--provider completions needs --base-url URL (the engine's address)")
-    options: dict[str, Any] = {"base_url": args.base_url, "enable_thinking": args.enable_thinking}
-    for key in ("template", "model_file", "api", "model", "n_ctx", "max_tokens", "family"):
+    options: dict[str, Any] = {"base_url": args.base_url, "enable_thinking": args.enable_thinking,
+                               **generation_options(args, "completions")}
+    for key in ("template", "model_file", "api", "model", "family"):
         if getattr(args, key, None) is not None:
             options[key] = getattr(args, key)
     return options
 
 
 def build_chat(args: argparse.Namespace, plugins: PluginManager,
-               backend: Backend | None = None) -> Chat:
-    """A :class:`Chat` from command-line options."""
+               backend: Backend | None = None, approve: Approver | None = None,
+               tools: list[Tool] | None = None) -> Chat:
+    """A :class:`Chat` from command-line options (``approve``: see :class:`Chat`;
+    ``tools``: the session's tools, when already gathered)."""
     workspace = Path(args.workspace).resolve()
-    tools = session_tools(args, plugins)
+    if tools is None:
+        tools = session_tools(args, plugins)
     return Chat(backend or make_backend(args, plugins), tools=tools, system_prompt=args.system,
                 max_tool_iters=args.max_tool_iters, read_only=args.read_only,
-                workspace=workspace, plugins=plugins)
+                workspace=workspace, plugins=plugins, approve=approve)
 
 
 class _Printer:
@@ -164,9 +206,9 @@ class _Printer:
             self._line(self._paint(RED if event.is_error else DIM,
                                    f"{mark} {event.name}: {_clip(event.content, 500)}"))
         elif isinstance(event, ErrorEvent):
-            self._line(self._paint(RED, f"error ({event.kind}): {event.message}"))
+            self._line(self._paint(RED, f"error ({event.kind}): {cli_advice(event.message)}"))
         elif isinstance(event, NoParserEvent):
-            self._line(self._paint(RED, f"note: {event.message}"))
+            self._line(self._paint(RED, f"note: {cli_advice(event.message)}"))
         elif isinstance(event, DiagnosticEvent):
             self._line(self._paint(DIM, f"({event.code}: {event.message})"))
         elif isinstance(event, DoneEvent):
@@ -194,10 +236,12 @@ def _clip(text: str, limit: int) -> str:
 
 
 class _Interrupts:
-    """First Ctrl-C cancels the reply in progress; a second one exits."""
+    """First Ctrl-C cancels the reply in progress; a second one exits. At a question
+    (``prompting``) Ctrl-C interrupts the question and cancels the reply."""
 
     def __init__(self) -> None:
         self.token: CancelToken | None = None
+        self.prompting = False
         self._previous: Any = None
 
     def __enter__(self) -> _Interrupts:
@@ -210,7 +254,8 @@ class _Interrupts:
     def _handle(self, signum: int, frame: FrameType | None) -> None:
         if self.token is not None and not self.token.cancelled:
             self.token.cancel("interrupted")
-            return
+            if not self.prompting:
+                return
         raise KeyboardInterrupt
 
 
@@ -229,60 +274,88 @@ def _exchange(chat: Chat, message: str, printer: _Printer,
     return done
 
 
-def _messages(prompt: Callable[[], str]) -> Iterator[str]:
-    while True:
-        try:
-            line = prompt()
-        except EOFError:
-            return
-        yield line
-
-
 def run_chat(args: argparse.Namespace, plugins: PluginManager,
              backend: Backend | None = None) -> int:
-    """Run ``toolwire chat``; return the exit status."""
+    """Run ``toolwire chat``; return the exit status.
+
+    Interactive (standard input is a terminal, no ``--message``): the REPL, asking
+    before writes unless ``--yes``. Otherwise one exchange (``--message``, or all of
+    standard input), or one per line with ``--lines``; writes are refused unless
+    ``--allow-write`` or ``--yes``. Status 0 when every reply ended normally.
+    """
+    if backend is None:
+        check_model_options(args, plugins)
+    elif not Path(args.workspace).expanduser().is_dir():
+        raise UsageError(f"--workspace {args.workspace}: not an existing folder")
+    messages = _non_interactive_messages(args)
+    records = _read_resume(args.resume) if args.resume else None
+    tools = session_tools(args, plugins)  # --functions files are input too: checked first
     if not args.json:
-        source = args.provider or args.model or "?"
-        print(f"loading {source} ...", file=sys.stderr, flush=True)
-    chat = build_chat(args, plugins, backend)
-    if args.resume:
+        label = model_label(args) if backend is None else getattr(backend, "name", "model")
+        print(f"loading {label} ...", file=sys.stderr, flush=True)
+    interrupts = _Interrupts()
+    editing = LineEditing() if messages is None else None
+    if args.yes or (messages is not None and args.allow_write):
+        approve: Approver | None = None
+    elif messages is None:
+        approve = TerminalApprover(guard=interrupts, forget_answer=editing.forget_last
+                                   if editing is not None else None)
+    else:
+        approve = refuse_writes()
+    chat = build_chat(args, plugins, backend, approve, tools)
+    if records is not None:
         try:
-            records = json.loads(Path(args.resume).read_text(encoding="utf-8"))
             chat.load(records)
-        except (OSError, ValueError) as exc:
-            raise ToolwireError(f"cannot resume from {args.resume}: {exc}") from exc
+        except ValueError as exc:
+            raise UsageError(f"cannot resume from {args.resume}: {exc}") from exc
     printer = _Printer(sys.stdout, as_json=args.json, show_reasoning=args.show_reasoning,
                        color=sys.stdout.isatty() and not args.json)
-    one_shot = args.message
-    if one_shot is None and not sys.stdin.isatty():
-        one_shot = sys.stdin.read()
-    with _Interrupts() as interrupts:
-        if one_shot is not None:
-            done = _exchange(chat, one_shot, printer, interrupts)
+    with interrupts:
+        if messages is not None:
+            ended = [_exchange(chat, text, printer, interrupts) for text in messages]
             _save_if_asked(chat, args.save)
-            return 0 if done is not None and done.reason == "stop" else 1
-        print("toolwire chat: /save FILE, /quit; Ctrl-C cancels a reply, twice exits.",
-              file=sys.stderr)
+            return 0 if all(d is not None and d.reason == "stop" for d in ended) else 1
         try:
-            for line in _messages(lambda: input("> ")):
-                text = line.strip()
-                if not text:
-                    continue
-                if text in ("/quit", "/exit"):
-                    break
-                if text.startswith("/save"):
-                    target = text[len("/save"):].strip()
-                    if not target:
-                        print("usage: /save FILE", file=sys.stderr)
-                        continue
-                    _save_if_asked(chat, target)
-                    print(f"saved {len(chat.history)} messages to {target}", file=sys.stderr)
-                    continue
-                _exchange(chat, text, printer, interrupts)
+            Repl(chat, lambda text: _exchange(chat, text, printer, interrupts),
+                 editing=editing).run()
         except KeyboardInterrupt:
             print("", file=sys.stderr)
     _save_if_asked(chat, args.save)
     return 0
+
+
+def _non_interactive_messages(args: argparse.Namespace) -> list[str] | None:
+    """The messages of a run without a prompt, or ``None`` for the interactive chat."""
+    if args.message is not None:
+        if args.lines:
+            raise UsageError("--lines reads standard input; leave out --message")
+        return [args.message]
+    if sys.stdin.isatty():
+        if args.lines:
+            raise UsageError("--lines reads piped standard input, not a terminal")
+        return None
+    text = sys.stdin.read()
+    if args.lines:
+        messages = [line for line in text.splitlines() if line.strip()]
+    else:
+        messages = [text] if text.strip() else []
+    if not messages:
+        raise UsageError("standard input was empty: nothing to send (give --message TEXT, or "
+                         "run in a terminal for the interactive chat)")
+    return messages
+
+
+def _read_resume(path: str) -> list[Any]:
+    try:
+        records = json.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise UsageError(f"--resume {path}: file not found") from None
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise UsageError(f"cannot resume from {path}: {exc}") from exc
+    if not isinstance(records, list):
+        raise UsageError(f"cannot resume from {path}: it does not hold a list of messages "
+                         "(the stored format, see docs/events.md)")
+    return records
 
 
 def _save_if_asked(chat: Chat, path: str | None) -> None:

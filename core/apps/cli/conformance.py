@@ -6,6 +6,9 @@ then :func:`toolwire.testing.check_parser` runs. The table shows one row per
 template; each property is ``PASS``, ``FAIL`` or ``SKIP``. Progress goes to
 standard error.
 
+``--family derived`` checks the parser derived from each template itself (see
+``docs/derived.md``), as a chat uses it when no plugin claims the template.
+
 Exit status: 0 when every property passed or was skipped, 1 when a property
 failed, 2 when a template could not be read or no parser claims it.
 """
@@ -21,6 +24,9 @@ from typing import Any, TextIO
 
 from ...errors import ParserConflictError, ParserNotFoundError, ToolwireError
 from ...hooks.manager import PluginManager
+from ...hooks.specs import hookimpl
+from ...parse.protocol import ParserSpec
+from .common import check_family
 
 __all__ = ["register", "run_conformance"]
 
@@ -45,7 +51,8 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
                         help="chat template file (.jinja) or .gguf")
     parser.add_argument("--examples", type=int, default=30, metavar="N",
                         help="hypothesis examples per property (default 30)")
-    parser.add_argument("--family", help="check this parser family instead of selecting one")
+    parser.add_argument("--family", help="check this parser family instead of selecting one "
+                                         "('derived': the parser derived from the template)")
     parser.add_argument("--seed", type=int, help="make the search reproducible")
     parser.add_argument("--json", action="store_true", help="print JSON")
     parser.set_defaults(run=run_conformance)
@@ -75,6 +82,8 @@ def run_conformance(args: argparse.Namespace, plugins: PluginManager, *,
 
     out = out or sys.stdout
     err = err or sys.stderr
+    if args.family is not None:
+        check_family(args.family, plugins)
     try:
         from ...testing.conformance import PROPERTIES, check_parser
     except ImportError as exc:  # hypothesis comes with the "test" extra
@@ -98,10 +107,14 @@ def run_conformance(args: argparse.Namespace, plugins: PluginManager, *,
             status = 2
             continue
         progress = _progress(err, f"[{number}/{total}] {name} ({spec.name})")
+        checked, markers = plugins, None
+        if spec.name not in plugins.parsers():  # derived from this template: not a plugin's
+            checked, markers = _derived_only(spec), _derived_markup(source)
+            spec = checked.parser(spec.name)  # as registered there
         try:
-            report = check_parser(spec, source, examples=args.examples, plugins=plugins,
+            report = check_parser(spec, source, examples=args.examples, plugins=checked,
                                   template_name=name, seed=args.seed, raise_on_failure=False,
-                                  progress=progress)
+                                  progress=progress, markers=markers)
         except ToolwireError as exc:
             row.update(family=spec.name, plugin=spec.plugin, error=str(exc))
             print(f" error: {exc}", file=err)
@@ -117,6 +130,35 @@ def run_conformance(args: argparse.Namespace, plugins: PluginManager, *,
     else:
         _print_table(rows, PROPERTIES, out)
     return status
+
+
+class _OneParser:
+    """A plugin registering one parser spec (the derived parser under test)."""
+
+    def __init__(self, spec: ParserSpec) -> None:
+        self.spec = spec
+
+    @hookimpl
+    def register_parsers(self, register: Callable[[ParserSpec], None]) -> None:
+        """Register the spec."""
+        register(self.spec)
+
+
+def _derived_only(spec: ParserSpec) -> PluginManager:
+    """A plugin manager with the reasoning filter and the derived parser alone, so the
+    suite checks it as a chat that derived it would use it."""
+    from ...parse import reasoning
+
+    manager = PluginManager(builtins=False, entry_points=False)
+    manager.register(reasoning)
+    manager.register(_OneParser(spec), name=f"{spec.name} (derived from the template)")
+    return manager
+
+
+def _derived_markup(source: str) -> tuple[str, ...]:
+    from ...templates.derive import derive_format
+
+    return tuple(derive_format(source).markup)
 
 
 def _progress(err: TextIO, label: str) -> Callable[[str], None]:

@@ -90,15 +90,22 @@ def register(subparsers: Any) -> None:
                               description="Write a tiny model, run it in llama.cpp and show a "
                                           "real tool call parsed, validated, run and answered.")
     p.add_argument("--json", action="store_true", help="print every event as a JSON line")
-    p.add_argument("--dir", help="where to write the model and workspace (default: temp)")
+    p.add_argument("--dir", help="where to write the model and workspace, kept afterwards "
+                                 "(default: a temporary folder, removed at the end)")
     p.set_defaults(run=run_demo)
 
 
 def run_demo(args: argparse.Namespace, plugins: PluginManager) -> int:
     """Run the demo; return 0 when the exchange ended normally."""
+    if args.dir:
+        return _run_demo_in(Path(args.dir), args, plugins)
+    with tempfile.TemporaryDirectory(prefix="toolwire-demo-") as base:
+        return _run_demo_in(Path(base), args, plugins)
+
+
+def _run_demo_in(base: Path, args: argparse.Namespace, plugins: PluginManager) -> int:
     from .chat import _Printer
 
-    base = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="toolwire-demo-"))
     started = time.perf_counter()
     backend, model, workspace = make_demo_backend(base, plugins)
     out = sys.stdout

@@ -11,7 +11,10 @@ from ...errors import ParserConflictError, ParserNotFoundError
 from ...hooks.manager import PluginManager
 from .common import template_source
 
-__all__ = ["register", "run"]
+__all__ = ["PROBE_SHOWN", "RUNNERS_UP_SHOWN", "register", "run"]
+
+RUNNERS_UP_SHOWN = 3
+"""Runners-up the text output shows (``--all`` shows every one)."""
 
 
 def register(subparsers: Any) -> None:
@@ -19,8 +22,10 @@ def register(subparsers: Any) -> None:
     p = subparsers.add_parser("detect", help="which parser family a template or .gguf selects",
                               description="Show which parser family a chat template (or the "
                                           "template of a .gguf file) selects, and why.")
-    p.add_argument("path")
-    p.add_argument("--json", action="store_true", help="print JSON")
+    p.add_argument("path", help="chat template file or .gguf")
+    p.add_argument("--json", action="store_true", help="print JSON (every family's score)")
+    p.add_argument("--all", action="store_true",
+                   help=f"show every runner-up, not only the best {RUNNERS_UP_SHOWN}")
     p.add_argument("--derive", action="store_true",
                    help="print the call markup inferred from the template, as the CallFormat "
                         "record a plugin can paste (--json: as data)")
@@ -28,6 +33,7 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace, plugins: PluginManager) -> int:
+    """Run ``toolwire detect``; 0 when a parser is selected, 2 when none is."""
     from ...templates.selection import score_parsers, select_parser, template_hash
 
     key, source = template_source(args.path, tools=True)
@@ -57,7 +63,8 @@ def run(args: argparse.Namespace, plugins: PluginManager) -> int:
     status = 0
     try:
         choice = select_parser(source, plugins)
-        result.update(family=choice.spec.name, plugin=choice.spec.plugin, score=choice.score)
+        result.update(family=choice.spec.name, plugin=choice.spec.plugin, score=choice.score,
+                      checks=[c.to_dict() for c in choice.checks], note=choice.note)
     except (ParserNotFoundError, ParserConflictError) as exc:
         result.update(family=None, plugin=None, score=0.0, error=str(exc))
         status = 2
@@ -70,7 +77,32 @@ def run(args: argparse.Namespace, plugins: PluginManager) -> int:
               f"score {result['score']:g})")
     else:
         print(f"family:   none: {result['error']}")
+    _print_checks(result.get("checks", ()), result.get("note", ""))
     runners = [r for r in result["scores"] if r["family"] != result["family"]]
-    if runners:
-        print("runners-up: " + ", ".join(f"{r['family']} {r['score']:g}" for r in runners))
+    shown = runners if args.all else runners[:RUNNERS_UP_SHOWN]
+    if shown:
+        more = len(runners) - len(shown)
+        rest = f" (and {more} more, --all shows them)" if more else ""
+        print("runners-up: " + ", ".join(f"{r['family']} {r['score']:g}" for r in shown)
+              + rest)
     return status
+
+
+PROBE_SHOWN = 300
+"""Characters of a refused parser's probe text the text output shows."""
+
+
+def _print_checks(checks: Any, note: str) -> None:
+    """Which claims read the template's own probe call back, and which did not (and on what)."""
+    for check in checks:
+        if check["outcome"] == "verified":
+            print(f"verified: {check['family']} read the template's own probe call back")
+        elif check["outcome"] == "refused":
+            print(f"refused:  {check['family']} (score {check['score']:g}): {check['reason']}")
+            probe = check["probe"]
+            cut = "..." if len(probe) > PROBE_SHOWN else ""
+            print(f"          probe: {probe[:PROBE_SHOWN]!r}{cut}")
+        else:
+            print(f"unverified: {check['family']}: {check['reason']}")
+    if note:
+        print(f"note:     {note}")

@@ -2,37 +2,66 @@
 
 Each command module has ``register(subparsers)``, which adds its sub-parser and
 sets ``run(args, plugins) -> exit status``. Exit status, for every command: 0 on
-success, 2 for a usage or input problem, 1 for anything else that failed.
+success, 2 for a usage or input problem, 1 for anything else that failed, 130
+after Ctrl-C, 141 when the reader of the output went away (``| head``).
+Error messages are written for the command line: advice a library error gives
+for Python (``family=...``) names the flag instead (``--family NAME``).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 
+from ... import __version__
 from ...errors import (
+    BackendError,
+    DuplicateToolError,
     GGUFError,
     ParserConflictError,
     ParserNotFoundError,
     TemplateError,
+    ToolDefinitionError,
     ToolwireError,
 )
 from ...hooks.manager import PluginManager
-from . import chat, conformance, demo, detect, parse, plugins, render, serve, tools
-from .common import UsageError
+from . import chat, conformance, demo, detect, models, parse, plugins, render, serve, tools
+from .common import UsageError, cli_advice
 
-__all__ = ["COMMANDS", "main"]
+__all__ = ["COMMANDS", "EXIT_BROKEN_PIPE", "EXIT_FAILED", "EXIT_INTERRUPTED", "EXIT_USAGE",
+           "main"]
 
-COMMANDS = (chat, serve, tools, parse, detect, render, conformance, plugins, demo)
+COMMANDS = (chat, serve, models, tools, parse, detect, render, conformance, plugins, demo)
 """The command modules, in the order ``--help`` lists them."""
+
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
+EXIT_BROKEN_PIPE = 141
+
+_INPUT_ERRORS = (UsageError, ParserNotFoundError, ParserConflictError, GGUFError,
+                 TemplateError, ToolDefinitionError, DuplicateToolError)
+_INPUT_BACKEND_KINDS = frozenset({"not_found", "config", "auth"})
+"""Backend errors at start-up that are the user's input: a missing model file, an
+unknown provider or option, a missing API key."""
+
+_EPILOG = """'toolwire COMMAND --help' describes each command; docs/cli.md describes the chat's
+commands, input and approvals. Exit status: 0 success, 1 failure, 2 a usage or
+input error."""
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="toolwire",
-        description="Chat with any LLM in its native tool-calling protocol.")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+        description="Chat with any LLM in its native tool-calling protocol: local GGUF\n"
+                    "models through their own chat template, remote OpenAI-compatible\n"
+                    "providers through native tools.",
+        epilog=_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=f"toolwire {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
+                                title="commands")
     for command in COMMANDS:
         command.register(sub)
     return parser
@@ -40,22 +69,46 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; return the exit status."""
-    args = _parser().parse_args(argv)
+    try:
+        args = _parser().parse_args(argv)
+        return _run(args)
+    except BrokenPipeError:
+        return _reader_went_away()
+
+
+def _run(args: argparse.Namespace) -> int:
     try:
         manager = PluginManager()
         status: int = args.run(args, manager)
+        sys.stdout.flush()  # a closed pipe shows here, where it is handled
         return status
-    except UsageError as exc:
-        print(f"toolwire: {exc}", file=sys.stderr)
-        return 2
-    except (ParserNotFoundError, ParserConflictError, GGUFError, TemplateError) as exc:
-        print(f"toolwire: {exc}", file=sys.stderr)
-        return 2
+    except _INPUT_ERRORS as exc:
+        return _report(exc, EXIT_USAGE)
+    except BackendError as exc:
+        return _report(exc, EXIT_USAGE if exc.kind in _INPUT_BACKEND_KINDS else EXIT_FAILED)
     except ToolwireError as exc:
-        print(f"toolwire: {exc}", file=sys.stderr)
-        return 1
+        return _report(exc, EXIT_FAILED)
     except KeyboardInterrupt:
-        return 130
+        return EXIT_INTERRUPTED
+
+
+def _report(exc: BaseException, status: int) -> int:
+    print(f"toolwire: {cli_advice(str(exc))}", file=sys.stderr, flush=True)
+    return status
+
+
+def _reader_went_away() -> int:
+    """The output's reader closed it (``toolwire plugins | head -3``): stop quietly.
+
+    Standard output is pointed at /dev/null so that Python's final flush of what
+    is still buffered does not fail again on the way out.
+    """
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+    return EXIT_BROKEN_PIPE
 
 
 if __name__ == "__main__":

@@ -1,4 +1,10 @@
-"""``toolwire render``: print the exact prompt a model would see."""
+"""``toolwire render``: print the exact prompt a model would see.
+
+The messages are read as ``/v1/chat`` and ``/v1/chat/completions`` read them
+(OpenAI's shape, a call's ``arguments`` as a JSON text or an object, or toolwire's
+stored format) and rendered as a chat renders them, so the prompt is the one the
+model would get from the same conversation.
+"""
 
 from __future__ import annotations
 
@@ -19,19 +25,29 @@ def register(subparsers: Any) -> None:
                               description="Render messages (and tools) through a chat template "
                                           "and print the exact prompt.")
     p.add_argument("path", help="chat template file or .gguf")
-    p.add_argument("--tools", help="OpenAI-style tools list (JSON)")
-    p.add_argument("--messages", required=True, help="messages list (JSON)")
-    p.add_argument("--enable-thinking", choices=("true", "false"), default=None)
+    p.add_argument("--tools", metavar="FILE", help="OpenAI-style tools list (JSON)")
+    p.add_argument("--messages", required=True, metavar="FILE",
+                   help="messages list (JSON): OpenAI-shaped, or the stored format")
+    p.add_argument("--enable-thinking", action=argparse.BooleanOptionalAction, default=None,
+                   help="set the template's reasoning switch on or off (default: the "
+                        "template's own default)")
     p.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace, plugins: PluginManager) -> int:
+    """Run ``toolwire render``: the prompt on standard output, its size on standard error."""
+    from ...conversation.history import to_template_messages
+    from ...conversation.openai_messages import messages_from_openai
     from ...templates.chat_template import get_chat_template
 
     tools = load_tools(args.tools)
-    messages = read_json_file(args.messages, "messages")
-    if not isinstance(messages, list):
+    records = read_json_file(args.messages, "messages")
+    if not isinstance(records, list):
         fail(f"messages file {args.messages} must hold a JSON list of messages")
+    try:
+        messages = to_template_messages(messages_from_openai(records))
+    except ValueError as exc:
+        fail(f"messages file {args.messages}: {exc}")
     _, source = template_source(args.path, tools=bool(tools))
     extra = {}
     bos = eos = ""
@@ -41,7 +57,7 @@ def run(args: argparse.Namespace, plugins: PluginManager) -> int:
         meta = read_gguf_metadata(args.path)
         bos, eos = meta.bos_token or "", meta.eos_token or ""
     if args.enable_thinking is not None:
-        extra["enable_thinking"] = args.enable_thinking == "true"
+        extra["enable_thinking"] = args.enable_thinking
     prompt = get_chat_template(source).render(messages, tools=tools, bos_token=bos,
                                               eos_token=eos, add_generation_prompt=True,
                                               **extra)

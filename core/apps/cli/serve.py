@@ -14,8 +14,11 @@ uvicorn). ``--api-key`` (or ``TOOLWIRE_SERVE_API_KEY``) requires a bearer token 
 from __future__ import annotations
 
 import argparse
+import atexit
+import errno
 import ipaddress
 import os
+import shutil
 import socket
 import sys
 import tempfile
@@ -33,15 +36,16 @@ from ...hooks.manager import PluginManager
 from ..server.limits import ServerLimits
 from ..server.request_guard import LOOPBACK_HOSTS, HostPolicy
 from .chat import add_chat_arguments, make_backend
-from .common import fail
+from .common import at_least, fail
+from .model_options import check_model_options, model_label
 from .tools import session_tools
 
 if TYPE_CHECKING:
     from ..server.served_model import ChatFactory
 
 __all__ = ["API_KEY_VARIABLE", "DEFAULT_HOST", "DEFAULT_PORT", "allowed_hosts_for",
-           "is_loopback", "limits_from_args", "make_chat_factory", "model_id_for", "register",
-           "run_serve"]
+           "is_loopback", "limits_from_args", "listen", "make_chat_factory", "model_id_for",
+           "register", "run_serve"]
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8765
@@ -76,7 +80,7 @@ def register(
     p.add_argument("--host", default=DEFAULT_HOST,
                    help=f"address to listen on (default {DEFAULT_HOST}; any other needs "
                         "--api-key)")
-    p.add_argument("--port", type=int, default=DEFAULT_PORT,
+    p.add_argument("--port", type=at_least(0, maximum=65535), default=DEFAULT_PORT,
                    help=f"port to listen on (default {DEFAULT_PORT}; 0 picks a free one)")
     p.add_argument("--api-key", help="require 'Authorization: Bearer KEY' on every /v1 route "
                                      f"(default: ${API_KEY_VARIABLE})")
@@ -112,7 +116,11 @@ def model_id_for(args: argparse.Namespace) -> str:
         return "toolwire-demo"
     if args.provider or not args.model:
         return str(args.model or args.provider or "toolwire")
-    name = Path(args.model).name
+    given = str(getattr(args, "model_given", None) or args.model)
+    if given != args.model:  # a name 'toolwire models' lists: ollama:qwen3:4b -> qwen3:4b
+        given = given.partition(":")[2] if given.split(":")[0] in ("hf", "ollama", "lmstudio",
+                                                                   "dir") else given
+    name = Path(given).name
     return name[:-5] if name.lower().endswith(".gguf") else name
 
 
@@ -128,6 +136,7 @@ def make_chat_factory(args: argparse.Namespace, plugins: PluginManager,
         from .demo import make_demo_backend
 
         base = Path(tempfile.mkdtemp(prefix="toolwire-serve-demo-"))
+        atexit.register(shutil.rmtree, base, ignore_errors=True)  # the model lives till exit
         demo_backend, model_path, workspace = make_demo_backend(base, plugins)
         demo = backend or demo_backend
 
@@ -149,6 +158,36 @@ def make_chat_factory(args: argparse.Namespace, plugins: PluginManager,
     label = (f"{args.provider}: {args.model or args.base_url}" if args.provider
              else Path(args.model).name)
     return make_chat, label
+
+
+def listen(host: str, port: int) -> socket.socket:
+    """A socket bound to ``host``:``port`` (``0``: a free port), for uvicorn to serve on.
+
+    :raises UsageError: the port is out of range, taken, or not allowed, or the
+        host is not an address of this machine.
+    """
+    if not 0 <= port <= 65535:
+        fail(f"--port {port}: a port is a number from 0 to 65535")
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(
+            host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
+    except socket.gaierror as exc:
+        fail(f"--host {host}: not an address to listen on ({exc.strerror})")
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+    except OSError as exc:
+        sock.close()
+        if exc.errno == errno.EADDRINUSE:
+            fail(f"cannot listen on {host}:{port}: the port is in use (choose another with "
+                 "--port, or --port 0 for a free one)")
+        if exc.errno == errno.EACCES:
+            fail(f"cannot listen on {host}:{port}: not allowed (ports below 1024 need "
+                 "privileges; choose another with --port)")
+        fail(f"cannot listen on {host}:{port}: {exc.strerror or exc}")
+    sock.set_inheritable(True)
+    return sock
 
 
 def allowed_hosts_for(host: str, allow: Sequence[str] = ()) -> HostPolicy:
@@ -197,14 +236,20 @@ def run_serve(args: argparse.Namespace, plugins: PluginManager,
              f"the port could use the model and run the tools. Pass --api-key KEY (or set "
              f"{API_KEY_VARIABLE}), or listen on 127.0.0.1.")
     limits = limits_from_args(args)
-    source = "the demo model" if args.demo else (args.provider or args.model or "?")
+    if args.demo and (args.model or args.provider):
+        fail("--demo serves the stand-in model: leave out --model/--provider")
+    if not args.demo and backend is None:
+        check_model_options(args, plugins)
+    source = "the demo model" if args.demo or backend is not None else model_label(args)
+    listener = listen(args.host, args.port)  # before the banner: it shows the real port
+    port = listener.getsockname()[1]
     served = ServedModel(label=f"loading {source}", model_id=model_id_for(args))
     app = create_app(served=served, allowed_hosts=allowed_hosts_for(args.host, args.allow_host),
                      limits=limits, api_key=api_key)
     shown = f"[{args.host}]" if ":" in args.host else args.host
-    print(f"toolwire serve: loading {source} ...\n  dashboard: http://{shown}:{args.port}/\n"
-          f"  API: POST http://{shown}:{args.port}/v1/chat (server-sent events)\n"
-          f"  OpenAI API: http://{shown}:{args.port}/v1 (model {served.model_id!r})",
+    print(f"toolwire serve: loading {source} ...\n  dashboard: http://{shown}:{port}/\n"
+          f"  API: POST http://{shown}:{port}/v1/chat (server-sent events)\n"
+          f"  OpenAI API: http://{shown}:{port}/v1 (model {served.model_id!r})",
           file=sys.stderr, flush=True)
 
     class Server(uvicorn.Server):
@@ -213,7 +258,7 @@ def run_serve(args: argparse.Namespace, plugins: PluginManager,
             cancel_replies(app)
             super().handle_exit(sig, frame)
 
-    server = Server(uvicorn_config(app, host=args.host, port=args.port, limits=limits))
+    server = Server(uvicorn_config(app, host=args.host, port=port, limits=limits))
     failures: list[BaseException] = []
 
     def load() -> None:
@@ -229,9 +274,11 @@ def run_serve(args: argparse.Namespace, plugins: PluginManager,
 
     threading.Thread(target=load, name="toolwire-load", daemon=True).start()
     try:
-        server.run()
+        server.run(sockets=[listener])
     except KeyboardInterrupt:  # uvicorn re-raises the Ctrl-C it handled: a normal stop
         pass
+    finally:
+        listener.close()
     if failures:
         failure = failures[0]
         if isinstance(failure, ToolwireError):

@@ -27,6 +27,7 @@ from ...conversation.history import ToolCall
 from ...conversation.tools import Tool, ToolRegistry
 from ...hooks.manager import PluginManager
 from .common import fail
+from .user_functions import add_function_arguments, function_tools
 
 if TYPE_CHECKING:
     from toolwire.plugins.mcp_tools import MCPServers
@@ -72,14 +73,27 @@ def open_mcp_servers(args: argparse.Namespace) -> MCPServers | None:
 
 
 def session_tools(args: argparse.Namespace, plugins: PluginManager) -> list[Tool]:
-    """The plugins' tools (unless ``--no-tools``), then the tools of the MCP servers named.
+    """The plugins' tools (unless ``--no-tools``), the ``--functions`` tools, then the
+    tools of the MCP servers named.
 
     An MCP server that fails to start is reported on standard error and left out;
     so is every renamed tool.
     """
-    tools = [] if getattr(args, "no_tools", False) else plugins.tools()
+    tools = _local_tools(args, plugins)
     servers = open_mcp_servers(args)
     return tools if servers is None else _with_mcp_tools(tools, servers)
+
+
+def _local_tools(args: argparse.Namespace, plugins: PluginManager) -> list[Tool]:
+    """The plugins' tools (unless ``--no-tools``) and the ``--functions`` tools."""
+    tools = [] if getattr(args, "no_tools", False) else plugins.tools()
+    taken = {t.name for t in tools}
+    for item in function_tools(args):
+        if item.name in taken:
+            fail(f"--functions: {item.name!r} is also the name of a plugin tool; rename the "
+                 "function, or pass --no-tools to leave the plugins' tools out")
+        tools.append(item)
+    return tools
 
 
 def _with_mcp_tools(tools: list[Tool], servers: MCPServers) -> list[Tool]:
@@ -97,6 +111,7 @@ def register(subparsers: Any) -> None:
         description="List every registered tool (name, source, read-only, schema), or run "
                     "one call through the dispatcher and print its result.")
     add_mcp_arguments(p)
+    add_function_arguments(p)
     p.add_argument("--json", action="store_true", help="print JSON")
     p.add_argument("--call", metavar="NAME", help="run this tool once and print the result")
     p.add_argument("--args", default="{}", metavar="JSON",
@@ -124,9 +139,9 @@ def _source(tool: Tool, plugin_sources: dict[str, str]) -> str:
 def run(args: argparse.Namespace, plugins: PluginManager) -> int:
     """Run ``toolwire tools``; return the exit status."""
     arguments = _call_arguments(args) if args.call else None
+    tools = _local_tools(args, plugins)
     servers = open_mcp_servers(args)
     try:
-        tools = [] if args.no_tools else plugins.tools()
         if servers is not None:
             tools = _with_mcp_tools(tools, servers)
         dispatcher = Dispatcher(ToolRegistry(tools), read_only=args.read_only,
