@@ -23,7 +23,10 @@ is not JSON, or names a blob by anything but a sha256 digest, is skipped.
 :func:`resolve_model` turns what a user typed for ``--model`` into one model: an
 exact name, a name without its store prefix, or a unique substring.
 :func:`describe_model` reads a model's header (never its tensors) for the
-architecture, the quantization and the parser family its chat template selects.
+architecture, the quantization and the parser family its chat template selects:
+by default the family plugin that scores the template highest (milliseconds);
+with ``verify=True`` exactly as a chat selects it (the template renders probe calls
+that the parser must read back, or a parser is derived: tens of milliseconds).
 """
 
 from __future__ import annotations
@@ -101,8 +104,9 @@ class ModelDescription:
     :ivar architecture: ``general.architecture`` (``qwen3``, ``llama``...).
     :ivar quantization: from ``general.file_type`` (``Q4_K_M``), else from the
         file name, else ``None``.
-    :ivar family: the parser family its chat template selects (``derived`` when
-        no plugin claims it but one could be derived), ``None`` when none applies.
+    :ivar family: the parser family its chat template selects: the best-scoring
+        family plugin, or with ``verify`` as a chat selects it (``derived`` when no
+        plugin's claim holds but a parser could be derived); ``None`` when none applies.
     :ivar context_length: the trained context length, when the header says.
     :ivar problem: why the header or the template could not be read.
     """
@@ -219,14 +223,17 @@ def resolve_model(wanted: str, models: Sequence[LocalModel]) -> LocalModel:
     raise ModelNotFoundError(f"no model file or found model is named {wanted!r}")
 
 
-def describe_model(model: LocalModel, plugins: PluginManager) -> ModelDescription:
+def describe_model(model: LocalModel, plugins: PluginManager, *,
+                   verify: bool = False) -> ModelDescription:
     """Read ``model``'s header: architecture, quantization, the parser family.
 
     Only the header and the key/value section are read (milliseconds, whatever
     the model's size). Never raises for a bad file: ``problem`` says what failed.
+
+    :param verify: select the family as a chat does (renders the template; slower)
+        instead of by the plugins' scores alone.
     """
     from ..templates.gguf import read_gguf_metadata
-    from ..templates.selection import select_parser
 
     guess = _quantization_from_name(model.path.name)
     try:
@@ -241,13 +248,26 @@ def describe_model(model: LocalModel, plugins: PluginManager) -> ModelDescriptio
         problem = "no chat template in the metadata"
     else:
         try:
-            family = select_parser(template[1], plugins).spec.name
+            family = _family(template[1], plugins, verify)
         except (ParserNotFoundError, ParserConflictError):
             family = None
         except ToolwireError as exc:
             problem = f"chat template: {exc}"
     return ModelDescription(meta.architecture, quantization, family, meta.context_length,
                             problem)
+
+
+def _family(source: str, plugins: PluginManager, verify: bool) -> str | None:
+    from ..templates.selection import score_parsers, select_parser
+
+    if verify:
+        return select_parser(source, plugins).spec.name
+    ranking = score_parsers(source, plugins)
+    if not ranking or ranking[0][1] <= 0.0:
+        return None
+    if len(ranking) > 1 and ranking[1][1] == ranking[0][1]:
+        return None  # a tie: only selecting as a chat does can tell
+    return ranking[0][0].name
 
 
 def quantization_name(file_type: object) -> str | None:

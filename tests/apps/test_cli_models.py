@@ -83,6 +83,11 @@ def test_models_lists_each_store_with_size_architecture_quantization_and_family(
     assert (gemma["architecture"], gemma["quantization"]) == ("gemma3", "Q8_0")
 
 
+def test_verify_selects_the_family_as_a_chat_does(home: Path) -> None:
+    rows = listing(toolwire("models", "--json", "--verify", "--source", "hf", home=home))
+    assert rows["hf:Qwen/Qwen3-4B-GGUF/Qwen3-4B-Q4_K_M.gguf"]["family"] == "qwen_xml"
+
+
 def test_a_split_model_is_one_row_with_the_size_of_all_its_shards(home: Path) -> None:
     rows = listing(toolwire("models", "--json", home=home))
     big = rows["hf:Qwen/Qwen3-4B-GGUF/big/Big-Q8_0-00001-of-00002.gguf"]

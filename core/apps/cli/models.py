@@ -51,6 +51,10 @@ def register(subparsers: Any) -> None:
     p.add_argument("--json", action="store_true", help="print JSON")
     p.add_argument("--source", action="append", choices=SOURCES,
                    help="only this store (repeatable)")
+    p.add_argument("--verify", action="store_true",
+                   help="select each family exactly as a chat does (renders the template, "
+                        "derives a parser when no plugin's claim holds; slower) instead of "
+                        "by the plugins' scores")
     add_models_dir_argument(p)
     p.set_defaults(run=run)
 
@@ -59,7 +63,7 @@ def run(args: argparse.Namespace, plugins: PluginManager) -> int:
     """List the models; return 0 (also when none are found)."""
     stores = model_stores(extra_dirs=args.models_dir)
     models = find_models(stores, sources=args.source)
-    rows = [_row(model, plugins) for model in models]
+    rows = [_row(model, plugins, args.verify) for model in models]
     if args.json:
         print(json.dumps(rows, indent=2, ensure_ascii=False))
         return 0
@@ -82,8 +86,8 @@ def run(args: argparse.Namespace, plugins: PluginManager) -> int:
     return 0
 
 
-def _row(model: LocalModel, plugins: PluginManager) -> dict[str, Any]:
-    about = describe_model(model, plugins)
+def _row(model: LocalModel, plugins: PluginManager, verify: bool) -> dict[str, Any]:
+    about = describe_model(model, plugins, verify=verify)
     return {"name": model.name, "source": model.source, "path": str(model.path),
             "size": model.size, "architecture": about.architecture,
             "quantization": about.quantization, "family": about.family,
