@@ -139,6 +139,8 @@ def _source(tool: Tool, plugin_sources: dict[str, str]) -> str:
 def run(args: argparse.Namespace, plugins: PluginManager) -> int:
     """Run ``toolwire tools``; return the exit status."""
     arguments = _call_arguments(args) if args.call else None
+    if not Path(args.workspace).expanduser().is_dir():
+        fail(f"--workspace {args.workspace}: not an existing folder")
     tools = _local_tools(args, plugins)
     servers = open_mcp_servers(args)
     try:
