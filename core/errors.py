@@ -25,7 +25,8 @@ catch generically (``except LookupError``)::
     ├── DerivationError (ValueError)        a template's call markup cannot be inferred
     ├── BackendNotFoundError (LookupError)
     ├── TemplateError (ValueError)          a chat template failed to compile or raised
-    │   └── TemplateSecurityError           a template tried to leave the sandbox
+    │   ├── TemplateSecurityError           a template tried to leave the sandbox
+    │   └── TemplateResourceError           a render passed its time, output or memory bound
     ├── GGUFError (ValueError)              a GGUF file is malformed or hostile
     ├── ConformanceError (AssertionError)   a parser failed check_parser (lives in
     │                                       toolwire.testing.conformance)
@@ -60,6 +61,7 @@ __all__ = [
     "PluginError",
     "PluginLoadError",
     "TemplateError",
+    "TemplateResourceError",
     "TemplateSecurityError",
     "ToolArgumentsError",
     "ToolBusyError",
@@ -198,6 +200,11 @@ class TemplateError(ToolwireError, ValueError):
 
 class TemplateSecurityError(TemplateError):
     """A chat template tried to reach outside the Jinja sandbox."""
+
+
+class TemplateResourceError(TemplateError):
+    """A render passed one of its bounds (time, output, the size of a value, memory);
+    see :mod:`toolwire.templates.render_budget`."""
 
 
 class GGUFError(ToolwireError, ValueError):

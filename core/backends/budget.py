@@ -28,9 +28,11 @@ from collections.abc import Callable, Sequence
 
 import attrs
 
+from toolwire.conversation.cancel import CancelToken
 from toolwire.conversation.history import Message
 
-__all__ = ["PruneResult", "prune_history", "removal_order"]
+__all__ = ["CHARS_PER_TOKEN_BOUND", "FittingCancelled", "PruneResult", "prune_history",
+           "removal_order"]
 
 
 @attrs.frozen
@@ -114,47 +116,92 @@ def removal_order(messages: Sequence[Message], *,
     return [tuple(u) for u in (*step1, *step2, *step3)]
 
 
-def prune_history(messages: Sequence[Message], count: Callable[[Sequence[Message]], int],
-                  budget: int, *, final_answer_prompt: bool = False) -> PruneResult:
+class FittingCancelled(Exception):
+    """The reply was cancelled while its prompt was being fitted."""
+
+
+#: A prompt holding more characters than this many per token of the budget is
+#: taken not to fit without rendering it whole (no tokenizer packs more than
+#: a few characters into a token on average); the pruning then starts from the
+#: smallest prompt. Only the order of the trials depends on it, never the result.
+CHARS_PER_TOKEN_BOUND = 8
+
+Count = Callable[[Sequence[Message]], int | None]
+
+
+def prune_history(messages: Sequence[Message], count: Count, budget: int, *,
+                  final_answer_prompt: bool = False,
+                  cancel: CancelToken | None = None) -> PruneResult:
     """Drop the fewest groups of old messages (see the module doc) so the prompt fits.
 
     :param messages: the conversation as the model would see it, system prompt first.
-    :param count: renders a list of messages and returns its prompt size in tokens.
+    :param count: renders a list of messages and returns its prompt size in
+        tokens, or ``None`` when the prompt is too large to render (a template's
+        output or time bound): it then counts as over the budget.
     :param budget: the most tokens the prompt may take (``n_ctx - max_tokens``).
     :param final_answer_prompt: the last message is the chat's final-answer prompt.
+    :param cancel: checked before every trial.
     :returns: the messages to render; ``fits`` is false when even the protected
         messages exceed the budget (then ``messages`` holds just those).
+    :raises FittingCancelled: ``cancel`` was set.
 
-    The number of groups dropped is found by bisection, so a long conversation
-    costs a logarithmic number of renders.
+    The work is bounded by the prompt that fits, not by the history. A history
+    that plausibly fits (:data:`CHARS_PER_TOKEN_BOUND`) is tried whole, then the
+    number of groups to drop is bisected (each trial at most that small
+    history). A longer one is never rendered whole: trials start from the
+    smallest prompt and keep twice as many groups each time until one
+    overflows, then bisect; every trial renders at most about twice the prompt
+    that fits, so a history of 32,000 messages costs little more than one of
+    a hundred.
     """
     full = tuple(messages)
-    tokens = count(full)
-    if tokens <= budget:
-        return PruneResult(full, tokens, budget)
     order = removal_order(full, final_answer_prompt=final_answer_prompt)
+    sizes: dict[int, int] = {}
 
     def keep(k: int) -> tuple[Message, ...]:
+        if k == 0:
+            return full
         dropped = {i for group in order[:k] for i in group}
         return tuple(m for i, m in enumerate(full) if i not in dropped)
 
-    sizes: dict[int, int] = {0: tokens}
-
     def size(k: int) -> int:
         if k not in sizes:
-            sizes[k] = count(keep(k))
+            if cancel is not None and cancel.cancelled:
+                raise FittingCancelled
+            counted = count(keep(k))
+            sizes[k] = budget + 1 if counted is None else counted
         return sizes[k]
 
-    if not order or size(len(order)) > budget:
-        k = len(order)
+    def result(k: int) -> PruneResult:
         kept = keep(k)
         return PruneResult(kept, size(k), budget, len(full) - len(kept))
-    low, high = 0, len(order)  # size(low) > budget >= size(high)
-    while high - low > 1:
-        middle = (low + high) // 2
+
+    characters = sum(len(m.content or "") for m in full)
+    small = characters <= budget * CHARS_PER_TOKEN_BOUND
+    if not order or small:
+        if size(0) <= budget or not order:
+            return result(0)
+    groups = len(order)
+    if size(groups) > budget:
+        return result(groups)  # even the protected messages do not fit
+    fits, over = groups, 0  # size(fits) <= budget < size(over)
+    if not small:
+        # Gallop up from the smallest prompt: keep 1, 2, 4... more groups until one
+        # overflows, so no trial renders much more than the prompt that fits.
+        step = 1
+        while True:
+            trial = max(groups - step, 0)
+            if trial == 0 or size(trial) > budget:
+                over = trial
+                break
+            fits = trial
+            step *= 2
+        if over == 0 and size(0) <= budget:
+            return result(0)
+    while fits - over > 1:
+        middle = (fits + over) // 2
         if size(middle) <= budget:
-            high = middle
+            fits = middle
         else:
-            low = middle
-    kept = keep(high)
-    return PruneResult(kept, size(high), budget, len(full) - len(kept))
+            over = middle
+    return result(fits)

@@ -16,7 +16,8 @@ provides only what differs:
   as a grammar) and :meth:`TemplatedBackend.turn_notices` (one-time remarks).
 
 The turn itself (:meth:`TemplatedBackend.stream_turn`) is the same for every
-runtime: one turn at a time, template notices, fitting with pruning, an
+runtime: one turn at a time, template notices, fitting with pruning (checking
+the cancel token between its trials), an
 ``error`` event instead of an exception for every failure, cancellation between
 pieces, usage and timings, and the finish reason (``tool_calls`` when the
 parser read a call).
@@ -33,13 +34,13 @@ import attrs
 
 from ..conversation.cancel import CancelToken
 from ..conversation.history import Message, to_template_messages
-from ..errors import ParserNotFoundError, TemplateError
+from ..errors import ParserNotFoundError, TemplateError, TemplateResourceError
 from ..events import DiagnosticEvent, ErrorEvent, Event, NoParserEvent, ToolCallEvent
 from ..hooks.manager import PluginManager, default_plugin_manager
 from ..parse.protocol import ParserSpec, default_call_id
 from ..templates.chat_template import ChatTemplate, get_chat_template
 from ..templates.selection import DERIVED_FAMILY, build_pipeline, select_parser
-from .budget import PruneResult, prune_history
+from .budget import FittingCancelled, PruneResult, prune_history
 from .protocol import ModelRequest, TurnEnd
 
 __all__ = [
@@ -54,6 +55,7 @@ __all__ = [
 
 PROMPT_TAIL_CHARS: Final = 64
 """How much of the prompt's end the stream filters see (an open ``<think>``)."""
+
 
 
 @attrs.frozen
@@ -182,6 +184,7 @@ class TemplatedBackend:
         self._announced: set[str] = set()
         self._turn_lock = threading.Lock()
 
+
     # -- what a runtime provides ---------------------------------------------------------
 
     def encode_prompt(self, text: str) -> EncodedPrompt:
@@ -248,34 +251,67 @@ class TemplatedBackend:
                choice: TemplateChoice | None = None) -> str:
         """The prompt text for ``messages`` (template errors propagate)."""
         choice = choice or self._choices[bool(tools)]
-        return choice.template.render(
-            to_template_messages(messages), tools=list(tools) if tools else None,
-            add_generation_prompt=True, bos_token=self.bos_token, eos_token=self.eos_token,
-            enable_thinking=self.enable_thinking)
+        return self._render_template(choice, to_template_messages(messages),
+                                     list(tools) if tools else None)
 
-    def fit_prompt(self, request: ModelRequest) -> tuple[PruneResult, EncodedPrompt]:
+    def _render_template(self, choice: TemplateChoice, messages: list[dict[str, Any]],
+                         tools: list[Any] | None) -> str:
+        return choice.template.render(
+            messages, tools=tools, add_generation_prompt=True, bos_token=self.bos_token,
+            eos_token=self.eos_token, enable_thinking=self.enable_thinking)
+
+    def fit_prompt(self, request: ModelRequest,
+                   cancel: CancelToken | None = None) -> tuple[PruneResult, EncodedPrompt]:
         """Render, count and prune ``request`` to the prompt budget.
+
+        Each message is converted once;
+        only the prompts pruning tries are rendered, and those are bounded by the
+        prompt that fits (see :func:`~toolwire.backends.budget.prune_history`).
 
         :returns: the pruning result and the encoded prompt (of the pruned
             conversation, or of the protected part when even that does not fit).
-        :raises TemplateError: the template raised.
+        :raises TemplateError: the template raised (a template that exceeds its
+            render budget counts as a prompt too large instead).
+        :raises FittingCancelled: ``cancel`` was set while fitting.
         """
         tools = request.tool_schemas() or None
         choice = self._choices[bool(tools)]
+        template_tools = list(tools) if tools else None
+        converted: dict[int, dict[str, Any]] = {}
         encoded: dict[tuple[int, ...], EncodedPrompt] = {}
 
-        def count(messages: Sequence[Message]) -> int:
+        def template_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
+            out = []
+            for message in messages:
+                record = converted.get(id(message))
+                if record is None:
+                    (record,) = to_template_messages((message,))
+                    converted[id(message)] = record
+                out.append(record)
+            return out
+
+        def count(messages: Sequence[Message]) -> int | None:
             key = tuple(id(m) for m in messages)
             if key not in encoded:
-                encoded[key] = self.encode_prompt(self.render(messages, tools, choice))
+                try:
+                    rendered = self._render_template(choice, template_messages(messages),
+                                                     template_tools)
+                except TemplateResourceError:
+                    return None  # too large to render: too large to fit
+                encoded[key] = self.encode_prompt(rendered)
             return encoded[key].n_tokens
 
         final_prompt = (request.final_turn and len(request.messages) >= 2
                         and request.messages[-1].role == "user"
                         and request.messages[-2].role == "tool")
         result = prune_history(request.messages, count, self.prompt_budget,
-                               final_answer_prompt=final_prompt)
-        return result, encoded[tuple(id(m) for m in result.messages)]
+                               final_answer_prompt=final_prompt, cancel=cancel)
+        key = tuple(id(m) for m in result.messages)
+        if key not in encoded:  # too large to render even alone
+            raise TemplateResourceError(
+                f"the chat template ({choice.key}) cannot render even the messages that "
+                "are never dropped within its bounds")
+        return result, encoded[key]
 
     # -- one turn ------------------------------------------------------------------------
 
@@ -323,7 +359,10 @@ class TemplatedBackend:
         yield from self._notices(choice)
         started = time.perf_counter()
         try:
-            fitted, prompt = self.fit_prompt(request)
+            fitted, prompt = self.fit_prompt(request, cancel)
+        except FittingCancelled:
+            yield TurnEnd("cancelled")
+            return
         except TemplateError as exc:
             yield ErrorEvent("template", f"the chat template ({choice.key}) failed: {exc}")
             yield TurnEnd("error")

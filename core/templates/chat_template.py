@@ -55,7 +55,7 @@ from jinja2.sandbox import (
     modifies_known_mutable,
 )
 
-from ..errors import TemplateError, TemplateSecurityError
+from ..errors import TemplateError, TemplateResourceError, TemplateSecurityError
 from .bounded_ops import (
     GUARDED_CALLABLE_TYPES,
     INTERCEPTED_BINOPS,
@@ -447,7 +447,7 @@ def _translate(exc: Exception, label: str) -> TemplateError:
     if isinstance(exc, _LenientOnly):
         return TemplateError(f"{where}: {detail} (pass lenient=True or lenient=None)")
     if isinstance(exc, ResourceLimitError):
-        return TemplateError(f"{where}: resource limit: {detail}")
+        return TemplateResourceError(f"{where}: resource limit: {detail}")
     return TemplateError(f"{where}: {type(exc).__name__}: {detail}")
 
 
@@ -585,6 +585,7 @@ class ChatTemplate:
         template variables.
 
         :raises TemplateSecurityError: the template tried to leave the sandbox.
+        :raises TemplateResourceError: the render passed one of its ``limits``.
         :raises TemplateError: anything else went wrong; a template's own
             ``raise_exception(msg)`` arrives with exactly ``msg`` as the message.
         """
@@ -643,7 +644,7 @@ class ChatTemplate:
             for chunk in stream:
                 size += len(chunk)
                 if size > limit:
-                    raise TemplateError(
+                    raise TemplateResourceError(
                         f"chat template {self._label}: output exceeds {limit} characters"
                     )
                 chunks.append(chunk)
