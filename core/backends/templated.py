@@ -9,7 +9,11 @@ produces. :class:`TemplatedBackend` owns all of that once; a runtime subclass
 provides only what differs:
 
 * :meth:`TemplatedBackend.encode_prompt`: count (and, where the runtime wants
-  them, produce) the prompt's tokens;
+  them, produce) the prompt's tokens; a runtime that tokenizes with special
+  tokens parsed also gives :meth:`TemplatedBackend.special_tokens` and
+  :meth:`TemplatedBackend.encode_pieces`, so the template's markup is tokenized
+  with special tokens and text from messages without (see
+  :mod:`toolwire.backends.prompt_pieces`);
 * :meth:`TemplatedBackend.generate`: produce the reply's text pieces for an
   encoded prompt, ending with a :class:`GenerationEnd`;
 * optionally :meth:`TemplatedBackend.prepare_generation` (per-turn options such
@@ -41,6 +45,7 @@ from ..parse.protocol import ParserSpec, default_call_id
 from ..templates.chat_template import ChatTemplate, get_chat_template
 from ..templates.selection import DERIVED_FAMILY, build_pipeline, select_parser
 from .budget import FittingCancelled, PruneResult, prune_history
+from .prompt_pieces import ContentShield, PromptPiece, ShieldRules, SpecialTokens
 from .protocol import ModelRequest, TurnEnd
 
 __all__ = [
@@ -56,6 +61,7 @@ __all__ = [
 PROMPT_TAIL_CHARS: Final = 64
 """How much of the prompt's end the stream filters see (an open ``<think>``)."""
 
+_UNKNOWN: Final = object()
 
 
 @attrs.frozen
@@ -183,7 +189,8 @@ class TemplatedBackend:
         }
         self._announced: set[str] = set()
         self._turn_lock = threading.Lock()
-
+        self._specials: Any = _UNKNOWN
+        self._shield_rules_by_template: dict[str, ShieldRules] = {}
 
     # -- what a runtime provides ---------------------------------------------------------
 
@@ -260,11 +267,38 @@ class TemplatedBackend:
             messages, tools=tools, add_generation_prompt=True, bos_token=self.bos_token,
             eos_token=self.eos_token, enable_thinking=self.enable_thinking)
 
+    def special_tokens(self) -> SpecialTokens | None:
+        """The texts the runtime's tokenizer treats specially; ``None``: none or unknown.
+
+        A runtime that tokenizes with special tokens parsed overrides this (and
+        :meth:`encode_pieces`), so that text in a message cannot become a
+        control token (see :mod:`toolwire.backends.prompt_pieces`).
+        """
+        return None
+
+    def encode_pieces(self, pieces: Sequence[PromptPiece]) -> EncodedPrompt:
+        """Encode a prompt given as pieces: markup with special tokens parsed, the
+        rest as text. The default joins them for :meth:`encode_prompt`."""
+        return self.encode_prompt("".join(piece.text for piece in pieces))
+
+    def _shield_rules(self, choice: TemplateChoice) -> ShieldRules | None:
+        """The runtime's special tokens (asked once) with the template's markup."""
+        if self._specials is _UNKNOWN:
+            tokens = self.special_tokens()
+            self._specials = None if tokens is None or not tokens.partition else tokens
+        if self._specials is None:
+            return None
+        rules = self._shield_rules_by_template.get(choice.source)
+        if rules is None:
+            rules = self._shield_rules_by_template[choice.source] = ShieldRules(
+                self._specials, choice.source)
+        return rules
+
     def fit_prompt(self, request: ModelRequest,
                    cancel: CancelToken | None = None) -> tuple[PruneResult, EncodedPrompt]:
         """Render, count and prune ``request`` to the prompt budget.
 
-        Each message is converted once;
+        Each message is converted (and its special-token text shielded) once;
         only the prompts pruning tries are rendered, and those are bounded by the
         prompt that fits (see :func:`~toolwire.backends.budget.prune_history`).
 
@@ -276,7 +310,12 @@ class TemplatedBackend:
         """
         tools = request.tool_schemas() or None
         choice = self._choices[bool(tools)]
+        rules = self._shield_rules(choice)
+        shield = None if rules is None else ContentShield(
+            rules, reserved=self.bos_token + self.eos_token)
         template_tools = list(tools) if tools else None
+        if shield is not None and template_tools is not None:
+            template_tools = shield.shield(template_tools)
         converted: dict[int, dict[str, Any]] = {}
         encoded: dict[tuple[int, ...], EncodedPrompt] = {}
 
@@ -286,6 +325,8 @@ class TemplatedBackend:
                 record = converted.get(id(message))
                 if record is None:
                     (record,) = to_template_messages((message,))
+                    if shield is not None:
+                        record = shield.shield(record)
                     converted[id(message)] = record
                 out.append(record)
             return out
@@ -298,7 +339,8 @@ class TemplatedBackend:
                                                      template_tools)
                 except TemplateResourceError:
                     return None  # too large to render: too large to fit
-                encoded[key] = self.encode_prompt(rendered)
+                pieces = (PromptPiece(rendered),) if shield is None else shield.pieces(rendered)
+                encoded[key] = self.encode_pieces(pieces)
             return encoded[key].n_tokens
 
         final_prompt = (request.final_turn and len(request.messages) >= 2

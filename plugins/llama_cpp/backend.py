@@ -17,10 +17,11 @@ import codecs
 import os
 import sys
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
+from toolwire.backends.prompt_pieces import PromptPiece, SpecialTokens
 from toolwire.backends.protocol import ModelRequest
 from toolwire.backends.templated import (
     EncodedPrompt,
@@ -127,11 +128,49 @@ class _Runtime:
 
     def tokenize(self, text: str) -> list[int]:
         """The prompt's tokens: specials parsed, one BOS at most."""
-        tokens = [int(t) for t in self.model.tokenize(text.encode("utf-8"), add_bos=False,
-                                                      special=True)]
+        return self.tokenize_pieces((PromptPiece(text),))
+
+    def tokenize_pieces(self, pieces: Sequence[PromptPiece]) -> list[int]:
+        """The tokens of a prompt given as pieces (see :mod:`toolwire.backends.prompt_pieces`):
+        markup with special tokens parsed, message text without; one BOS at most."""
+        tokens: list[int] = []
+        for piece in pieces:
+            if piece.text:
+                tokens.extend(int(t) for t in self.model.tokenize(
+                    piece.text.encode("utf-8"), add_bos=False, special=piece.markup))
         if self.add_bos and self.bos >= 0 and (not tokens or tokens[0] != self.bos):
             tokens.insert(0, self.bos)
         return tokens
+
+    def special_tokens(self) -> SpecialTokens:
+        """The texts llama.cpp's tokenizer cuts at, and those that become control tokens.
+
+        llama.cpp parses CONTROL and UNKNOWN tokens only when asked to parse
+        specials, and USER_DEFINED tokens always. A stand-in model may offer
+        ``special_tokens() -> (control, user_defined)`` to take part.
+        """
+        if self._standin:
+            offered = getattr(self.model, "special_tokens", None)
+            if offered is None:
+                return SpecialTokens()
+            offered_control, offered_user_defined = offered()
+            return SpecialTokens(frozenset(offered_control), frozenset(offered_user_defined))
+        import llama_cpp
+
+        control: set[str] = set()
+        user_defined: set[str] = set()
+        control_bits = llama_cpp.LLAMA_TOKEN_ATTR_CONTROL | llama_cpp.LLAMA_TOKEN_ATTR_UNKNOWN
+        special_bits = control_bits | llama_cpp.LLAMA_TOKEN_ATTR_USER_DEFINED
+        get_attr = llama_cpp.llama_vocab_get_attr
+        for token in range(int(llama_cpp.llama_vocab_n_tokens(self._vocab))):
+            attr = int(get_attr(self._vocab, token))
+            if not attr & special_bits:
+                continue
+            raw = llama_cpp.llama_vocab_get_text(self._vocab, token)
+            text = bytes(raw).decode("utf-8", "replace") if raw else ""
+            if text:
+                (control if attr & control_bits else user_defined).add(text)
+        return SpecialTokens(frozenset(control), frozenset(user_defined))
 
     def is_eog(self, token: int) -> bool:
         if self._standin:
@@ -386,13 +425,23 @@ class LlamaCppBackend(TemplatedBackend):
     # -- what the templated base asks of a runtime ---------------------------
 
     def tokenize(self, text: str) -> list[int]:
-        """Tokenize a rendered prompt as it is fed to the model."""
+        """Tokenize a rendered prompt as it is fed to the model (all of it as markup)."""
         return self._runtime.tokenize(text)
 
     def encode_prompt(self, text: str) -> EncodedPrompt:
-        """The prompt's tokens, by the model's own tokenizer."""
+        """The prompt's tokens, by the model's own tokenizer (all of it as markup)."""
         tokens = self._runtime.tokenize(text)
         return EncodedPrompt(text, len(tokens), tuple(tokens))
+
+    def special_tokens(self) -> SpecialTokens:
+        """The model's special-token texts, read from its vocabulary once."""
+        return self._runtime.special_tokens()
+
+    def encode_pieces(self, pieces: Sequence[PromptPiece]) -> EncodedPrompt:
+        """The prompt's tokens: the template's markup with special tokens parsed, text
+        from messages without, so a tool result cannot write a control token."""
+        tokens = self._runtime.tokenize_pieces(pieces)
+        return EncodedPrompt("".join(p.text for p in pieces), len(tokens), tuple(tokens))
 
     def turn_notices(self, choice: TemplateChoice) -> Iterator[Event]:
         """Say once that the file has no template and toolwire's default is used."""

@@ -68,12 +68,14 @@ _UNK, _BOS, _EOS = "<unk>", "<s>", "</s>"
 _SPACE: Final = "\u2581"  # SentencePiece's visible space
 
 
-def _vocabulary(extra: Sequence[str]) -> tuple[list[str], list[int]]:
+def _vocabulary(extra: Sequence[str],
+                control: Sequence[str] = ()) -> tuple[list[str], list[int]]:
     tokens: list[str] = [_UNK, _BOS, _EOS]
     types: list[int] = [TokenType.UNKNOWN, TokenType.CONTROL, TokenType.CONTROL]
-    for text in CONTROL_TOKENS:
-        tokens.append(text)
-        types.append(TokenType.CONTROL)
+    for text in (*CONTROL_TOKENS, *control):
+        if text not in tokens:
+            tokens.append(text)
+            types.append(TokenType.CONTROL)
     for text in (*TAG_TOKENS, *extra):
         if text not in tokens:
             tokens.append(text)
@@ -103,6 +105,7 @@ def write_tiny_gguf(
     eos_token: str = "<|im_end|>",
     add_bos: bool = False,
     extra_tokens: Sequence[str] = (),
+    control_tokens: Sequence[str] = (),
     name: str = "toolwire-tiny",
 ) -> Path:
     """Write a tiny llama-architecture GGUF model with random weights to ``path``.
@@ -115,13 +118,15 @@ def write_tiny_gguf(
     :param eos_token: the token stored as end of sequence (one of the specials).
     :param add_bos: whether llama.cpp should put ``<s>`` before a prompt.
     :param extra_tokens: more USER_DEFINED tokens (markup of other families).
+    :param control_tokens: more CONTROL tokens (another family's turn markup,
+        such as ``<|eot_id|>``): one token each, parsed only as special tokens.
     :returns: the path written.
     :raises ValueError: ``eos_token`` is not in the vocabulary or the sizes do
         not divide.
     """
     if n_embd % n_head:
         raise ValueError("n_embd must be a multiple of n_head")
-    tokens, types = _vocabulary(extra_tokens)
+    tokens, types = _vocabulary(extra_tokens, control_tokens)
     if eos_token not in tokens:
         raise ValueError(f"eos_token {eos_token!r} is not in the tiny vocabulary")
     target = Path(path)
