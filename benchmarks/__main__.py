@@ -9,7 +9,8 @@ import time
 from .harness import write_results
 
 MODULES = ("parser_streaming", "gguf_header", "rendering", "dispatch", "end_to_end",
-           "workspace_tools", "openai_server", "mcp_tools", "completions_overhead")
+           "workspace_tools", "openai_server", "mcp_tools", "completions_overhead",
+           "long_history")
 
 
 def main(argv: list[str]) -> int:
