@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import contextvars
 import os
+import queue
 import threading
-from collections import deque
 from collections.abc import Callable
 from typing import Any, Final
 
@@ -74,10 +74,13 @@ class ToolThreadPool:
         if max_threads < 1:
             raise ValueError("max_threads must be at least 1")
         self.max_threads = max_threads
-        self._lock = threading.Condition()
-        self._queue: deque[ToolJob] = deque()
+        self._jobs: queue.SimpleQueue[ToolJob] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        # Every queued job has a taker: an idle thread it woke, a thread started
+        # for it, or (counted in _pending) a busy thread that takes it when done.
         self._threads = 0
         self._idle = 0
+        self._pending = 0
         self._stuck = 0  # threads running a call the dispatcher gave up on
 
     @property
@@ -98,20 +101,23 @@ class ToolThreadPool:
         """
         job = ToolJob(function, args)
         with self._lock:
-            if not self._idle and self._threads >= self.max_threads and \
-                    self._stuck >= self._threads:
+            if self._idle:
+                self._idle -= 1
+                start = False
+            elif self._threads < self.max_threads:
+                self._threads += 1
+                start = True
+            elif self._stuck >= self._threads:
                 raise ToolBusyError(
                     f"no tool thread is free: all {self._threads} are still running calls "
                     "that timed out or were cancelled earlier, so this call was not run. "
                     f"Stop using the tool that hangs (or raise {THREADS_VARIABLE})", tool="")
-            self._queue.append(job)
-            start = len(self._queue) > self._idle and self._threads < self.max_threads
-            if start:
-                self._threads += 1
             else:
-                self._lock.notify()
+                self._pending += 1
+                start = False
         if start:
             threading.Thread(target=self._work, name="toolwire-tool", daemon=True).start()
+        self._jobs.put(job)
         return job
 
     def abandon(self, job: ToolJob) -> bool:
@@ -130,24 +136,25 @@ class ToolThreadPool:
 
     def _work(self) -> None:
         while True:
+            job = self._jobs.get()
             with self._lock:
-                while not self._queue:
-                    if self._idle >= MAX_IDLE:
-                        self._threads -= 1
-                        return
-                    self._idle += 1
-                    self._lock.wait()
-                    self._idle -= 1
-                job = self._queue.popleft()
-                if job.abandoned:
-                    job.done.set()
-                    continue
-                job.started = True
-            job.run()
+                run = not job.abandoned
+                job.started = run
+            if run:
+                job.run()
+            else:
+                job.done.set()
             with self._lock:
                 job.finished = True
-                if job.abandoned:
+                if run and job.abandoned:
                     self._stuck -= 1
+                if self._pending:
+                    self._pending -= 1  # a queued job waits for this thread
+                elif self._idle >= MAX_IDLE:
+                    self._threads -= 1
+                    return
+                else:
+                    self._idle += 1
 
 
 _shared: ToolThreadPool | None = None
