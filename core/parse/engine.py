@@ -29,7 +29,7 @@ The engine never raises: an internal failure becomes a ``parser_error`` diagnost
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..conversation.schema import ToolSchemaIndex
@@ -104,14 +104,22 @@ class CallParser:
 
     def feed(self, text: str) -> list[Event]:
         """Consume a delta; return the events it makes certain."""
-        if (self._state == _TEXT and not self._pending and not self._lead
-                and not self._at_start and text):
-            for ch in self._c.fast_break:
-                if ch in text:
-                    break
-            else:  # prose: the common case
-                chunk = self._held.push(text)
-                return [TextEvent(chunk)] if chunk else []
+        if not self._pending and text:
+            state = self._state
+            if state == _TEXT and not self._lead and not self._at_start:
+                for ch in self._c.fast_break:
+                    if ch in text:
+                        break
+                else:  # prose: the common case
+                    chunk = self._held.push(text)
+                    return [TextEvent(chunk)] if chunk else []
+            elif state == _BODY and self._reader is not None:
+                try:
+                    taken = self._reader.plain_delta(text)  # a value being written
+                except Exception:
+                    taken = None  # the full path reports what is wrong
+                if taken is not None:
+                    return taken
         out: list[Event] = []
         try:
             self._run(self._pending + text, out, eof=False)
@@ -138,12 +146,10 @@ class CallParser:
         self._pending = ""
         pos = 0
         n = len(data)
-        scanners = (self._scan_text, self._scan_block, self._scan_section, self._scan_header,
-                    self._scan_body, self._scan_after_call, self._scan_after_calls,
-                    self._scan_malformed)
+        scanners = _SCANNERS
         while True:
             state = self._state
-            pos = scanners[state](data, pos, out, eof)
+            pos = scanners[state](self, data, pos, out, eof)
             if pos < 0:
                 return
             if pos >= n and self._state == state and not (eof and state == _BODY):
@@ -286,6 +292,8 @@ class CallParser:
                 return start + len(token)
             self._end_section()
             return start + len(token)
+        if not eof and self._c.section_close.is_prefix(data, start):
+            return self._hold(data, start)  # the section's end, cut short by the delta?
         if self._c.whole_kinds:
             kind = self._choose_whole(data, start, eof)
             if kind is NEED_MORE:
@@ -450,7 +458,8 @@ class CallParser:
         assert reader is not None
         before = len(out)
         status, at = reader.feed(data, pos, out, eof)
-        if self._call is None and any(type(e) is ToolCallEvent for e in out[before:]):
+        if self._call is None and len(out) > before and \
+                any(type(e) is ToolCallEvent for e in out[before:]):
             self._separator = ""  # a call came of it: the blanks before the marker were markup
             self._section_calls += 1
             self._made_call = True
@@ -646,3 +655,10 @@ class CallParser:
         rest = self._held.release()
         if rest and not self._lead:
             out.append(TextEvent(rest))
+
+
+_SCANNERS: tuple[Callable[[CallParser, str, int, list[Event], bool], int], ...] = (
+    CallParser._scan_text, CallParser._scan_block, CallParser._scan_section,
+    CallParser._scan_header, CallParser._scan_body, CallParser._scan_after_call,
+    CallParser._scan_after_calls, CallParser._scan_malformed)
+"""The scanner of each state, indexed by state (unbound: no reference cycle per parser)."""

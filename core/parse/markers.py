@@ -9,6 +9,7 @@ text. What counts as a name is decided once, here, for every family.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Iterable
 from typing import Final
@@ -26,6 +27,7 @@ __all__ = [
     "attributes",
     "compile_header",
     "skip_blanks",
+    "token_set",
     "valid_name",
 ]
 
@@ -121,7 +123,12 @@ class TokenSet:
         Looks only at the last ``longest - 1`` characters of ``data[start:]``.
         """
         n = len(data)
-        for k in range(max(start, n - self.longest + 1), n):
+        lo = max(start, n - self.longest + 1)
+        # the window is short; most often none of the tokens' first characters is in it
+        candidates = [k for k in (data.find(c, lo) for c in self.firsts) if k >= 0]
+        if not candidates:
+            return n
+        for k in range(min(candidates), n):
             if data[k] in self.firsts:
                 tail = data[k:]
                 for token in self.tokens:
@@ -133,6 +140,12 @@ class TokenSet:
         """Whether ``data[start:]`` is a proper prefix of a token (more text may complete it)."""
         tail = data[start:]
         return any(len(t) > len(tail) and t.startswith(tail) for t in self.tokens)
+
+
+@functools.lru_cache(maxsize=1024)
+def token_set(tokens: tuple[str, ...]) -> TokenSet:
+    """A shared :class:`TokenSet` of ``tokens`` (built once: readers ask per value)."""
+    return TokenSet(tokens)
 
 
 @attrs.frozen

@@ -107,6 +107,16 @@ class BodyReader(Protocol):
         """Consume from ``pos``; return ``(status, pos)``."""
         ...
 
+    def plain_delta(self, text: str) -> list[Event] | None:
+        """Take a whole delta that holds no markup at all (a value being written).
+
+        The engine offers every delta here first when nothing is pending; a
+        reader that can take it without scanning returns its events, else
+        ``None`` and the delta goes through :meth:`feed`. Only a speed-up:
+        the events must be the ones :meth:`feed` would give.
+        """
+        ...
+
 
 class ReaderBase:
     """Bookkeeping every reader shares: consumed text, failure, started calls."""
@@ -120,6 +130,10 @@ class ReaderBase:
         self.started = 0
         self.arguments: dict[str, Any] | None = None
         self.notes: list[DiagnosticEvent] = []
+
+    def plain_delta(self, text: str) -> list[Event] | None:
+        """No shortcut: every delta goes through ``feed``."""
+        return None
 
     def take(self, data: str, start: int, end: int) -> None:
         """Record ``data[start:end]`` as consumed."""

@@ -29,9 +29,17 @@ from __future__ import annotations
 import json
 from typing import Any, Final
 
-from ..events import DiagnosticEvent, Event
+from ..events import DiagnosticEvent, Event, ToolCallDeltaEvent
 from .json_readers import JsonArgsReader
-from .markers import MAX_GAP, MAX_NAME, HeaderFields, TokenSet, compile_header, skip_blanks
+from .markers import (
+    MAX_GAP,
+    MAX_NAME,
+    HeaderFields,
+    TokenSet,
+    compile_header,
+    skip_blanks,
+    token_set,
+)
 from .readers import DONE, FAIL, MORE, CallContext, ReaderBase
 from .record import TaggedArguments
 from .values import decode_nested_value, is_null_text, typed_value
@@ -48,6 +56,7 @@ _GO: Final = 3  # a step made progress; keep reading
 _BETWEEN, _VALUE, _BLOCK, _OVER = range(4)
 # value modes
 _PLAIN, _CDATA_CHECK, _CDATA, _NESTED, _TRIM_CHECK = range(5)
+_BLANKS = " \t\r\n"
 
 
 class TaggedSyntax:
@@ -90,7 +99,8 @@ class TaggedArgsReader(ReaderBase):
     """
 
     __slots__ = ("_blanks", "_block", "_call", "_close", "_depth", "_given", "_kind", "_mode",
-                 "_param", "_parts", "_saw_close", "_state", "_string", "_syntax", "_trim")
+                 "_param", "_parts", "_saw_close", "_state", "_string", "_syntax", "_trim",
+                 "_watch")
 
     def __init__(self, call: CallContext, syntax: TaggedSyntax) -> None:
         super().__init__()
@@ -104,12 +114,26 @@ class TaggedArgsReader(ReaderBase):
         self._string = True
         self._parts: list[str] = []
         self._mode = _PLAIN
-        self._close = TokenSet(())
+        self._close = self._watch = TokenSet(())
         self._trim = False
         self._depth = 0
         self._saw_close = False
         self._blanks = ""  # a value's trailing blanks, held until it is known they are value
         self._block: JsonArgsReader | None = None
+
+    def plain_delta(self, text: str) -> list[Event] | None:
+        """A plain value's text with no markup character in it: taken whole.
+
+        What :meth:`_scan_plain` does with such text, without the scanning.
+        """
+        if self._state != _VALUE or self._mode != _PLAIN:
+            return None
+        for first in self._watch.firsts:
+            if first in text:
+                return None
+        out: list[Event] = []
+        self._piece(text, 0, len(text), out)
+        return out
 
     def feed(self, data: str, pos: int, out: list[Event], eof: bool) -> tuple[int, int]:
         """Consume from ``pos``; see :mod:`toolwire.parse.readers`."""
@@ -212,7 +236,8 @@ class TaggedArgsReader(ReaderBase):
             kind is None and self._call.schemas.is_string(self._call.name, fields.name))
         self._parts = []
         close = args.close_for(kind).replace("{name}", fields.name)
-        self._close = TokenSet((close,))
+        self._close = token_set((close,))
+        self._watch = token_set((close, args.open, *self._syntax.closers.tokens))
         if args.nested:
             self._mode = _NESTED
         elif args.trim_newline:
@@ -305,17 +330,15 @@ class TaggedArgsReader(ReaderBase):
 
     def _scan_plain(self, data: str, pos: int, out: list[Event],
                     eof: bool) -> tuple[int, int]:
-        syntax = self._syntax
         close = self._close
-        watch = TokenSet((*close.tokens, syntax.args.open, *syntax.closers.tokens))
+        watch = self._watch
         n = len(data)
         search = pos
         while True:
             match = watch.find(data, search)
             if match is None:
+                # a trailing newline waits among the held blanks (see _release_blanks)
                 end = n if eof else watch.partial(data, search)
-                if self._trim and not eof and end > pos and data[end - 1] == "\n":
-                    end -= 1
                 return self._pending_end(data, pos, end, out, eof)
             k = match.start()
             token = match.group(0)
@@ -335,7 +358,7 @@ class TaggedArgsReader(ReaderBase):
                 return MORE, end
             if consume:
                 self.take(data, end, k + len(token))
-                self._release_blanks(out)
+                self._release_blanks(out, layout_newline=self._trim and end == pos)
                 self._finish_value(out)
                 return _GO, k + len(token)
             self.take(data, end, k)
@@ -420,19 +443,33 @@ class TaggedArgsReader(ReaderBase):
             return
         piece = data[start:end]
         self.raw.append(piece)
-        text = self._blanks + piece
-        kept = text.rstrip(" \t\r\n")
-        blanks = text[len(kept):]
-        if len(blanks) > MAX_GAP:  # a run of blanks that long is value, not layout
-            kept, blanks = text[:len(text) - MAX_GAP], text[len(text) - MAX_GAP:]
-        self._blanks = blanks
+        held = self._blanks
+        if piece[-1] in _BLANKS:
+            text = held + piece if held else piece
+            kept = text.rstrip(_BLANKS)
+            held = text[len(kept):]
+            if len(held) > MAX_GAP:  # a run of blanks that long is value, not layout
+                kept, held = text[:len(text) - MAX_GAP], text[len(text) - MAX_GAP:]
+            self._blanks = held
+        else:
+            kept = held + piece if held else piece
+            self._blanks = ""
         if kept:
             self._parts.append(kept)
             if self._string:
-                out.append(self._call.delta(kept, self._param))
+                call = self._call
+                out.append(ToolCallDeltaEvent(call.index, call.name, kept, self._param,
+                                              call.call_id))
 
-    def _release_blanks(self, out: list[Event]) -> None:
-        """The value's own closing tag came: its trailing blanks were value."""
+    def _release_blanks(self, out: list[Event], *, layout_newline: bool = False) -> None:
+        """The value's own closing tag came: its trailing blanks were value.
+
+        :param layout_newline: the closing tag came right after the held blanks
+            in a family whose tags sit on their own lines: the last newline is
+            the layout before the tag, not value.
+        """
+        if layout_newline and self._blanks.endswith("\n"):
+            self._blanks = self._blanks[:-1]
         if self._blanks:
             self._parts.append(self._blanks)
             if self._string:

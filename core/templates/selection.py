@@ -1,16 +1,21 @@
-"""Choosing the parser for a chat template, and building a reply's pipeline.
+"""Choosing the parser for a chat template.
 
-Every registered parser scores the template; the highest score wins, a tie is
-an error naming both plugins, and a family named by the user overrides the
-scores. When nothing claims the template, the caller learns which well-known
-tool-call markers the template contains, so the message can say what family
-it looks like and how to add a plugin.
+Every registered parser scores the template by the markers it mentions. The
+claims are then *verified*, best score first: the template renders a probe call
+and the claimed parser must read it back exactly (:mod:`.verification`); the
+first that does wins, and two verified parsers tied on score are an error naming
+both plugins. When no claim verifies, a parser derived from the template's own
+rendering of calls (which checks itself) is used; when that fails too, the error
+says which candidates were tried and why each was refused, and which well-known
+tool-call markers the template contains. A template that cannot render the probe
+keeps selection by score, with a note that the claim is unverified. A family
+named by the user is used as is. Verdicts are cached per template.
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import attrs
@@ -19,13 +24,16 @@ from ..conversation.schema import tool_parameters_by_name
 from ..errors import ParserConflictError, ParserNotFoundError
 from ..events import Event
 from ..hooks.manager import PluginManager, default_plugin_manager
-from ..parse.protocol import FilterContext, ParsedReply, ParserSpec, ReplyPipeline, collect_reply
+from ..parse.protocol import ParsedReply, ParserSpec, collect_reply
+from .pipeline import build_pipeline
+from .verification import ClaimCheck, check_claim
 
 __all__ = [
     "DERIVED_FAMILY",
     "KNOWN_MARKERS",
     "ParserChoice",
     "build_pipeline",
+    "clear_selection_cache",
     "parse_reply",
     "score_parsers",
     "select_parser",
@@ -54,11 +62,22 @@ def seen_markers(source: str) -> tuple[str, ...]:
 
 @attrs.frozen
 class ParserChoice:
-    """The outcome of scoring: the winner and everyone's scores, best first."""
+    """The outcome of selection.
+
+    :ivar spec: the chosen parser.
+    :ivar score: its detector's score (``0`` for a derived parser, ``1`` when forced).
+    :ivar ranking: every parser's score, best first.
+    :ivar checks: each claim verified against the template's probe render, in the
+        order they were tried (empty when the family was forced).
+    :ivar note: a caveat to show the user (``""`` when there is none): the claim
+        could not be verified, or no claim verified and the parser was derived.
+    """
 
     spec: ParserSpec
     score: float
     ranking: tuple[tuple[str, float], ...]
+    checks: tuple[ClaimCheck, ...] = ()
+    note: str = ""
 
 
 def score_parsers(source: str, plugins: PluginManager) -> list[tuple[ParserSpec, float]]:
@@ -79,18 +98,22 @@ DERIVED_FAMILY = "derived"
 
 
 def select_parser(source: str | None, plugins: PluginManager | None = None, *,
-                  family: str | None = None, derive: bool = True) -> ParserChoice:
+                  family: str | None = None, derive: bool = True,
+                  verify: bool = True) -> ParserChoice:
     """Pick the parser for a chat template (or the named ``family``).
 
-    Every registered parser scores the template and the highest wins. When none
-    claims it (and ``derive`` is true), a parser derived from the template's own
-    rendering of tool calls is used (family ``derived``, score ``0``); it never
-    wins over a plugin. ``family="derived"`` asks for it explicitly.
+    The parsers that claim the template (score above 0) are tried best score
+    first, each verified against the template's own rendering of a probe call;
+    the first that reads it back wins. When none does (or none claims the
+    template) and ``derive`` is true, a parser derived from the template is used
+    (family ``derived``, score ``0``). ``family="derived"`` asks for it
+    explicitly; any other ``family`` is used without verification.
 
-    :raises ParserNotFoundError: no parser claims the template and none could be
-        derived (or the family is not registered); the message names the markers
-        seen and why derivation failed.
-    :raises ParserConflictError: two parsers tie for the highest score.
+    :param verify: check claims against the probe (``False``: highest score wins).
+    :raises ParserNotFoundError: no parser verifies and none could be derived (or
+        the family is not registered); the message names the candidates tried and
+        why each was refused, the markers seen and why derivation failed.
+    :raises ParserConflictError: two parsers tie for the highest verified score.
     """
     plugins = plugins or default_plugin_manager()
     if family == DERIVED_FAMILY:
@@ -104,33 +127,112 @@ def select_parser(source: str | None, plugins: PluginManager | None = None, *,
         raise ParserNotFoundError("no chat template and no family given: cannot choose a parser")
     scored = score_parsers(source, plugins)
     ranking = tuple((s.name, score) for s, score in scored)
-    if not scored or scored[0][1] <= 0.0:
+    claims = [(spec, score) for spec, score in scored if score > 0.0]
+    if not verify:
+        return _by_score(source, claims, ranking, derive)
+    checks: list[ClaimCheck] = []
+    for group in _tie_groups(claims):
+        group_checks = [_checked(spec, score, source, plugins) for spec, score in group]
+        checks.extend(group_checks)
+        if any(c.outcome == "unverifiable" for c in group_checks):
+            choice = _by_score(source, claims, ranking, derive)
+            reason = next(c.reason for c in group_checks if c.outcome == "unverifiable")
+            return attrs.evolve(choice, checks=tuple(checks),
+                                note=f"the {choice.spec.name!r} parser was chosen by its score "
+                                     f"alone: its claim could not be verified ({reason})")
+        verified = [pair for pair, check in zip(group, group_checks, strict=True)
+                    if check.outcome == "verified"]
+        if len(verified) > 1:
+            raise _conflict(verified[0], verified[1])
+        if verified:
+            return ParserChoice(verified[0][0], verified[0][1], ranking, tuple(checks))
+    if not derive:
+        raise _not_claimed(source, "", tuple(checks))
+    choice = _derived_choice(source, ranking, tuple(checks))
+    if checks:
+        refused = ", ".join(repr(c.family) for c in checks)
+        choice = attrs.evolve(choice, note=f"no claimed parser ({refused}) read the template's "
+                                           f"own call back; a parser derived from the template "
+                                           f"is used")
+    return choice
+
+
+def _tie_groups(claims: Sequence[tuple[ParserSpec, float]]
+                ) -> list[list[tuple[ParserSpec, float]]]:
+    """The claims in runs of equal score, best first."""
+    groups: list[list[tuple[ParserSpec, float]]] = []
+    for pair in claims:
+        if groups and groups[-1][0][1] == pair[1]:
+            groups[-1].append(pair)
+        else:
+            groups.append([pair])
+    return groups
+
+
+def _conflict(a: tuple[ParserSpec, float], b: tuple[ParserSpec, float]) -> ParserConflictError:
+    return ParserConflictError(
+        f"parsers {a[0].name!r} (plugin {a[0].plugin!r}) and {b[0].name!r} (plugin "
+        f"{b[0].plugin!r}) both claim this template with score {a[1]:g}; choose one "
+        "with family=...")
+
+
+def _by_score(source: str, claims: Sequence[tuple[ParserSpec, float]],
+              ranking: tuple[tuple[str, float], ...], derive: bool) -> ParserChoice:
+    """The highest score wins, unverified (selection before verification)."""
+    if not claims:
         if derive:
             return _derived_choice(source, ranking)
         raise _not_claimed(source, "")
-    if len(scored) > 1 and scored[1][1] == scored[0][1]:
-        a, b = scored[0][0], scored[1][0]
-        raise ParserConflictError(
-            f"parsers {a.name!r} (plugin {a.plugin!r}) and {b.name!r} (plugin {b.plugin!r}) "
-            f"both claim this template with score {scored[0][1]:g}; choose one with family=...")
-    return ParserChoice(scored[0][0], scored[0][1], ranking)
+    if len(claims) > 1 and claims[1][1] == claims[0][1]:
+        raise _conflict(claims[0], claims[1])
+    return ParserChoice(claims[0][0], claims[0][1], ranking)
 
 
-def _not_claimed(source: str, why: str) -> ParserNotFoundError:
+_CHECKS: dict[tuple[str, int, tuple[str, ...]], tuple[ParserSpec, ClaimCheck]] = {}
+_CHECKS_LIMIT = 256
+
+
+def clear_selection_cache() -> None:
+    """Forget every cached verdict and derived parser (for benchmarks and tests)."""
+    _CHECKS.clear()
+    _DERIVED.clear()
+
+
+def _checked(spec: ParserSpec, score: float, source: str, plugins: PluginManager) -> ClaimCheck:
+    """:func:`check_claim`, cached per template, parser and stream filters.
+
+    The cache holds the spec itself, so the ``id`` in its key is never reused.
+    """
+    key = (template_hash(source), id(spec), tuple(f.name for f in plugins.stream_filters()))
+    cached = _CHECKS.get(key)
+    if cached is not None and cached[0] is spec and cached[1].score == score:
+        return cached[1]
+    check = check_claim(spec, score, source, plugins=plugins)
+    if len(_CHECKS) >= _CHECKS_LIMIT:
+        _CHECKS.clear()
+    _CHECKS[key] = (spec, check)
+    return check
+
+
+def _not_claimed(source: str, why: str, checks: tuple[ClaimCheck, ...] = ()
+                 ) -> ParserNotFoundError:
     markers = seen_markers(source)
     seen = ", ".join(repr(m) for m in markers) or "no known tool-call markers"
+    tried = "".join(f" The {c.family!r} parser (plugin {c.plugin!r}, score {c.score:g}) claims "
+                    f"it but was refused: {c.reason}." for c in checks)
     derived = f" A parser could not be derived from the template either: {why}." if why else ""
     return ParserNotFoundError(
         f"no parser plugin claims this chat template (sha256 {template_hash(source)[:12]}); "
-        f"seen: {seen}.{derived} Tool calls will stay text. Install or write a parser plugin "
-        "for this family (see docs/plugin-tutorial.md), or force one with family=...",
+        f"seen: {seen}.{tried}{derived} Tool calls will stay text. Install or write a parser "
+        "plugin for this family (see docs/plugin-tutorial.md), or force one with family=...",
         seen_markers=markers)
 
 
 _DERIVED: dict[str, tuple[ParserSpec | None, str]] = {}
 
 
-def _derived_choice(source: str, ranking: tuple[tuple[str, float], ...]) -> ParserChoice:
+def _derived_choice(source: str, ranking: tuple[tuple[str, float], ...],
+                    checks: tuple[ClaimCheck, ...] = ()) -> ParserChoice:
     from ..parse.family import parser_spec
     from ..parse.protocol import nine_char_call_id
     from .derive import DerivationError, derive_format
@@ -152,27 +254,8 @@ def _derived_choice(source: str, ranking: tuple[tuple[str, float], ...]) -> Pars
         _DERIVED[key] = cached
     spec, why = cached
     if spec is None:
-        raise _not_claimed(source, why)
-    return ParserChoice(spec, 0.0, (*ranking, (DERIVED_FAMILY, 0.0)))
-
-
-def build_pipeline(spec: ParserSpec | None, tools: Mapping[str, Any], *,
-                   plugins: PluginManager | None = None, chat_template: str | None = None,
-                   prompt_tail: str = "") -> ReplyPipeline:
-    """The stream filters that apply, then a fresh parser from ``spec``."""
-    plugins = plugins or default_plugin_manager()
-    fmt = spec.format if spec is not None else None
-    context = FilterContext(
-        family=spec.name if spec else None, chat_template=chat_template,
-        prompt_tail=prompt_tail,
-        call_open=(*fmt.section_open, *fmt.call_open) if fmt is not None else (),
-        call_close=(*fmt.section_close, *fmt.call_close) if fmt is not None else ())
-    filters = []
-    for filter_spec in plugins.stream_filters():
-        made = filter_spec.create(context)
-        if made is not None:
-            filters.append(made)
-    return ReplyPipeline(filters, spec.create(tools) if spec is not None else None)
+        raise _not_claimed(source, why, checks)
+    return ParserChoice(spec, 0.0, (*ranking, (DERIVED_FAMILY, 0.0)), checks)
 
 
 def parse_reply(text: str, *, family: str | None = None, chat_template: str | None = None,

@@ -23,16 +23,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ..templates.assistant_turns import AssistantTurnRenderer, RenderedReply
 from .scripted import Registered, ScriptedBackend, isolated_plugin_manager
 
 if TYPE_CHECKING:
     from .conformance import (
         PROPERTIES,
-        AssistantTurnRenderer,
         ConformanceError,
         ConformanceReport,
         PropertyResult,
-        RenderedReply,
         check_parser,
     )
 
@@ -50,8 +49,7 @@ __all__ = [
 ]
 
 _FROM_CONFORMANCE = frozenset({
-    "PROPERTIES", "AssistantTurnRenderer", "ConformanceError", "ConformanceReport",
-    "PropertyResult", "RenderedReply", "check_parser",
+    "PROPERTIES", "ConformanceError", "ConformanceReport", "PropertyResult", "check_parser",
 })
 
 

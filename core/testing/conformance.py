@@ -95,6 +95,7 @@ import os
 import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 from hypothesis import settings
 from hypothesis import strategies as st
@@ -106,10 +107,10 @@ from ..errors import (
 from ..hooks.manager import PluginManager, PluginWarning
 from ..hooks.specs import hookimpl
 from ..parse.protocol import ParserSpec
+from ..templates.assistant_turns import AssistantTurnRenderer, RenderedReply
 from ..templates.selection import template_hash
 from .properties import Case, Keep, PropertySuite
 from .report import PROPERTIES, ConformanceError, ConformanceReport, PropertyResult
-from .turns import AssistantTurnRenderer, RenderedReply
 
 __all__ = [
     "PROPERTIES",
@@ -154,6 +155,11 @@ def _register(manager: PluginManager, plugin: object, name: str | None) -> str:
     return registered
 
 
+def _unwrapped(function: Any) -> Any:
+    """A registered callable without the plugin manager's error boundary around it."""
+    return getattr(function, "__wrapped__", function)
+
+
 def _resolve(plugin_or_spec: object, source: str, family: str | None,
              plugins: PluginManager | None) -> tuple[ParserSpec, PluginManager]:
     if isinstance(plugin_or_spec, ParserSpec):
@@ -165,7 +171,7 @@ def _resolve(plugin_or_spec: object, source: str, family: str | None,
                 raise ParserNotFoundError(f"parser {spec.name!r} is not registered in the "
                                           "plugin manager given")
             _register(manager, _SpecPlugin(spec), spec.plugin or f"{spec.name} (under test)")
-        elif (existing.detect, existing.create) != (spec.detect, spec.create):
+        elif (_unwrapped(existing.detect), existing.create) != (spec.detect, spec.create):
             raise PluginLoadError(f"family {spec.name!r} is already registered by plugin "
                                   f"{existing.plugin!r}; a parser under test needs its own name",
                                   plugin=spec.plugin)

@@ -27,10 +27,10 @@ from ..events import (
 )
 from ..hooks.manager import PluginManager
 from ..parse.protocol import ParserSpec, collect_reply, merge_events
+from ..templates.assistant_turns import REASONING_TAGS, AssistantTurnRenderer, Call, RenderedReply
 from ..templates.selection import DERIVED_FAMILY, build_pipeline, select_parser
 from . import strategies as tws
 from .report import PROPERTIES, PropertyResult
-from .turns import REASONING_TAGS, AssistantTurnRenderer, Call, RenderedReply
 
 __all__ = ["PropertySuite"]
 
@@ -428,10 +428,13 @@ class PropertySuite:
         except (ParserConflictError, ParserNotFoundError) as exc:
             return PropertyResult("detection", "failed", 1, error=str(exc))
         if choice.spec.name != self.spec.name:
+            refused = [c for c in choice.checks
+                       if c.family == self.spec.name and c.outcome == "refused"]
+            why = f": its claim was refused, {refused[0].reason}" if refused else ""
             return PropertyResult(
                 "detection", "failed", 1,
                 error=f"select_parser chose {choice.spec.name!r} (plugin {choice.spec.plugin!r}, "
-                      f"score {choice.score:g}) over {self.spec.name!r} (score {score:g})")
+                      f"score {choice.score:g}) over {self.spec.name!r} (score {score:g}){why}")
         return PropertyResult("detection", "passed", 1)
 
 

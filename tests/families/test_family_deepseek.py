@@ -37,8 +37,8 @@ from tests.support.json_families import (
 )
 from toolwire import merge_events
 from toolwire.events import ReasoningEvent, ToolCallDeltaEvent, ToolCallEvent
-from toolwire.plugins import deepseek
 from toolwire.parse.engine import CallParser
+from toolwire.plugins import deepseek
 from toolwire.plugins.deepseek import DEEPSEEK_FORMAT
 from toolwire.testing import AssistantTurnRenderer
 

@@ -34,8 +34,8 @@ from toolwire.events import (
     ToolCallEvent,
     ToolCallStartEvent,
 )
-from toolwire.plugins import hermes_json
 from toolwire.parse.engine import CallParser
+from toolwire.plugins import hermes_json
 from toolwire.plugins.hermes_json import HERMES_FORMAT
 from toolwire.testing import AssistantTurnRenderer
 

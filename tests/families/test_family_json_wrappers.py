@@ -53,8 +53,8 @@ from tests.support.json_families import (
 from toolwire import merge_events
 from toolwire.events import ReasoningEvent, TextEvent, ToolCallDeltaEvent, ToolCallEvent
 from toolwire.hooks.manager import PluginManager
-from toolwire.plugins import json_wrappers
 from toolwire.parse.engine import CallParser
+from toolwire.plugins import json_wrappers
 from toolwire.plugins.json_wrappers import FORMATS
 from toolwire.testing import AssistantTurnRenderer
 

@@ -26,8 +26,8 @@ from tests.support.json_families import (
 )
 from toolwire import merge_events
 from toolwire.events import TextEvent, ToolCallEvent
-from toolwire.plugins import llama3_json
 from toolwire.parse.engine import CallParser
+from toolwire.plugins import llama3_json
 from toolwire.plugins.llama3_json import LLAMA3_FORMAT, calls_from_source
 from toolwire.testing import AssistantTurnRenderer
 from toolwire.testing import strategies as tws

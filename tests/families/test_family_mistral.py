@@ -33,9 +33,9 @@ from tests.support.json_families import (
 )
 from toolwire import merge_events
 from toolwire.events import ReasoningEvent, TextEvent, ToolCallDeltaEvent, ToolCallEvent
+from toolwire.parse.engine import CallParser
 from toolwire.parse.protocol import nine_char_call_id
 from toolwire.plugins import mistral
-from toolwire.parse.engine import CallParser
 from toolwire.plugins.mistral import MISTRAL_FORMAT
 from toolwire.testing import AssistantTurnRenderer
 

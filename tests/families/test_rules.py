@@ -265,7 +265,7 @@ def test_text_around_a_literal_opening_tag_is_kept_exactly(family: str) -> None:
         SHARED_TEMPLATES / TEMPLATES[family]).exists() else ""
     whole, whole_events = _read(family, text, [], tail)
     for step in (1, 4):
-        got, events = _read(family, text, [], tail, step)
+        _, events = _read(family, text, [], tail, step)
         assert merge_events(events) == merge_events(whole_events), step
     assert not whole.tool_calls
     shown = "".join(e.text for e in whole_events if isinstance(e, TextEvent | ReasoningEvent))

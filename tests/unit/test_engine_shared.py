@@ -11,9 +11,9 @@ from hypothesis import strategies as st
 
 from tests.support.families import bfcl_invalid_calls, conformance_examples, plugins
 from toolwire.events import DiagnosticEvent, Event, TextEvent, ToolCallEvent
+from toolwire.parse.markers import TokenSet
 from toolwire.parse.protocol import FilterContext, merge_events
 from toolwire.parse.reasoning import family_think_filter_spec
-from toolwire.parse.markers import TokenSet
 from toolwire.parse.values import decode_nested_value, is_literal, python_literal
 from toolwire.plugins.gemma4 import GEMMA4_FORMAT
 from toolwire.plugins.glm_xml import GLM_FORMAT, HY3_FORMAT

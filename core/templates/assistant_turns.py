@@ -1,9 +1,11 @@
 """Rendering assistant tool-call turns through a real template and cutting out the model's text.
 
-See :mod:`toolwire.testing.conformance` for how the cut is made."""
+Used by parser selection (to verify a claim) and by the conformance kit
+(:mod:`toolwire.testing.conformance` explains how the cut is made)."""
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -16,7 +18,7 @@ from ..errors import (
     TemplateError,
 )
 from ..parse.protocol import default_call_id
-from ..templates.chat_template import get_chat_template
+from .chat_template import get_chat_template
 
 __all__ = ["AssistantTurnRenderer", "RenderedReply"]
 
@@ -57,12 +59,14 @@ class RenderedReply:
 
 
 def _call_message(calls: Sequence[Call], content: str | None,
-                  ids: Sequence[str]) -> dict[str, Any]:
+                  ids: Sequence[str], string_arguments: bool = False) -> dict[str, Any]:
     message: dict[str, Any] = {"role": "assistant", "content": content}
     if calls:
         message["tool_calls"] = [
             {"id": call_id, "type": "function",
-             "function": {"name": name, "arguments": arguments}}
+             "function": {"name": name,
+                          "arguments": json.dumps(arguments, ensure_ascii=False)
+                          if string_arguments else arguments}}
             for call_id, (name, arguments) in zip(ids, calls, strict=True)]
     return message
 
@@ -137,6 +141,8 @@ class AssistantTurnRenderer:
     :ivar content_with_calls: the template keeps the content beside tool calls.
     :ivar parallel_calls: the template renders several calls in one turn;
         ``parallel_reason`` says why not.
+    :ivar string_arguments: the template renders a call's arguments only when
+        they come as a JSON string (OpenAI's wire form), not as an object.
     :ivar markers: the template's own markup, learnt from a probe call.
     :ivar notes: what else was learnt, in words (for reports).
     """
@@ -147,6 +153,7 @@ class AssistantTurnRenderer:
         self._source = source
         self._make_call_id = make_call_id
         self._empty: str | None = ""
+        self.string_arguments = False
         self._conversations: dict[str, tuple[str, str]] = {}
         self.notes: list[str] = []
         tools = _probe_tools()
@@ -170,7 +177,12 @@ class AssistantTurnRenderer:
             self.notes.append(self.parallel_reason)
         sample = with_content if self.content_with_calls and with_content else \
             self.render(one, tools=tools, ids=self._probe_ids[:1])
-        self.markers = self._learn_markers(sample, tools)
+        self._marker_sample = (sample, tools)
+
+    @functools.cached_property
+    def markers(self) -> tuple[str, ...]:
+        """The template's own markup, learnt from a probe call (on first use: it is slow)."""
+        return self._learn_markers(*self._marker_sample)
 
     # -- rendering --------------------------------------------------------------
 
@@ -184,7 +196,8 @@ class AssistantTurnRenderer:
         """
         ids = list(ids) if ids is not None else \
             [self._make_call_id(i) for i in range(len(calls))]
-        message = _call_message(calls, content if content else self._empty, ids)
+        message = _call_message(calls, content if content else self._empty, ids,
+                                self.string_arguments)
         before, turn, generation = self._turn(message, tools)
         if generation and turn.startswith(generation):
             start = len(generation)
@@ -253,18 +266,29 @@ class AssistantTurnRenderer:
 
     def _probe_empty_content(self, one: Sequence[Call],
                              tools: Sequence[Mapping[str, Any]]) -> str | None:
+        """How an assistant message with calls must look for the template to render them.
+
+        The content beside calls is ``""`` or ``None``; the arguments an object,
+        or (as OpenAI sends them, and some templates concatenate them as text) a
+        JSON string.
+        """
         failure = "it renders no call"
-        for empty in ("", None):
-            self._empty = empty
-            try:
-                rendered = self.render(one, tools=tools, ids=self._probe_ids[:1])
-            except TemplateError as exc:
-                failure = str(exc)
-                continue
-            if _PROBE_TOOL in rendered.text:
-                if empty is None:
-                    self.notes.append("the template renders calls only when content is None")
-                return empty
+        for string_arguments in (False, True):
+            self.string_arguments = string_arguments
+            for empty in ("", None):
+                self._empty = empty
+                try:
+                    rendered = self.render(one, tools=tools, ids=self._probe_ids[:1])
+                except TemplateError as exc:
+                    failure = str(exc)
+                    continue
+                if _PROBE_TOOL in rendered.text:
+                    if empty is None:
+                        self.notes.append("the template renders calls only when content is None")
+                    if string_arguments:
+                        self.notes.append("the template renders arguments only as a JSON string")
+                    return empty
+        self.string_arguments = False
         raise TemplateError(f"the template cannot render an assistant tool call: {failure}")
 
     def _probe_parallel(self, one: Sequence[Call],

@@ -1,0 +1,35 @@
+"""Building a reply's pipeline: the stream filters that apply, then a fresh parser."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ..hooks.manager import PluginManager, default_plugin_manager
+from ..parse.protocol import FilterContext, ParserSpec, ReplyPipeline
+
+__all__ = ["build_pipeline"]
+
+
+def build_pipeline(spec: ParserSpec | None, tools: Mapping[str, Any], *,
+                   plugins: PluginManager | None = None, chat_template: str | None = None,
+                   prompt_tail: str = "") -> ReplyPipeline:
+    """The stream filters that apply, then a fresh parser from ``spec``.
+
+    :param tools: tool name -> parameters schema (values are typed by it).
+    :param prompt_tail: the end of the rendered prompt, so filters know, e.g.,
+        that the reply begins inside an open ``<think>`` block.
+    """
+    plugins = plugins or default_plugin_manager()
+    fmt = spec.format if spec is not None else None
+    context = FilterContext(
+        family=spec.name if spec else None, chat_template=chat_template,
+        prompt_tail=prompt_tail,
+        call_open=(*fmt.section_open, *fmt.call_open) if fmt is not None else (),
+        call_close=(*fmt.section_close, *fmt.call_close) if fmt is not None else ())
+    filters = []
+    for filter_spec in plugins.stream_filters():
+        made = filter_spec.create(context)
+        if made is not None:
+            filters.append(made)
+    return ReplyPipeline(filters, spec.create(tools) if spec is not None else None)
