@@ -70,6 +70,14 @@ class _JsonReader(ReaderBase):
     def _id(self) -> str:
         return ""
 
+    def _string_delta(self, scanner: JsonValueScanner, text: str) -> list[Event] | None:
+        """``text`` taken whole when the scanner is inside a string it cannot leave."""
+        if scanner.keep_text or not scanner.in_plain_string or '"' in text or "\\" in text:
+            return None
+        out: list[Event] = []
+        self._consume(text, 0, len(text), out)
+        return out
+
     def _start_call(self, name: str, out: list[Event]) -> None:
         assert self._numbering is not None
         self._name = name
@@ -126,6 +134,12 @@ class JsonArgsReader(_JsonReader):
         self._fenced = False
         self._scanner = JsonValueScanner(keep_text=False)
         self._value_from = 0
+
+    def plain_delta(self, text: str) -> list[Event] | None:
+        """A string inside the arguments, without quote or backslash: taken whole."""
+        if self._state != _ARGS_VALUE:
+            return None
+        return self._string_delta(self._scanner, text)
 
     def feed(self, data: str, pos: int, out: list[Event], eof: bool) -> tuple[int, int]:
         """Consume from ``pos``; see :mod:`toolwire.parse.readers`."""
@@ -230,6 +244,12 @@ class CallObjectReader(_JsonReader):
     def complete_but_unclosed(self) -> bool:
         """The reader failed where the object's closing ``}`` should have been."""
         return self._missing_brace and self._name != ""
+
+    def plain_delta(self, text: str) -> list[Event] | None:
+        """A string inside a value, without quote or backslash: taken whole."""
+        if self._state != _VALUE:
+            return None
+        return self._string_delta(self._scanner, text)
 
     def feed(self, data: str, pos: int, out: list[Event], eof: bool) -> tuple[int, int]:
         """Consume from ``pos``; see :mod:`toolwire.parse.readers`."""
@@ -427,6 +447,12 @@ class CallObjectsReader(_JsonReader):
             self._state = _LIST_ITEM_OR_END
         else:
             self._state = _FENCE_OPEN if shape.fence else _BODY
+
+    def plain_delta(self, text: str) -> list[Event] | None:
+        """Inside a call object: whatever that object's reader takes whole."""
+        if self._state != _IN_OBJECT or self._item is None:
+            return None
+        return self._item.plain_delta(text)
 
     def feed(self, data: str, pos: int, out: list[Event], eof: bool) -> tuple[int, int]:
         """Consume from ``pos``; see :mod:`toolwire.parse.readers`."""

@@ -105,6 +105,11 @@ class JsonValueScanner:
         return self._mode in (_STRING, _ESCAPE)
 
     @property
+    def in_plain_string(self) -> bool:
+        """Inside a string, not after a backslash: text without ``"`` or ``\\`` stays inside."""
+        return self._mode == _STRING
+
+    @property
     def depth(self) -> int:
         """How many ``{``/``[`` are open."""
         return len(self._stack)

@@ -91,6 +91,15 @@ class PythonicCallsReader(ReaderBase):
 
     # -- the protocol ---------------------------------------------------------------
 
+    def plain_delta(self, text: str) -> list[Event] | None:
+        """A string argument's text with no quote (and, escaped, no backslash): taken whole."""
+        if self._state != _STRING or self._quote[0] in text or (
+                not self._syntax.raw_strings and "\\" in text):
+            return None
+        out: list[Event] = []
+        self._string_piece(text, 0, len(text), out)
+        return out
+
     def feed(self, data: str, pos: int, out: list[Event], eof: bool) -> tuple[int, int]:
         """Consume from ``pos``; see :mod:`toolwire.parse.readers`."""
         n = len(data)
