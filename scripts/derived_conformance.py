@@ -77,6 +77,7 @@ def main(argv: list[str]) -> int:
                      "opening": (fmt.section_open or fmt.call_open or ("",))[0],
                      "result": "pass" if not failed else "fail",
                      "failed": failed, "statuses": report.statuses,
+                     "failures": report.describe_failures()[:4000],
                      "seconds": round(time.perf_counter() - started, 1)})
         verdict = "PASS" if not failed else "FAIL " + ",".join(failed)
         print(f"{path.name:48} {kind:16} {verdict}", flush=True)

@@ -20,39 +20,31 @@ never a wrong parser.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 import attrs
 
 from ..errors import DerivationError, TemplateError
 from ..parse.record import CallFormat
-from .chat_template import get_chat_template
-from .derive_record import ID_HOLE, KEY_HOLE, InferredMarkup, to_call_format, verify_format
+from .derive_probe import (
+    ID_HOLE,
+    KEY_A,
+    KEY_B,
+    NAME_A,
+    NAME_B,
+    NUMBER_VALUE,
+    TEXT_VALUE,
+    Call,
+    ProbeRenderer,
+)
+from .derive_record import KEY_HOLE, InferredMarkup, to_call_format, verify_format
 
 __all__ = ["DerivationError", "derive_format"]
 
-NAME_A, NAME_B = "zqfnalpha", "zqfnbeta"
-KEY_A, KEY_B = "zqkeyone", "zqkeytwo"
-TEXT_VALUE = "zqvalstr"
-NUMBER_VALUE = 7130
-CONTENT = "zqcontent"
-IDS = ("zqid00001", "zqid00002", "zqid00003")
-_PROBE_PARAMETERS = {
-    KEY_A: {"type": "string", "description": "probe"},
-    KEY_B: {"type": "integer", "description": "probe"},
-    "zqkeythree": {"type": "object", "description": "probe"},
-    "zqkeyfour": {"type": "boolean", "description": "probe"},
-}
-_PROBE_TOOLS = [{"type": "function", "function": {
-    "name": name, "description": "probe",
-    "parameters": {"type": "object", "properties": _PROBE_PARAMETERS}}}
-    for name in (NAME_A, NAME_B)]
 
-
-def _call(name: str, args: Mapping[str, Any], index: int = 0) -> dict[str, Any]:
-    return {"id": IDS[index], "type": "function",
-            "function": {"name": name, "arguments": dict(args)}}
+def _call(name: str, args: dict[str, Any]) -> Call:
+    return (name, dict(args))
 
 
 def _common_prefix(a: str, b: str) -> int:
@@ -69,93 +61,6 @@ def _common_suffix(a: str, b: str, limit: int) -> int:
     while i < limit and a[-1 - i] == b[-1 - i]:
         i += 1
     return i
-
-
-def _tag_bounds(text: str, start: int, end: int) -> tuple[int, int]:
-    """Widen ``text[start:end]`` so it neither starts nor ends inside a ``<...>`` tag.
-
-    A character diff stops at the first differing character, which may be in the
-    middle of a tag both versions share a beginning (``<|`` of ``<|tool_calls|>`` vs
-    ``<|content|>``) or an end with.
-    """
-    if text.rfind("<", 0, start) > text.rfind(">", 0, start):
-        start = text.rfind("<", 0, start)
-    next_close, next_open = text.find(">", end), text.find("<", end)
-    if next_close != -1 and (next_open == -1 or next_close < next_open) and \
-            text.rfind("<", start, end) > text.rfind(">", start, end):
-        end = next_close + 1
-    return start, end
-
-
-def _holes(text: str) -> str:
-    for call_id in IDS:
-        text = text.replace(call_id, ID_HOLE)
-    return text
-
-
-class _Renderer:
-    """Renders probe conversations and cuts out the block the calls add."""
-
-    def __init__(self, source: str) -> None:
-        self.template = get_chat_template(source)
-        self._prefix = self._render([{"role": "user", "content": "zqquestion"}], True)
-
-    def _render(self, messages: list[dict[str, Any]], generation_prompt: bool) -> str:
-        return self.template.render(messages, tools=_PROBE_TOOLS,
-                                    add_generation_prompt=generation_prompt,
-                                    bos_token="<s>", eos_token="</s>")
-
-    def turn(self, content: str, calls: Sequence[dict[str, Any]]) -> str:
-        """The assistant turn after the generation prompt (what the model writes)."""
-        message: dict[str, Any] = {"role": "assistant", "content": content}
-        if calls:
-            message["tool_calls"] = list(calls)
-        full = self._render([{"role": "user", "content": "zqquestion"}, message], False)
-        return full[_common_prefix(self._prefix, full):]
-
-    def block(self, calls: Sequence[dict[str, Any]], *, holes: bool = True) -> str:
-        """The text the calls add to an assistant turn, ids replaced by ``{id}``."""
-        mark = _holes if holes else str
-        return mark(self._after_generation_prompt(self._block(calls)).strip())
-
-    def _after_generation_prompt(self, block: str) -> str:
-        # Some templates re-open the assistant turn before the calls (Nemotron:
-        # "<SPECIAL_11>Assistant\n<TOOLCALL>"); the model writes only what follows
-        # the generation prompt, so cut after its tail when the block repeats it.
-        tail = self._prefix.rstrip()
-        first_call = block.find("zqfn")
-        for size in range(min(len(tail), 64), 7, -1):
-            if tail[-size] != "<":  # only whole tags: a shared suffix like ":opensource>"
-                continue            # says nothing
-            at = block.rfind(tail[-size:], 0, first_call if first_call >= 0 else len(block))
-            if at >= 0:
-                return block[at + size:]
-        return block
-
-    def _block(self, calls: Sequence[dict[str, Any]]) -> str:
-        anchored = self._anchored_block(calls)
-        if anchored is not None:
-            return anchored
-        base, extended = self.turn("", []), self.turn("", calls)
-        prefix = _common_prefix(base, extended)
-        suffix = _common_suffix(base, extended, min(len(base), len(extended)))
-        if prefix + suffix > len(base):  # the shared ends overlap: the block keeps whole tags
-            prefix = len(base) - suffix
-        start, end = _tag_bounds(extended, prefix, len(extended) - suffix)
-        return extended[start:end]
-
-    def _anchored_block(self, calls: Sequence[dict[str, Any]]) -> str | None:
-        # With text before the calls, the block starts right after the text: no
-        # ambiguity about where shared markup ends.
-        base, extended = self.turn(CONTENT, []), self.turn(CONTENT, calls)
-        at = base.find(CONTENT)
-        end = at + len(CONTENT)
-        if at < 0 or extended[:end] != base[:end]:
-            return None
-        tail_base, tail_ext = base[end:], extended[end:]
-        suffix = _common_suffix(tail_base, tail_ext, len(tail_base))
-        _, stop = _tag_bounds(tail_ext, 0, len(tail_ext) - suffix)
-        return tail_ext[:stop]
 
 
 def _find_once(text: str, probe: str, what: str) -> int:
@@ -197,16 +102,15 @@ def derive_format(source: str, *, verify: bool = True) -> CallFormat:
         refuse one that does not reproduce it.
     :raises DerivationError: the markup could not be inferred, or failed the check.
     """
+    renderer = ProbeRenderer(source)
     try:
-        inferred = _derive(_Renderer(source), source)
-    except DerivationError:
-        raise
+        inferred = _derive(renderer, source)
     except TemplateError as exc:
         raise DerivationError(f"the template failed while rendering probe calls: {exc}"
                               ) from exc
-    fmt = to_call_format(_snap_boundaries(inferred))
+    fmt = to_call_format(_snap_boundaries(inferred), drops=renderer.drops())
     if verify:
-        problem = verify_format(fmt, _Renderer(source))
+        problem = verify_format(fmt, renderer)
         if problem:
             raise DerivationError(f"the inferred record does not reproduce the template's "
                                   f"output: {problem}", seen=repr(fmt))
@@ -214,15 +118,28 @@ def derive_format(source: str, *, verify: bool = True) -> CallFormat:
 
 
 def _index_hole(first: str, second: str) -> str | None:
-    """``first`` with the one place where call 0 says ``0`` and call 1 says ``1``
-    replaced by ``{id}`` (the parser reads it as the call's id), else ``None``."""
+    """``first`` with the one place where one call writes a number ``n`` and the next
+    ``n + 1`` replaced by ``{id}`` (a counter: the parser reads it as the call's id),
+    else ``None``."""
     prefix = _common_prefix(first, second)
-    if first[prefix:prefix + 1] != "0" or second[prefix:prefix + 1] != "1":
+    start = prefix
+    while start > 0 and first[start - 1].isdigit():
+        start -= 1
+    end_first, end_second = _digits_end(first, prefix), _digits_end(second, prefix)
+    if start in (end_first, end_second) or end_first - start > 9 or end_second - start > 9:
         return None
-    if first[prefix + 1:prefix + 1 + 64] != second[prefix + 1:prefix + 1 + 64] and \
-            not second.startswith(first[prefix + 1:], prefix + 1):
+    if int(second[start:end_second]) != int(first[start:end_first]) + 1:
         return None
-    return first[:prefix] + ID_HOLE + first[prefix + 1:]
+    if first[end_first:end_first + 64] != second[end_second:end_second + 64] and \
+            not second.startswith(first[end_first:], end_second):
+        return None
+    return first[:start] + ID_HOLE + first[end_first:]
+
+
+def _digits_end(text: str, at: int) -> int:
+    while at < len(text) and text[at].isdigit():
+        at += 1
+    return at
 
 
 def _leading_run(marker: str) -> str:
@@ -262,7 +179,7 @@ def _split_call(block: str, name: str) -> tuple[str, str]:
     return block[:at], block[at + len(name):]
 
 
-def _derive(r: _Renderer, source: str) -> InferredMarkup:
+def _derive(r: ProbeRenderer, source: str) -> InferredMarkup:
     one = r.block([_call(NAME_A, {KEY_A: TEXT_VALUE})])
     if NAME_A not in one:
         raise DerivationError("the template renders no tool call for an assistant message",
@@ -270,11 +187,9 @@ def _derive(r: _Renderer, source: str) -> InferredMarkup:
     head, tail = _split_call(one, NAME_A)
 
     section_open, section_close, call_open, call_tail, separator = "", "", head, tail, ""
-    parallel = True
-    try:
-        two = r.block([_call(NAME_A, {KEY_A: TEXT_VALUE}), _call(NAME_B, {KEY_A: TEXT_VALUE}, 1)])
-    except TemplateError:
-        two, parallel = "", False
+    parallel = r.parallel
+    two = r.block([_call(NAME_A, {KEY_A: TEXT_VALUE}), _call(NAME_B, {KEY_A: TEXT_VALUE})]) \
+        if parallel else ""
     if parallel and NAME_B in two:
         head2, rest = _split_call(two, NAME_A)
         middle, tail2 = _split_call(rest, NAME_B)
@@ -321,7 +236,7 @@ def _derive(r: _Renderer, source: str) -> InferredMarkup:
                           bare_tail, separator, parallel)
 
 
-def _value_markers(r: _Renderer, value: Any, name_close_and_open: str, call_close: str,
+def _value_markers(r: ProbeRenderer, value: Any, name_close_and_open: str, call_close: str,
                    section_close: str) -> tuple[str, str]:
     """(key_close, value_close) around a value of this type in a one-argument call."""
     block = r.block([_call(NAME_A, {KEY_A: value})])
@@ -338,7 +253,7 @@ def _value_markers(r: _Renderer, value: Any, name_close_and_open: str, call_clos
     return tail[k + len(KEY_A):v], value_close.replace(KEY_A, KEY_HOLE)
 
 
-def _derive_tagged(r: _Renderer, reasoning: tuple[str, str], section_open: str,
+def _derive_tagged(r: ProbeRenderer, reasoning: tuple[str, str], section_open: str,
                    section_close: str, call_open: str, tail: str, bare_tail: str,
                    separator: str, parallel: bool) -> InferredMarkup:
     k = tail.find(KEY_A)

@@ -31,12 +31,14 @@ import attrs
 from ..errors import DerivationError, TemplateError
 from ..events import Event
 from ..parse.engine import CallParser
-from ..parse.protocol import collect_reply
+from ..parse.protocol import FilterContext, ReplyPipeline, StreamFilter, collect_reply
+from ..parse.reasoning import think_filter_spec
 from ..parse.record import CallFormat, CallObjects, Header, JsonArguments, TaggedArguments
+from .derive_probe import CONTENT, ID_HOLE, ProbeRenderer
 
 __all__ = ["ID_HOLE", "KEY_HOLE", "InferredMarkup", "to_call_format", "verify_format"]
 
-ID_HOLE, KEY_HOLE = "{id}", "{key}"
+KEY_HOLE = "{key}"
 DERIVED_FAMILY = "derived"
 
 
@@ -85,14 +87,21 @@ _OBJECT_OPEN = re.compile(r'\{\s*"([^"\\]+)"\s*:\s*"$')
 _OBJECT_NAME_END = re.compile(r'"\s*,\s*"([^"\\]+)"\s*:\s*')
 
 
-def to_call_format(inferred: InferredMarkup) -> CallFormat:
+def to_call_format(inferred: InferredMarkup, *, drops: tuple[str, ...] = ()) -> CallFormat:
     """The engine's record for inferred markers.
 
+    :param drops: turn markup seen around the calls, dropped from the text.
     :raises DerivationError: the markers need something a record cannot say.
     """
-    objects = _as_call_objects(inferred)
-    if objects is not None:
-        return objects
+    fmt = _as_call_objects(inferred)
+    if fmt is None:
+        fmt = _as_header_calls(inferred)
+    markup = set(fmt.markup)
+    kept = tuple(d for d in drops if d not in markup)
+    return attrs.evolve(fmt, drops=kept) if kept else fmt
+
+
+def _as_header_calls(inferred: InferredMarkup) -> CallFormat:
     head, hole, rest = inferred.call_open.partition(ID_HOLE)
     call_open = head.strip()
     pattern_head = hole + rest
@@ -210,35 +219,60 @@ _CHECK_TOOLS: dict[str, Any] = {
     for name in ("zqfnalpha", "zqfnbeta")
 }
 
+_THINK = think_filter_spec()
 
-def verify_format(fmt: CallFormat, renderer: Any) -> str:
+
+def _pipeline(fmt: CallFormat, source: str, prompt_tail: str) -> ReplyPipeline:
+    """The derived parser behind the core's ``<think>`` filter, as a chat runs it."""
+    context = FilterContext(family=fmt.family, chat_template=source, prompt_tail=prompt_tail,
+                            call_open=(*fmt.section_open, *fmt.call_open),
+                            call_close=(*fmt.section_close, *fmt.call_close))
+    made: StreamFilter | None = _THINK.create(context)
+    return ReplyPipeline([made] if made is not None else [], CallParser(fmt, _CHECK_TOOLS))
+
+
+def _inside_open_think(source: str, reply: str, prompt_tail: str) -> bool:
+    """The core's filter reads the whole reply as reasoning: the prompt opens ``<think>``
+    and the reply never closes it (Nemotron Nano v2 renders content there)."""
+    return "</think>" in source and prompt_tail.rstrip().endswith("<think>") and \
+        "</think>" not in reply
+
+
+def verify_format(fmt: CallFormat, renderer: ProbeRenderer) -> str:
     """Render a richer assistant turn and parse it back with ``fmt``; a problem or ``""``.
 
-    :param renderer: the derivation's renderer (``toolwire.templates.derive``).
+    The turn is rendered without content and, where the template keeps it, with
+    content beside the calls; each is parsed whole and in 1- and 3-character
+    deltas, through the core's ``<think>`` filter as a chat would.
     """
-    calls = [("zqfnalpha", {"zqkeyone": "multi\nline < value", "zqkeytwo": 42,
-                            "zqkeythree": {"a": [1, 2]}, "zqkeyfour": True}),
-             ("zqfnbeta", {"zqkeyone": "second"}), ("zqfnalpha", {})]
-    if fmt.max_calls == 1:
+    calls: list[tuple[str, dict[str, Any]]] = [
+        ("zqfnalpha", {"zqkeyone": "multi\nline < value", "zqkeytwo": 42,
+                       "zqkeythree": {"a": [1, 2]}, "zqkeyfour": True}),
+        ("zqfnbeta", {"zqkeyone": "second"}), ("zqfnalpha", {})]
+    if fmt.max_calls == 1 or not renderer.parallel:
         calls = calls[:1]
-    rendered = [{"id": f"zqid0000{i + 1}", "type": "function",
-                 "function": {"name": n, "arguments": a}} for i, (n, a) in enumerate(calls)]
-    try:
-        reply = renderer.block(rendered, holes=False)
-    except TemplateError as exc:
-        return f"the check conversation does not render: {exc}"
-    for step in (1, 3, len(reply)):
-        parser = CallParser(fmt, _CHECK_TOOLS)
-        events: list[Event] = []
-        for at in range(0, len(reply), step):
-            events.extend(parser.feed(reply[at:at + step]))
-        events.extend(parser.close())
-        got = collect_reply(events)
-        have = [(c.name, dict(c.arguments)) for c in got.tool_calls]
-        if have != calls:
-            return f"parsed {have!r} from a render of {calls!r}"
-        if got.diagnostics:
-            return f"diagnostics: {[d.message for d in got.diagnostics]}"
-        if got.content.strip():
-            return f"text left over: {got.content.strip()[:100]!r}"
+    contents = ["", CONTENT] if renderer.content_mode != "none" else [""]
+    for content in contents:
+        try:
+            reply, tail = renderer.reply(calls, content)
+        except TemplateError as exc:
+            return f"the check conversation does not render: {exc}"
+        if content and _inside_open_think(renderer.source, reply, tail):
+            continue  # the template writes the content inside reasoning it never closes
+        for step in (1, 3, len(reply)):
+            pipeline = _pipeline(fmt, renderer.source, tail)
+            events: list[Event] = []
+            for at in range(0, len(reply), step):
+                events.extend(pipeline.feed(reply[at:at + step]))
+            events.extend(pipeline.close())
+            got = collect_reply(events)
+            have = [(c.name, dict(c.arguments)) for c in got.tool_calls]
+            if have != calls:
+                return f"parsed {have!r} from a render of {calls!r}"
+            if got.diagnostics:
+                return f"diagnostics: {[d.message for d in got.diagnostics]}"
+            if got.content.strip() != content:
+                return f"text left over: {got.content.strip()[:100]!r}"
+            if got.reasoning.strip():
+                return f"reasoning from a turn without any: {got.reasoning.strip()[:100]!r}"
     return ""

@@ -148,12 +148,9 @@ def test_the_printed_record_of_every_built_in_family_evaluates_back() -> None:
 
 
 def _render_reply(template: str, calls: list[tuple[str, dict[str, Any]]]) -> str:
-    from toolwire.templates.derive import _Renderer
+    from toolwire.templates.derive_probe import ProbeRenderer
 
-    renderer = _Renderer(template)
-    return renderer.block([{"id": f"call{i:05d}", "type": "function",
-                            "function": {"name": n, "arguments": a}}
-                           for i, (n, a) in enumerate(calls)], holes=False)
+    return ProbeRenderer(template).block(calls, holes=False)
 
 
 _values = st.one_of(st.text(max_size=20).filter(
@@ -199,10 +196,10 @@ def test_every_real_template_derives_or_says_why(path: Path) -> None:
         assert str(exc)  # an honest reason, never a crash
         return
     # what was derived reproduces the template's own rendering (checked again here)
-    from toolwire.templates.derive import _Renderer
+    from toolwire.templates.derive_probe import ProbeRenderer
     from toolwire.templates.derive_record import verify_format
 
-    assert verify_format(fmt, _Renderer(source)) == ""
+    assert verify_format(fmt, ProbeRenderer(source)) == ""
 
 
 def test_most_real_templates_that_render_calls_derive() -> None:

@@ -1,0 +1,245 @@
+"""Rendering derivation probes: what the model writes in a call turn, in the shapes the
+template demands.
+
+Derivation reads markers off the text a model writes after the generation prompt,
+cut exactly as the conformance kit and a live reply cut it
+(:class:`~toolwire.templates.assistant_turns.AssistantTurnRenderer`). Three rules
+shape the probes:
+
+* **Probe shapes** (templates that raise on the probes). A template may demand
+  schema fields (Command R+ prints ``additionalProperties`` of every object
+  parameter as a Python type hint), the arguments as a JSON string (Functionary
+  v3.2 concatenates them as text) or the content ``None`` beside calls (DeepSeek
+  R1 distills). The probes are retried in each shape before giving up; the
+  renderer keeps the first shape the template renders.
+* **Observed forms of a call turn** (content-dependent wrapping). The call block
+  is read after the content where the template writes content before calls, and
+  compared with the turn without content. What one form writes more before the
+  calls (a turn closed and re-opened, ``<SPECIAL_12><SPECIAL_11>Assistant``; a
+  reasoning preamble with no content) is *turn markup*, as is the text before the
+  content itself (``<|channel|>analysis<|message|>``): those pieces are
+  collected in :attr:`ProbeRenderer.wrappers` and the record drops them from the text.
+* **The end of the turn**. Tags after the calls that end a turn or open the next
+  assistant turn (Command R7B appends an opened chatbot turn; R1-Distill-Qwen
+  closes the turn and re-opens it for the content) are never written by a model
+  that stops at its end-of-turn: they are cut off the block and dropped.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from typing import Any, Final
+
+from ..errors import DerivationError, TemplateError
+from .assistant_turns import REASONING_TAGS, AssistantTurnRenderer
+
+__all__ = [
+    "CONTENT",
+    "IDS",
+    "ID_HOLE",
+    "KEY_A",
+    "KEY_B",
+    "NAME_A",
+    "NAME_B",
+    "NUMBER_VALUE",
+    "TEXT_VALUE",
+    "Call",
+    "ProbeRenderer",
+    "markup_pieces",
+]
+
+NAME_A, NAME_B = "zqfnalpha", "zqfnbeta"
+KEY_A, KEY_B = "zqkeyone", "zqkeytwo"
+TEXT_VALUE = "zqvalstr"
+NUMBER_VALUE = 7130
+CONTENT = "zqcontent"
+IDS: Final = tuple(f"zqid{i:05d}" for i in range(1, 10))
+ID_HOLE = "{id}"
+
+Call = tuple[str, dict[str, Any]]
+
+
+def _parameters(shape: int) -> dict[str, Any]:
+    properties: dict[str, Any] = {
+        KEY_A: {"type": "string", "description": "probe"},
+        KEY_B: {"type": "integer", "description": "probe"},
+        "zqkeythree": {"type": "object", "description": "probe"},
+        "zqkeyfour": {"type": "boolean", "description": "probe"},
+    }
+    parameters: dict[str, Any] = {"type": "object", "properties": properties}
+    if shape:
+        # the schema fields templates read without checking: a Python type hint of an
+        # object's values (Command R+), the required list
+        properties["zqkeythree"]["additionalProperties"] = {"type": "string"}
+        parameters["required"] = [KEY_A]
+    return parameters
+
+
+def probe_tools(shape: int) -> list[dict[str, Any]]:
+    """The probe tools in schema shape ``shape`` (0: plain; 1: every field templates read)."""
+    return [{"type": "function", "function": {"name": name, "description": "probe",
+                                              "parameters": _parameters(shape)}}
+            for name in (NAME_A, NAME_B)]
+
+
+_SHAPES: Final = (0, 1)
+_TAG_JOINT = re.compile(r"(?<=[>\]])(?=[<\[])")
+
+
+def markup_pieces(text: str) -> list[str]:
+    """``text`` split into markup pieces: at blanks, and between tags written back to back
+    (``<|end|><|start|>assistant`` -> ``<|end|>``, ``<|start|>assistant``)."""
+    return [p for chunk in text.split() for p in _TAG_JOINT.split(chunk) if p]
+
+
+def _is_markup(piece: str) -> bool:
+    """A piece a model writes only as markup: it holds a tag character."""
+    return len(piece) >= 3 and any(c in piece for c in "<>[]|｜")
+
+
+def _common_suffix(a: str, b: str) -> int:
+    i, limit = 0, min(len(a), len(b))
+    while i < limit and a[-1 - i] == b[-1 - i]:
+        i += 1
+    return i
+
+
+def _boundary_after(text: str, at: int) -> int:
+    """``at`` moved forward out of a tag or word it splits (to a tag start or after a blank)."""
+    if at <= 0 or at >= len(text) or text[at - 1] in ">]\n\t " or text[at] in "<[\n\t ":
+        return at
+    while at < len(text) and text[at] not in "<[\n\t ":
+        at += 1
+    return at
+
+
+class ProbeRenderer:
+    """Renders probe calls through a template and cuts out what the model wrote.
+
+    :param source: the chat template.
+    :raises DerivationError: the template renders no call in any probe shape.
+
+    :ivar content_mode: where the template writes an assistant's content beside
+        calls: ``"before"`` them, ``"after"`` them, or ``"none"`` (dropped).
+    :ivar wrappers: turn markup seen around the calls (pieces the record drops).
+    :ivar shape: the notes on the probe shape the template demanded.
+    """
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+        try:
+            self.turns = AssistantTurnRenderer(source, make_call_id=lambda i: IDS[i % len(IDS)])
+        except TemplateError as exc:
+            raise DerivationError(f"the template renders no tool call for an assistant "
+                                  f"message in any probe shape: {exc}") from exc
+        self.wrappers: dict[str, None] = {}
+        self._cache: dict[str, str] = {}
+        self._turn_tags = frozenset(
+            p for p in markup_pieces(self.turns.header + " " + self.turns.end_of_turn)
+            if _is_markup(p))
+        failure: TemplateError | None = None
+        for shape in _SHAPES:
+            self.tools = probe_tools(shape)
+            try:
+                one = self.text([(NAME_A, {KEY_A: TEXT_VALUE})])
+            except TemplateError as exc:
+                failure = exc
+                continue
+            break
+        else:
+            assert failure is not None
+            raise DerivationError(f"the template failed while rendering probe calls in every "
+                                  f"probe shape: {failure}") from failure
+        self.shape = list(self.turns.notes)
+        if shape:
+            self.shape.append("the probe tools spell out additionalProperties and required")
+        if NAME_A not in one:
+            raise DerivationError("the template renders no tool call for an assistant message",
+                                  seen=one[:300])
+        self.content_mode = "none"
+        if self.turns.content_with_calls:
+            with_content = self.text([(NAME_A, {KEY_A: TEXT_VALUE})], CONTENT)
+            at = with_content.find(CONTENT)
+            if at >= 0 and with_content.count(CONTENT) == 1:
+                self.content_mode = "before" if at < with_content.find(NAME_A) else "after"
+                if self.content_mode == "before":
+                    self._collect(with_content[:at])  # what the template writes before content
+
+    @property
+    def parallel(self) -> bool:
+        """The template renders several calls in one turn."""
+        return self.turns.parallel_calls
+
+    def text(self, calls: Sequence[Call], content: str = "") -> str:
+        """The model's text for an assistant turn with ``calls`` and ``content``."""
+        key = json.dumps([calls, content], sort_keys=True, default=repr)
+        cached = self._cache.get(key)
+        if cached is None:
+            cached = self.turns.render(list(calls), content=content, tools=self.tools,
+                                       ids=[IDS[i % len(IDS)] for i in range(len(calls))]).text
+            self._cache[key] = cached
+        return cached
+
+    def reply(self, calls: Sequence[Call], content: str = "") -> tuple[str, str]:
+        """``(text, prompt_tail)`` of a turn, as a live pipeline would be given them."""
+        rendered = self.turns.render(list(calls), content=content, tools=self.tools,
+                                     ids=[IDS[i % len(IDS)] for i in range(len(calls))])
+        return rendered.text, rendered.prompt_tail
+
+    def block(self, calls: Sequence[Call], *, holes: bool = True) -> str:
+        """The call markup of a turn with ``calls`` (turn markup cut off), ids as ``{id}``."""
+        bare = self.text(calls)
+        if self.content_mode == "before":
+            full = self.text(calls, CONTENT)
+            after = full[full.find(CONTENT) + len(CONTENT):]
+            block = self._reconcile(after, bare, calls)
+        else:
+            block = bare
+        block = self._cut_turn_end(block.strip())
+        return _holes(block) if holes else block
+
+    def _reconcile(self, after: str, bare: str, calls: Sequence[Call]) -> str:
+        """The opening both forms share; what one writes more before it is turn markup."""
+        first = _first_name(after, calls)
+        first_bare = _first_name(bare, calls)
+        if first < 0 or first_bare < 0:
+            return after
+        shared = _common_suffix(after[:first], bare[:first_bare])
+        start = _boundary_after(after, first - shared)
+        self._collect(after[:start])
+        self._collect(bare[:first_bare - (first - start)])
+        return after[start:]
+
+    def _cut_turn_end(self, block: str) -> str:
+        pieces = markup_pieces(block)
+        cut = len(block)
+        while pieces and pieces[-1] in self._turn_tags:
+            piece = pieces.pop()
+            at = block.rfind(piece, 0, cut)
+            if at < 0 or block[at + len(piece):cut].strip():
+                break
+            self._collect(piece)
+            cut = at
+        return block[:cut].rstrip()
+
+    def _collect(self, text: str) -> None:
+        handled = REASONING_TAGS if REASONING_TAGS[1] in self.source else ()
+        for piece in markup_pieces(text):
+            if piece not in handled:
+                self.wrappers[piece] = None
+
+    def drops(self) -> tuple[str, ...]:
+        """The turn markup to drop from the text (pieces that look like markup)."""
+        return tuple(p for p in self.wrappers if _is_markup(p))
+
+
+def _first_name(text: str, calls: Sequence[Call]) -> int:
+    return text.find(calls[0][0]) if calls else -1
+
+
+def _holes(text: str) -> str:
+    for call_id in IDS:
+        text = text.replace(call_id, ID_HOLE)
+    return text
