@@ -171,7 +171,8 @@ def _resolve(plugin_or_spec: object, source: str, family: str | None,
                 raise ParserNotFoundError(f"parser {spec.name!r} is not registered in the "
                                           "plugin manager given")
             _register(manager, _SpecPlugin(spec), spec.plugin or f"{spec.name} (under test)")
-        elif (_unwrapped(existing.detect), existing.create) != (spec.detect, spec.create):
+        elif ((_unwrapped(existing.detect), existing.create)
+              != (_unwrapped(spec.detect), spec.create)):  # as registered, or as written
             raise PluginLoadError(f"family {spec.name!r} is already registered by plugin "
                                   f"{existing.plugin!r}; a parser under test needs its own name",
                                   plugin=spec.plugin)

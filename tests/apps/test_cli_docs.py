@@ -1,5 +1,6 @@
 """README.md and docs/cli.md say what the command line does: the families it ships, its
-commands, the chat's /commands, the extras the setup installs."""
+commands, the chat's /commands, the extras the setup installs; and the plugin tutorial
+shows complete files, not excerpts (issue 21, item 7)."""
 
 from __future__ import annotations
 
@@ -46,3 +47,13 @@ def test_cli_guide_lists_every_command_and_every_chat_command() -> None:
     for usage, _ in REPL_COMMANDS:
         shown = usage.replace("|", "\\|")
         assert f"| `{shown}` |" in CLI, usage
+
+
+def test_the_plugin_tutorial_shows_each_example_file_whole() -> None:
+    tutorial = (DOCS / "plugin-tutorial.md").read_text(encoding="utf-8")
+    blocks = re.finditer(r'^```[^\n]*title="(?P<path>[^"]+)"[^\n]*\n(?P<body>.*?)^```[ \t]*$',
+                         tutorial, re.M | re.S)
+    shown = {m.group("path"): m.group("body") for m in blocks}
+    assert len(shown) >= 4
+    for path, body in shown.items():
+        assert body == (REPO / path).read_text(encoding="utf-8"), f"{path} is shown in part"

@@ -167,7 +167,7 @@ WRITE = ("c1", "write_file", {"path": "out.txt", "content": "hello"})
 
 
 def test_yes_runs_the_write_after_showing_its_arguments(
-        terminal: Terminal, server: WireServer, workspace: Path) -> None:
+        terminal: Terminal, server: WireServer, workspace: Path, tmp_path: Path) -> None:
     server.enqueue(calls(WRITE), answer("Written."))
     terminal.line("write it")
     shown = terminal.expect("[a]lways for write_file: ")
@@ -176,6 +176,11 @@ def test_yes_runs_the_write_after_showing_its_arguments(
     terminal.expect("Written.")
     assert (workspace / "out.txt").read_text() == "hello"
     assert server.requests[1].body["messages"][-1]["content"] == "wrote 5 bytes to out.txt"
+    terminal.expect(PROMPT)
+    terminal.line("/quit")
+    assert terminal.wait() == 0
+    history = (tmp_path / "history").read_text().splitlines()
+    assert "write it" in history and "y" not in history  # answers are not history
 
 
 def test_no_leaves_the_workspace_alone_and_tells_the_model(

@@ -68,7 +68,7 @@ class Terminal:
         self.raw += data.decode("utf-8", "replace")
         return True
 
-    def expect(self, needle: str, timeout: float = 30.0) -> str:
+    def expect(self, needle: str, timeout: float = 60.0) -> str:
         """Wait until ``needle`` appears after what earlier calls matched; return the text
         up to and including it.
 
