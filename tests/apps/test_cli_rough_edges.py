@@ -257,6 +257,50 @@ def test_serve_port_0_shows_the_port_it_really_listens_on(server: WireServer,
     assert proc.returncode == 0
 
 
+def post_when_listening(port: int, path: str, body: object,
+                        headers: dict[str, str]) -> http.client.HTTPResponse:
+    """POST once uvicorn accepts connections (it starts just after the banner)."""
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+            connection.request("POST", path, json.dumps(body),
+                               {**headers, "Content-Type": "application/json"})
+            return connection.getresponse()
+        except ConnectionRefusedError:
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+
+
+def test_serve_keeps_its_own_key_apart_from_the_providers(server: WireServer,
+                                                           workspace: Path) -> None:
+    pytest.importorskip("uvicorn")
+    server.enqueue(Stream(reply_chunks("Served.")))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "toolwire", "serve", "--base-url", server.url, "--model", "m",
+         "--workspace", str(workspace), "--port", "0", "--api-key", "for-my-clients",
+         "--api-key-env", "PROVIDER_KEY"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "TOOLWIRE_LOAD_PLUGINS": "", "PROVIDER_KEY": "for-the-provider"})
+    try:
+        assert proc.stderr is not None
+        seen = ""
+        while "toolwire serve: ready" not in seen:
+            line = proc.stderr.readline()
+            assert line, f"serve ended before it was ready: {seen}"
+            seen += line
+        port = int(re.search(r"dashboard: http://127\.0\.0\.1:(\d+)/", seen).group(1))  # type: ignore[union-attr]
+        answer = post_when_listening(port, "/v1/chat/completions", {
+            "model": "m", "messages": [{"role": "user", "content": "hi"}]},
+            {"Authorization": "Bearer for-my-clients"})
+        assert answer.status == 200, answer.read()
+        assert "Served." in answer.read().decode()
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.communicate(timeout=30)
+    assert server.requests[0].headers["authorization"] == "Bearer for-the-provider"
+
+
 def test_serve_on_a_port_in_use_says_so_before_any_banner(workspace: Path) -> None:
     pytest.importorskip("uvicorn")
     with socket.socket() as taken:
@@ -350,6 +394,28 @@ def test_demo_leaves_no_temporary_folder_behind(tmp_path: Path) -> None:
     run = toolwire("demo", "--json", env={"TMPDIR": str(temp)})
     assert run.returncode == 0, run.stderr
     assert list(temp.iterdir()) == []
+
+
+def test_serve_demo_removes_its_temporary_folder_when_it_stops(tmp_path: Path) -> None:
+    pytest.importorskip("llama_cpp")
+    pytest.importorskip("uvicorn")
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    proc = subprocess.Popen([sys.executable, "-m", "toolwire", "serve", "--demo", "--port", "0"],
+                            stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True,
+                            env={**os.environ, "TOOLWIRE_LOAD_PLUGINS": "", "TMPDIR": str(temp)})
+    try:
+        assert proc.stderr is not None
+        seen = ""
+        while "toolwire serve: ready" not in seen:
+            line = proc.stderr.readline()
+            assert line, f"serve ended before it was ready: {seen}"
+            seen += line
+        assert next(p.name for p in temp.iterdir()).startswith("toolwire-serve-demo-")
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.communicate(timeout=60)
+    assert proc.returncode == 0 and list(temp.iterdir()) == []
 
 
 # -- generation and provider flags -------------------------------------------------------------

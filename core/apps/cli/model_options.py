@@ -69,7 +69,7 @@ def check_model_options(args: argparse.Namespace, plugins: PluginManager) -> Non
     """Check and settle the model options in place, before anything loads.
 
     Afterwards ``args.provider`` is a known provider name or ``None`` (local),
-    ``args.model`` a file path for a local model, ``args.api_key`` the key named by
+    ``args.model`` a file path for a local model, ``args.provider_api_key`` the key named by
     ``--api-key-env`` (or ``None``), and the workspace an existing folder.
 
     :raises UsageError: for any option that cannot work, with advice.
@@ -88,14 +88,14 @@ def check_model_options(args: argparse.Namespace, plugins: PluginManager) -> Non
     if not workspace.is_dir():
         what = "is not a folder" if workspace.exists() else "does not exist"
         fail(f"--workspace {args.workspace}: {what}")
-    args.api_key = None
+    args.provider_api_key = None  # not args.api_key: that is serve's own key for its clients
     if args.api_key_env:
         if args.provider is None:
             fail("--api-key-env is for a remote provider (--provider or --base-url)")
         key = os.environ.get(args.api_key_env, "").strip()
         if not key:
             fail(f"--api-key-env {args.api_key_env}: that environment variable is not set")
-        args.api_key = key
+        args.provider_api_key = key
     if args.chat_template_file is not None and not Path(args.chat_template_file).is_file():
         fail(f"--chat-template-file {args.chat_template_file}: file not found")
     if args.provider is None:
@@ -149,8 +149,8 @@ def generation_options(args: argparse.Namespace, backend: str) -> dict[str, Any]
                 if getattr(args, key, None) is not None}
     if backend == "openai_compat":
         options: dict[str, Any] = {"extra_body": sampling} if sampling else {}
-        if getattr(args, "api_key", None):
-            options["api_key"] = args.api_key
+        if getattr(args, "provider_api_key", None):
+            options["api_key"] = args.provider_api_key
         return options
     options = dict(sampling)
     if getattr(args, "n_ctx", None) is not None:
@@ -165,8 +165,8 @@ def generation_options(args: argparse.Namespace, backend: str) -> dict[str, Any]
     elif backend == COMPLETIONS:
         if template is not None:
             options["template"] = template
-        if getattr(args, "api_key", None):
-            options["api_key"] = args.api_key
+        if getattr(args, "provider_api_key", None):
+            options["api_key"] = args.provider_api_key
     return options
 
 
