@@ -136,16 +136,30 @@ def _index_hole(first: str, second: str) -> str | None:
     return first[:start] + ID_HOLE + first[end_first:]
 
 
+def _counter_context(first: str, second: str) -> str:
+    """The text written right before the counter :func:`_index_hole` found."""
+    start = _common_prefix(first, second)
+    while start > 0 and first[start - 1].isdigit():
+        start -= 1
+    return first[max(0, start - 24):start]
+
+
 def _digits_end(text: str, at: int) -> int:
     while at < len(text) and text[at].isdigit():
         at += 1
     return at
 
 
-def _leading_run(marker: str) -> str:
-    """The characters before a marker's first ``<`` (the tail of the previous tag)."""
+def _leading_run(marker: str, other: str) -> str:
+    """What two markers that follow the same text both begin with, up to a tag's end
+    (``<|sep|>`` of ``<|sep|><|open|>argument`` and ``<|sep|><|close|>call``), or the
+    characters before a marker's first ``<`` (the tail of the previous tag)."""
+    shared = marker[:_common_prefix(marker, other)]
+    whole = shared.rfind(">") + 1
+    if 0 < whole < len(marker) and "<" in shared[:whole]:
+        return shared[:whole]
     at = marker.find("<")
-    return marker[:at] if at > 0 else ""
+    return marker[:at] if at > 0 and other.startswith(marker[:at]) else ""
 
 
 def _snap_boundaries(fmt: InferredMarkup) -> InferredMarkup:
@@ -155,7 +169,7 @@ def _snap_boundaries(fmt: InferredMarkup) -> InferredMarkup:
     Only cosmetic for the parser (the concatenations stay the same), but the
     record a person reads says ``<calls>`` rather than ``<calls``.
     """
-    run = _leading_run(fmt.call_open)
+    run = _leading_run(fmt.call_open, fmt.section_close)
     if run and not fmt.call_separator and fmt.section_open and \
             fmt.section_close.startswith(run):
         fmt = attrs.evolve(fmt, section_open=fmt.section_open + run,
@@ -163,7 +177,7 @@ def _snap_boundaries(fmt: InferredMarkup) -> InferredMarkup:
                            call_open=fmt.call_open[len(run):],
                            section_close=fmt.section_close[len(run):])
     if fmt.arguments == "tagged":
-        run = _leading_run(fmt.arg_open)
+        run = _leading_run(fmt.arg_open, fmt.call_close)
         if run and not fmt.arg_separator and fmt.call_close.startswith(run) and \
                 ID_HOLE not in run:
             fmt = attrs.evolve(fmt, name_close=fmt.name_close + run,
@@ -179,11 +193,68 @@ def _split_call(block: str, name: str) -> tuple[str, str]:
     return block[:at], block[at + len(name):]
 
 
+def _call_object(block: str, name: str,
+                 start_at: int = 0) -> tuple[int, int, dict[str, Any]] | None:
+    """The JSON object around the first ``name`` after ``start_at`` that holds it as a
+    string value: ``(start, end, object)``."""
+    at = block.find(name, start_at)
+    decoder = json.JSONDecoder()
+    start = block.rfind("{", start_at, at)
+    while start >= start_at:
+        try:
+            value, end = decoder.raw_decode(block, start)
+        except ValueError:
+            value, end = None, -1
+        if isinstance(value, dict) and end > at and name in value.values():
+            return start, end, value
+        start = block.rfind("{", start_at, start)
+    return None
+
+
+def _derive_objects(r: ProbeRenderer, one: str, source: str) -> InferredMarkup | None:
+    """Whole calls written as JSON objects (``{"name": ..., "arguments": {...}}`` in any
+    key order, with ids or counters beside them), or ``None``."""
+    found = _call_object(one, NAME_A)
+    if found is None:
+        return None
+    start, end, obj = found
+    name_keys = [k for k, v in obj.items() if v == NAME_A]
+    args_keys = [k for k, v in obj.items() if v == {KEY_A: TEXT_VALUE}]
+    if len(name_keys) != 1 or len(args_keys) != 1:
+        return None
+    head, tail, separator = one[:start], one[end:], ""
+    parallel = r.parallel
+    if parallel:
+        two = r.block([_call(NAME_A, {KEY_A: TEXT_VALUE}), _call(NAME_B, {KEY_A: TEXT_VALUE})])
+        first, second = _call_object(two, NAME_A), None
+        if first is not None:
+            second = _call_object(two, NAME_B, first[1])
+        if first is None or second is None or two[:first[0]] != head or \
+                two[second[1]:] != tail:
+            return None
+        between = two[first[1]:second[0]]
+        if between.startswith(tail.rstrip()) and between.endswith(head.lstrip()) and \
+                tail.strip():
+            separator = ""  # each call in a section of its own
+        else:
+            separator = between
+    reasoning = _reasoning_markers(source)
+    return InferredMarkup(
+        section_open=head, section_close=tail, call_open="", name_close="", call_close="",
+        call_separator=separator, arguments="objects", parallel=parallel,
+        reasoning_open=reasoning[0], reasoning_close=reasoning[1], name_key=name_keys[0],
+        args_key=args_keys[0], extra_keys=tuple(k for k in obj if k not in
+                                                (name_keys[0], args_keys[0])))
+
+
 def _derive(r: ProbeRenderer, source: str) -> InferredMarkup:
     one = r.block([_call(NAME_A, {KEY_A: TEXT_VALUE})])
     if NAME_A not in one:
         raise DerivationError("the template renders no tool call for an assistant message",
                               seen=one[:300])
+    objects = _derive_objects(r, one, source)
+    if objects is not None:
+        return objects
     head, tail = _split_call(one, NAME_A)
 
     section_open, section_close, call_open, call_tail, separator = "", "", head, tail, ""
@@ -201,11 +272,16 @@ def _derive(r: ProbeRenderer, source: str) -> InferredMarkup:
         rest_a = middle[:len(middle) - len(call_open)]
         shared = _common_prefix(tail, rest_a)
         call_tail, separator, section_close = tail[:shared], rest_a[shared:], tail[shared:]
-        if tail2 != tail:
+        if tail2 != tail and not section_close and tail2.startswith(tail):
+            # the section's end is written only after several calls (R1 distills): the
+            # engine accepts a section that the reply ends without closing
+            section_close = tail2[len(tail):]
+        elif tail2 != tail:
             # the call's position may be written in it (Kimi's ``functions.NAME:0``)
             indexed = _index_hole(tail, tail2)
             if indexed is None or _index_hole(rest_a, tail2) is None:
                 raise DerivationError("two calls end differently from one", seen=two[:300])
+            r.count_after(_counter_context(tail, tail2))
             tail = indexed
             call_tail, separator = _index_hole(rest_a, tail2) or "", ""
             shared = _common_prefix(tail, call_tail)

@@ -136,6 +136,7 @@ class ProbeRenderer:
                                   f"message in any probe shape: {exc}") from exc
         self.wrappers: dict[str, None] = {}
         self._cache: dict[str, str] = {}
+        self._counters: list[re.Pattern[str]] = []
         self._turn_tags = frozenset(
             p for p in markup_pieces(self.turns.header + " " + self.turns.end_of_turn)
             if _is_markup(p))
@@ -198,7 +199,20 @@ class ProbeRenderer:
         else:
             block = bare
         block = self._cut_turn_end(block.strip())
-        return _holes(block) if holes else block
+        return self._holes(block) if holes else block
+
+    def count_after(self, context: str) -> None:
+        """Read the number written after ``context`` as a counter hole (``{id}``) from now
+        on, as the call ids are (Kimi K3's ``index="1"``)."""
+        if context:
+            self._counters.append(re.compile(re.escape(context) + r"[0-9]{1,9}"))
+
+    def _holes(self, text: str) -> str:
+        for call_id in IDS:
+            text = text.replace(call_id, ID_HOLE)
+        for counter in self._counters:
+            text = counter.sub(lambda m: m.group(0).rstrip("0123456789") + ID_HOLE, text)
+        return text
 
     def _reconcile(self, after: str, bare: str, calls: Sequence[Call]) -> str:
         """The opening both forms share; what one writes more before it is turn markup."""
@@ -231,15 +245,12 @@ class ProbeRenderer:
                 self.wrappers[piece] = None
 
     def drops(self) -> tuple[str, ...]:
-        """The turn markup to drop from the text (pieces that look like markup)."""
-        return tuple(p for p in self.wrappers if _is_markup(p))
+        """The turn markup to drop from the text: what was seen around the calls, and the
+        end-of-turn tags (never content: a model echoing one ends its turn)."""
+        ends = (p for p in markup_pieces(self.turns.end_of_turn))
+        return tuple(p for p in dict.fromkeys((*self.wrappers, *ends)) if _is_markup(p))
 
 
 def _first_name(text: str, calls: Sequence[Call]) -> int:
     return text.find(calls[0][0]) if calls else -1
 
-
-def _holes(text: str) -> str:
-    for call_id in IDS:
-        text = text.replace(call_id, ID_HOLE)
-    return text

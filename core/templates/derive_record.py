@@ -49,7 +49,10 @@ class InferredMarkup:
     Calls read ``section_open`` + call (+ ``call_separator`` + call)* +
     ``section_close``; one call ``call_open`` NAME ``name_close`` ARGS
     ``call_close``. ``{id}`` inside those markers stands for the call id. ARGS is
-    one JSON object (``arguments == "json"``) or tagged pairs: ``arg_open`` KEY
+    one JSON object (``arguments == "json"``), a whole call written as a JSON object
+    (``"objects"``: the name under ``name_key``, the arguments under ``args_key``,
+    ``extra_keys`` beside them; ``section_open`` and ``section_close`` around the
+    objects, ``call_separator`` between them), or tagged pairs: ``arg_open`` KEY
     ``key_close`` VALUE ``value_close``, joined by ``arg_separator``; ``{key}``
     inside ``value_close`` repeats the argument name; string values may be
     marked apart (``string_key_close`` / ``string_value_close``).
@@ -71,6 +74,9 @@ class InferredMarkup:
     parallel: bool = True
     reasoning_open: str = ""
     reasoning_close: str = ""
+    name_key: str = ""
+    args_key: str = ""
+    extra_keys: tuple[str, ...] = ()
 
 
 _HOLE = re.compile(r"\{id\}")
@@ -83,10 +89,6 @@ def _literal(marker: str, what: str, seen: InferredMarkup) -> str:
     return marker.strip()
 
 
-_OBJECT_OPEN = re.compile(r'\{\s*"([^"\\]+)"\s*:\s*"$')
-_OBJECT_NAME_END = re.compile(r'"\s*,\s*"([^"\\]+)"\s*:\s*')
-
-
 def to_call_format(inferred: InferredMarkup, *, drops: tuple[str, ...] = ()) -> CallFormat:
     """The engine's record for inferred markers.
 
@@ -96,8 +98,10 @@ def to_call_format(inferred: InferredMarkup, *, drops: tuple[str, ...] = ()) -> 
     fmt = _as_call_objects(inferred)
     if fmt is None:
         fmt = _as_header_calls(inferred)
-    markup = set(fmt.markup)
-    kept = tuple(d for d in drops if d not in markup)
+    # a drop inside a marker would win over the marker while a delta still ends
+    # between the two (a complete token is never held back for a longer one)
+    markup = fmt.markup
+    kept = tuple(d for d in drops if not any(d in m for m in markup))
     return attrs.evolve(fmt, drops=kept) if kept else fmt
 
 
@@ -135,6 +139,9 @@ def _as_header_calls(inferred: InferredMarkup) -> CallFormat:
         trailers=trailers,
         separator=inferred.call_separator.strip(),
         call_open=call_open,
+        # a call opening outside its section opens one (the template may close the
+        # section early, a model may skip its marker)
+        implicit_section=bool(section_open),
         header=Header(patterns=(pattern,)),
         header_end=end,
         header_stop=tuple(t for t in header_stop if t),
@@ -146,29 +153,25 @@ def _as_header_calls(inferred: InferredMarkup) -> CallFormat:
 
 
 def _as_call_objects(inferred: InferredMarkup) -> CallFormat | None:
-    """A call written as a JSON object naming its tool (``{"name": ..., "arguments": ...}``).
+    """Whole calls written as JSON objects naming their tool.
 
-    Read as JSON call objects rather than literal markers, so the object's end is
-    where the JSON ends (and keys after the arguments, such as an id, are fine).
+    Read as JSON call objects rather than literal markers, so an object's end is
+    where the JSON ends, keys may come in any order, and keys beside the name and
+    the arguments (an id, Cohere's ``tool_call_id`` counter) are tolerated.
     """
-    if inferred.arguments != "json":
+    if inferred.arguments != "objects":
         return None
-    opened = _OBJECT_OPEN.search(inferred.call_open)
-    named = _OBJECT_NAME_END.fullmatch(inferred.name_close)
-    brace = inferred.call_close.find("}")
-    if opened is None or named is None or brace < 0:
-        return None
-    head = (inferred.section_open + inferred.call_open[:opened.start()]).strip()
-    tail = (inferred.call_close[brace + 1:] + inferred.section_close).strip()
-    in_list = head.endswith("[")
+    head, tail = inferred.section_open.strip(), inferred.section_close.strip()
+    in_list = head.endswith("[") and (tail.startswith("]") or not tail)
     if in_list:
         head = head[:-1].rstrip()
-        tail = tail[1:].lstrip() if tail.startswith("]") else tail
+        tail = tail[1:].lstrip()
     if ID_HOLE in head + tail:
-        return None
+        raise DerivationError("a call id outside the call objects", seen=repr(inferred))
     trailers: tuple[str, ...] = ()
     if tail and not head:
         trailers, tail = (tail,), ""
+    extra = tuple(dict.fromkeys(("type", "id", *inferred.extra_keys)))
     return CallFormat(
         family=DERIVED_FAMILY,
         description="derived from the chat template",
@@ -176,8 +179,8 @@ def _as_call_objects(inferred: InferredMarkup) -> CallFormat | None:
         section_close=tail,
         at_start=not head,
         trailers=trailers,
-        arguments=CallObjects(name_keys=(opened.group(1),), args_keys=(named.group(1),),
-                              strict=not head),
+        arguments=CallObjects(name_keys=(inferred.name_key,), args_keys=(inferred.args_key,),
+                              extra_keys=extra, strict=not head),
         reasoning=_reasoning(inferred),
         max_calls=None if inferred.parallel else 1,
     )
@@ -197,9 +200,19 @@ def _tagged(inferred: InferredMarkup) -> TaggedArguments:
     if trim:
         key_close, string_key = key_close[:-1], string_key[:-1]
         value_close, string_value = value_close[1:], string_value[1:]
-    if (key_close, value_close) == (string_key, string_value):
-        header_end: dict[str, str | None] = {key_close: None}
+    header = Header()
+    kind = _kind_hole(key_close, string_key)
+    if kind is not None and value_close == string_value:
+        # the value's type is written in the header (Kimi K3's type="string"): a {kind}
+        # hole, string for the word strings get and JSON for any other
+        before, string_word, after = kind
+        header = Header(patterns=("{name}" + before + "{kind}",),
+                        kinds={string_word: "string", "*": "json"})
+        header_end: dict[str, str | None] = {after: None}
         close: str | dict[str, str] = value_close.replace(KEY_HOLE, "{name}")
+    elif (key_close, value_close) == (string_key, string_value):
+        header_end = {key_close: None}
+        close = value_close.replace(KEY_HOLE, "{name}")
     else:
         header_end = {key_close: "json", string_key: "string"}
         close = {"json": value_close.replace(KEY_HOLE, "{name}"),
@@ -208,8 +221,36 @@ def _tagged(inferred: InferredMarkup) -> TaggedArguments:
         raise DerivationError("a call id inside an argument's markup",
                               seen=repr(inferred))
     return TaggedArguments(open=inferred.arg_open.strip() or inferred.arg_open,
-                           header_end=header_end, close=close,
+                           header=header, header_end=header_end, close=close,
                            separator=inferred.arg_separator.strip(), trim_newline=trim)
+
+
+_WORD = re.compile(r"[A-Za-z_]+")
+
+
+def _kind_hole(json_close: str, string_close: str) -> tuple[str, str, str] | None:
+    """``(text before, the string's word, text after)`` where two header ends differ
+    only by a type word (``" type="number">`` / ``" type="string">``), else ``None``."""
+    if json_close == string_close:
+        return None
+    start = 0
+    while start < min(len(json_close), len(string_close)) and \
+            json_close[start] == string_close[start]:
+        start += 1
+    while start > 0 and json_close[start - 1].isalpha():
+        start -= 1
+    end = 0
+    while end < min(len(json_close), len(string_close)) - start and \
+            json_close[-1 - end] == string_close[-1 - end]:
+        end += 1
+    while end > 0 and json_close[-end].isalpha():
+        end -= 1
+    json_word = json_close[start:len(json_close) - end]
+    string_word = string_close[start:len(string_close) - end]
+    after = json_close[len(json_close) - end:]
+    if not (_WORD.fullmatch(json_word) and _WORD.fullmatch(string_word) and after.strip()):
+        return None
+    return json_close[:start], string_word, after
 
 
 _CHECK_TOOLS: dict[str, Any] = {
