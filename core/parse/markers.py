@@ -209,9 +209,14 @@ def compile_header(header: Header) -> HeaderReader:
 def _pattern_regex(pattern: str) -> str:
     out: list[str] = []
     pos = 0
+    seen: set[str] = set()
     for match in _HOLE_RE.finditer(pattern):
         out.append(re.escape(pattern[pos:match.start()]))
-        out.append(_HOLES[match.group(1)])
+        hole = match.group(1)
+        # a hole written twice is one value, checked equal (a name in a header and again
+        # in the call's own markup: Muse Glimmer's to=NAME ... name="NAME")
+        out.append(f"(?P={hole})" if hole in seen and hole != "any" else _HOLES[hole])
+        seen.add(hole)
         pos = match.end()
     out.append(re.escape(pattern[pos:]))
     return "".join(out)

@@ -44,6 +44,7 @@ __all__ = [
     "GrammarArguments",
     "Header",
     "JsonArguments",
+    "ObjectLiteral",
     "PythonicCalls",
     "TaggedArguments",
 ]
@@ -82,7 +83,8 @@ class Header:
 
     :ivar patterns: holes: ``{name}`` (a tool or parameter name), ``{id}`` (a call
         id: no blanks or quotes), ``{index}`` (digits), ``{kind}`` (a word),
-        ``{any}`` (like an id, not kept).
+        ``{any}`` (like an id, not kept). A hole written twice (``to={name} ...
+        name="{name}"``) must hold the same text both times.
     :ivar attributes: hole -> attribute name, for XML-attribute headers.
     :ivar kinds: a ``{kind}`` value -> ``"string"`` (raw text) or ``"json"``; the
         key ``"*"`` covers any other value.
@@ -219,6 +221,35 @@ class GrammarArguments:
 
     reader: Callable[[CallContext], BodyReader]
     name: str = "custom"
+
+
+@attrs.frozen(kw_only=True)
+class ObjectLiteral:
+    """An object-literal notation that is not JSON, as a :class:`GrammarArguments` reader.
+
+    ``GrammarArguments(reader=ObjectLiteral(...))`` reads a call's arguments written
+    as ``{key: value, ...}`` where only the grammar says where a value ends
+    (:mod:`toolwire.parse.literal_reader`): Gemma 4's ``{city:<|"|>Paris<|"|>}``, or
+    Python's ``str()`` of a dict, ``{'city': 'Paris', 'ok': True}``.
+
+    :ivar quote: the token that opens and closes a string (``<|"|>``, ``'``).
+    :ivar escapes: strings hold backslash escapes and are quoted with ``'`` or ``"``,
+        whichever Python chose (its ``str()`` of a dict); otherwise a string is the raw
+        text between two quote tokens.
+    """
+
+    quote: str = "'"
+    escapes: bool = True
+
+    def quotes(self) -> tuple[str, ...]:
+        """The tokens that may open (and then close) a string."""
+        return ("'", '"') if self.escapes and self.quote in ("'", '"') else (self.quote,)
+
+    def __call__(self, call: CallContext) -> BodyReader:
+        """A reader of one call's body in this notation."""
+        from .literal_reader import LiteralObjectReader
+
+        return LiteralObjectReader(self, call)
 
 
 Arguments = JsonArguments | TaggedArguments | CallObjects | PythonicCalls | GrammarArguments

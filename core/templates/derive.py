@@ -20,6 +20,7 @@ never a wrong parser.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -63,16 +64,6 @@ def _common_suffix(a: str, b: str, limit: int) -> int:
     return i
 
 
-def _find_once(text: str, probe: str, what: str) -> int:
-    first = text.find(probe)
-    if first < 0:
-        raise DerivationError(f"the template does not render {what}", seen=text[:300])
-    if text.find(probe, first + 1) >= 0:
-        raise DerivationError(f"the template writes {what} more than once in a call",
-                              seen=text[:300])
-    return first
-
-
 def _json_object_at(text: str, key: str, expected: Mapping[str, Any]) -> tuple[int, int] | None:
     """Find a JSON object equal to ``expected`` around ``key``: (start, end)."""
     decoder = json.JSONDecoder()
@@ -108,7 +99,9 @@ def derive_format(source: str, *, verify: bool = True) -> CallFormat:
     except TemplateError as exc:
         raise DerivationError(f"the template failed while rendering probe calls: {exc}"
                               ) from exc
-    fmt = to_call_format(_snap_boundaries(inferred), drops=renderer.drops())
+    fmt = to_call_format(_snap_boundaries(inferred), drops=renderer.drops(),
+                         prompt_opens=renderer.prompt_opens,
+                         content_prefix=renderer.content_prefix)
     if verify:
         problem = verify_format(fmt, renderer)
         if problem:
@@ -151,14 +144,19 @@ def _digits_end(text: str, at: int) -> int:
 
 
 def _leading_run(marker: str, other: str) -> str:
-    """What two markers that follow the same text both begin with, up to a tag's end
-    (``<|sep|>`` of ``<|sep|><|open|>argument`` and ``<|sep|><|close|>call``), or the
-    characters before a marker's first ``<`` (the tail of the previous tag)."""
-    shared = marker[:_common_prefix(marker, other)]
-    whole = shared.rfind(">") + 1
-    if 0 < whole < len(marker) and "<" in shared[:whole]:
-        return shared[:whole]
-    at = marker.find("<")
+    """The end of the previous tag a character diff left at the start of ``marker`` and of
+    ``other`` (both follow the same text): the characters through a ``>`` that comes
+    before any ``<``, the whole tags both begin with (``<|sep|>`` of
+    ``<|sep|><|open|>argument`` and ``<|sep|><|close|>call``), or the characters before
+    the first ``<``."""
+    at, gt = marker.find("<"), marker.find(">")
+    if 0 <= gt and (at < 0 or gt < at):
+        run = marker[:gt + 1]
+        return run if other.startswith(run) and len(run) < len(marker) else ""
+    if at == 0:
+        shared = marker[:_common_prefix(marker, other)]
+        whole = shared.rfind(">") + 1
+        return shared[:whole] if 0 < whole < len(marker) else ""
     return marker[:at] if at > 0 and other.startswith(marker[:at]) else ""
 
 
@@ -188,9 +186,34 @@ def _snap_boundaries(fmt: InferredMarkup) -> InferredMarkup:
     return fmt
 
 
-def _split_call(block: str, name: str) -> tuple[str, str]:
-    at = _find_once(block, name, "the function name")
-    return block[:at], block[at + len(name):]
+def _split_call(block: str, name: str, echo: str = "") -> tuple[str, str]:
+    """``block`` before and after the call's name (both copies where it is written
+    twice, ``echo`` between them)."""
+    at = block.find(name)
+    if at < 0:
+        raise DerivationError("the template does not render the function name",
+                              seen=block[:300])
+    end = at + len(name)
+    if echo and block.startswith(echo + name, end):
+        end += len(echo) + len(name)
+    if block.find(name, end) >= 0:
+        raise DerivationError("the template writes the function name more than twice in a "
+                              "call, or twice with different text between", seen=block[:300])
+    return block[:at], block[end:]
+
+
+def _name_echo(one: str) -> str:
+    """The text between the two copies of a name written twice in a call (Muse Glimmer's
+    ``to=NAME<|message|>...<atem:invoke name="NAME"``), or ``""``."""
+    first = one.find(NAME_A)
+    second = one.find(NAME_A, first + len(NAME_A))
+    if second < 0:
+        return ""
+    echo = one[first + len(NAME_A):second]
+    if KEY_A in echo or TEXT_VALUE in echo or not echo.strip():
+        raise DerivationError("the template writes the function name twice around the "
+                              "arguments (no rule reads that)", seen=one[:300])
+    return echo
 
 
 def _call_object(block: str, name: str,
@@ -248,22 +271,71 @@ def _derive_objects(r: ProbeRenderer, one: str, source: str) -> InferredMarkup |
 
 
 def _derive(r: ProbeRenderer, source: str) -> InferredMarkup:
+    inferred = _derive_markers(r, source)
+    if inferred.call_separator.strip() and not inferred.section_open.strip():
+        # calls rendered as turns of their own (Muse Glimmer): what is written between
+        # them ends one turn and opens the next, turn markup the record drops
+        r.collect(inferred.call_separator)
+        inferred = attrs.evolve(inferred, call_separator="")
+    return attrs.evolve(inferred, name_echo=r.name_echo)
+
+
+_PYTHONIC_START = re.compile(r"\s*\(\s*" + KEY_A + r"\s*=")
+_QUOTED_VALUE = "zq'q\\b"
+
+
+def _derive_pythonic(r: ProbeRenderer, one: str, source: str) -> InferredMarkup | None:
+    """Calls written as Python, ``name(key=value, ...)``: in a list (``[f(...), g(...)]``)
+    or bare, inside section markers or not, or ``None``."""
+    at = one.find(NAME_A)
+    tail = one[at + len(NAME_A):]
+    if _PYTHONIC_START.match(tail) is None:
+        return None
+    value = tail.find(TEXT_VALUE)
+    close = tail.find(")", value + len(TEXT_VALUE))
+    if value < 0 or close < 0:
+        return None
+    head, after = one[:at].rstrip(), tail[close + 1:]
+    in_list = head.endswith("[") and after.lstrip().startswith("]")
+    if in_list:
+        head, after = head[:-1], after.lstrip()[1:]
+    separator = ""
+    if r.parallel:
+        two = r.block([_call(NAME_A, {KEY_A: TEXT_VALUE}), _call(NAME_B, {KEY_A: TEXT_VALUE})])
+        first_end = two.find(")", two.find(TEXT_VALUE)) + 1
+        between = two[first_end:two.find(NAME_B)]
+        if in_list and between.strip() != ",":
+            return None
+        if not in_list and between.strip() and between.strip() != (after + head).strip():
+            separator = between  # calls one per line inside one section
+    quoted = r.block([_call(NAME_A, {KEY_A: _QUOTED_VALUE})])
+    reasoning = _reasoning_markers(source)
+    return InferredMarkup(
+        section_open=head, section_close=after, call_open="", name_close="", call_close="",
+        call_separator=separator, arguments="pythonic", parallel=r.parallel,
+        reasoning_open=reasoning[0], reasoning_close=reasoning[1],
+        raw_strings=f"'{_QUOTED_VALUE}'" in quoted or f'"{_QUOTED_VALUE}"' in quoted,
+        bare=not in_list)
+
+
+def _derive_markers(r: ProbeRenderer, source: str) -> InferredMarkup:
     one = r.block([_call(NAME_A, {KEY_A: TEXT_VALUE})])
     if NAME_A not in one:
         raise DerivationError("the template renders no tool call for an assistant message",
                               seen=one[:300])
-    objects = _derive_objects(r, one, source)
-    if objects is not None:
-        return objects
-    head, tail = _split_call(one, NAME_A)
+    whole = _derive_objects(r, one, source) or _derive_pythonic(r, one, source)
+    if whole is not None:
+        return whole
+    echo = r.name_echo = _name_echo(one)
+    head, tail = _split_call(one, NAME_A, echo)
 
     section_open, section_close, call_open, call_tail, separator = "", "", head, tail, ""
     parallel = r.parallel
     two = r.block([_call(NAME_A, {KEY_A: TEXT_VALUE}), _call(NAME_B, {KEY_A: TEXT_VALUE})]) \
         if parallel else ""
     if parallel and NAME_B in two:
-        head2, rest = _split_call(two, NAME_A)
-        middle, tail2 = _split_call(rest, NAME_B)
+        head2, rest = _split_call(two, NAME_A, echo)
+        middle, tail2 = _split_call(rest, NAME_B, echo)
         if head2 != head:
             raise DerivationError("the first of two calls opens differently from a single call",
                                   seen=two[:300])
@@ -295,7 +367,7 @@ def _derive(r: ProbeRenderer, source: str) -> InferredMarkup:
     bare = r.block([_call(NAME_A, {})])
     if not bare.startswith(head) or NAME_A not in bare:
         raise DerivationError("the call's opening changes with its arguments", seen=bare[:300])
-    bare_tail = bare[len(head) + len(NAME_A):]
+    bare_tail = _split_call(bare, NAME_A, echo)[1]
     if section_close and bare_tail.endswith(section_close):
         bare_tail = bare_tail[:len(bare_tail) - len(section_close)]
     reasoning = _reasoning_markers(source)
@@ -308,15 +380,56 @@ def _derive(r: ProbeRenderer, source: str) -> InferredMarkup:
             name_close=call_tail[:start], call_close=call_tail[end:],
             call_separator=separator, arguments="json", parallel=parallel,
             reasoning_open=reasoning[0], reasoning_close=reasoning[1])
+    literal = _object_literal(r, call_tail)
+    if literal is not None:
+        start, end, quote, escapes = literal
+        return InferredMarkup(
+            section_open=section_open, section_close=section_close, call_open=call_open,
+            name_close=call_tail[:start], call_close=call_tail[end:],
+            call_separator=separator, arguments="literal", parallel=parallel,
+            reasoning_open=reasoning[0], reasoning_close=reasoning[1], quote=quote,
+            escapes=escapes)
     return _derive_tagged(r, reasoning, section_open, section_close, call_open, call_tail,
                           bare_tail, separator, parallel)
+
+
+_LITERAL_KEY = re.compile(r"\{\s*(['\"]?)" + KEY_A + r"\1\s*:\s*")
+_ESCAPED_VALUE = "zq\\b"
+
+
+def _object_literal(r: ProbeRenderer, tail: str) -> tuple[int, int, str, bool] | None:
+    """The arguments as an object literal that is not JSON: ``(start, end, quote,
+    escapes)``, or ``None``.
+
+    The value grammar is read off the probes: the string quote is what the template
+    writes around a string value (Gemma 4's ``<|"|>``, Python's ``'``); a string
+    holding a backslash shows whether strings are escaped (Python's ``str()`` doubles
+    it) or raw; the body ends at its matching ``}``.
+    """
+    brace = tail.find("{")
+    key = _LITERAL_KEY.match(tail, brace) if brace >= 0 else None
+    if key is None:
+        return None
+    value = tail.find(TEXT_VALUE, key.end())
+    quote = tail[key.end():value]
+    after = value + len(TEXT_VALUE)
+    if value < 0 or not quote or not tail.startswith(quote, after):
+        return None
+    end = tail.find("}", after + len(quote))
+    if end < 0 or tail[after + len(quote):end].strip():
+        return None
+    written = r.block([_call(NAME_A, {KEY_A: _ESCAPED_VALUE})])
+    escapes = _ESCAPED_VALUE.replace("\\", "\\\\") in written
+    if not escapes and _ESCAPED_VALUE not in written:
+        return None
+    return brace, end + 1, quote, escapes
 
 
 def _value_markers(r: ProbeRenderer, value: Any, name_close_and_open: str, call_close: str,
                    section_close: str) -> tuple[str, str]:
     """(key_close, value_close) around a value of this type in a one-argument call."""
     block = r.block([_call(NAME_A, {KEY_A: value})])
-    _, tail = _split_call(block, NAME_A)
+    _, tail = _split_call(block, NAME_A, r.name_echo)
     if section_close and tail.endswith(section_close):
         tail = tail[:len(tail) - len(section_close)]
     text = value if isinstance(value, str) else json.dumps(value)
@@ -370,10 +483,52 @@ def _derive_tagged(r: ProbeRenderer, reasoning: tuple[str, str], section_open: s
     if not between.endswith(arg_open):
         raise DerivationError("the second argument opens differently from the first",
                               seen=both[:300])
+    cdata = _wrapped_in_cdata(r, string_key_close, string_value_close)
+    nested = _nested_token(r)
     return InferredMarkup(
         section_open=section_open, section_close=section_close, call_open=call_open,
         name_close=name_close, call_close=call_close, call_separator=separator,
         arguments="tagged", arg_open=arg_open, key_close=key_close, value_close=value_close,
         string_key_close=string_key_close, string_value_close=string_value_close,
         arg_separator=between[:len(between) - len(arg_open)], parallel=parallel,
-        reasoning_open=reasoning[0], reasoning_close=reasoning[1])
+        reasoning_open=reasoning[0], reasoning_close=reasoning[1], cdata=cdata, nested=nested)
+
+
+_INNER_KEY = "zqkeyin"
+
+
+def _nested_token(r: ProbeRenderer) -> str:
+    """The token before every tag of an object value written as nested elements
+    (MiniMax-M3's ``]<]minimax[>[<key>...]<]minimax[>[</key>``), or ``""``.
+
+    An object value is rendered; when its key is written as a tag ``<key>`` ...
+    ``</key>`` and the same token precedes both tags, values are nested elements.
+    """
+    try:
+        block = r.block([_call(NAME_A, {"zqkeythree": {_INNER_KEY: TEXT_VALUE}})])
+    except TemplateError:
+        return ""
+    opened, closed = block.find(f"<{_INNER_KEY}>"), block.find(f"</{_INNER_KEY}>")
+    if opened < 0 or closed < opened:
+        return ""
+    return block[opened - _common_suffix(block[:opened], block[:closed], 64):opened]
+
+
+_MARKUP_VALUE = "zq<v&l>\nue"
+
+
+def _wrapped_in_cdata(r: ProbeRenderer, key_close: str, value_close: str) -> bool:
+    """Whether a string holding markup characters is wrapped in ``<![CDATA[...]]>`` (the
+    template wraps only the values that need it, as MiniCPM 5 does)."""
+    block = r.block([_call(NAME_A, {KEY_A: _MARKUP_VALUE})])
+    start = block.find(key_close, block.find(KEY_A))
+    end = block.find(value_close.replace(KEY_HOLE, KEY_A), start + len(key_close))
+    if start < 0 or end < 0:
+        return False
+    written = block[start + len(key_close):end]
+    if written == _MARKUP_VALUE:
+        return False
+    if written == f"<![CDATA[{_MARKUP_VALUE}]]>":
+        return True
+    raise DerivationError("a string holding markup characters is written escaped in a way "
+                          "no rule reads (known: raw, or wrapped in CDATA)", seen=written[:300])

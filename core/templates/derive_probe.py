@@ -125,6 +125,12 @@ class ProbeRenderer:
         calls: ``"before"`` them, ``"after"`` them, or ``"none"`` (dropped).
     :ivar wrappers: turn markup seen around the calls (pieces the record drops).
     :ivar shape: the notes on the probe shape the template demanded.
+    :ivar content_prefix: what a call turn writes before its content (turn markup, or the
+        recipient of the text: Functionary v3.2's ``all``).
+    :ivar prompt_opens: the call opening the generation prompt ends with, so a reply may
+        begin with a call without it (``""``: none).
+    :ivar name_echo: the text between the two copies of a name written twice in a call
+        (set by the derivation once it has seen it).
     """
 
     def __init__(self, source: str) -> None:
@@ -137,6 +143,7 @@ class ProbeRenderer:
         self.wrappers: dict[str, None] = {}
         self._cache: dict[str, str] = {}
         self._counters: list[re.Pattern[str]] = []
+        self.name_echo = ""
         self._turn_tags = frozenset(
             p for p in markup_pieces(self.turns.header + " " + self.turns.end_of_turn)
             if _is_markup(p))
@@ -160,13 +167,17 @@ class ProbeRenderer:
             raise DerivationError("the template renders no tool call for an assistant message",
                                   seen=one[:300])
         self.content_mode = "none"
+        self.content_prefix = ""
+        self.prompt_opens = ""
+        self.prompt_tail = self.reply([(NAME_A, {KEY_A: TEXT_VALUE})])[1]
         if self.turns.content_with_calls:
             with_content = self.text([(NAME_A, {KEY_A: TEXT_VALUE})], CONTENT)
             at = with_content.find(CONTENT)
             if at >= 0 and with_content.count(CONTENT) == 1:
                 self.content_mode = "before" if at < with_content.find(NAME_A) else "after"
                 if self.content_mode == "before":
-                    self._collect(with_content[:at])  # what the template writes before content
+                    self.content_prefix = with_content[:at]
+                    self.collect(self.content_prefix)  # written before content: turn markup
 
     @property
     def parallel(self) -> bool:
@@ -220,10 +231,17 @@ class ProbeRenderer:
         first_bare = _first_name(bare, calls)
         if first < 0 or first_bare < 0:
             return after
+        opening = after[:first].strip()
+        if opening and not bare[:first_bare].strip() and \
+                self.prompt_tail.rstrip().endswith(opening):
+            # the generation prompt ends with the call's opening (Functionary v3.2's
+            # >>>): a reply may begin with a call without it, later calls write it
+            self.prompt_opens = opening
+            return after
         shared = _common_suffix(after[:first], bare[:first_bare])
         start = _boundary_after(after, first - shared)
-        self._collect(after[:start])
-        self._collect(bare[:first_bare - (first - start)])
+        self.collect(after[:start])
+        self.collect(bare[:first_bare - (first - start)])
         return after[start:]
 
     def _cut_turn_end(self, block: str) -> str:
@@ -234,11 +252,12 @@ class ProbeRenderer:
             at = block.rfind(piece, 0, cut)
             if at < 0 or block[at + len(piece):cut].strip():
                 break
-            self._collect(piece)
+            self.collect(piece)
             cut = at
         return block[:cut].rstrip()
 
-    def _collect(self, text: str) -> None:
+    def collect(self, text: str) -> None:
+        """Keep the markup pieces of ``text`` as turn markup."""
         handled = REASONING_TAGS if REASONING_TAGS[1] in self.source else ()
         for piece in markup_pieces(text):
             if piece not in handled:

@@ -33,7 +33,16 @@ from ..events import Event
 from ..parse.engine import CallParser
 from ..parse.protocol import FilterContext, ReplyPipeline, StreamFilter, collect_reply
 from ..parse.reasoning import think_filter_spec
-from ..parse.record import CallFormat, CallObjects, Header, JsonArguments, TaggedArguments
+from ..parse.record import (
+    CallFormat,
+    CallObjects,
+    GrammarArguments,
+    Header,
+    JsonArguments,
+    ObjectLiteral,
+    PythonicCalls,
+    TaggedArguments,
+)
 from .derive_probe import CONTENT, ID_HOLE, ProbeRenderer
 
 __all__ = ["ID_HOLE", "KEY_HOLE", "InferredMarkup", "to_call_format", "verify_format"]
@@ -77,6 +86,13 @@ class InferredMarkup:
     name_key: str = ""
     args_key: str = ""
     extra_keys: tuple[str, ...] = ()
+    cdata: bool = False
+    nested: str = ""
+    name_echo: str = ""
+    raw_strings: bool = False
+    bare: bool = False
+    quote: str = ""
+    escapes: bool = False
 
 
 _HOLE = re.compile(r"\{id\}")
@@ -89,20 +105,39 @@ def _literal(marker: str, what: str, seen: InferredMarkup) -> str:
     return marker.strip()
 
 
-def to_call_format(inferred: InferredMarkup, *, drops: tuple[str, ...] = ()) -> CallFormat:
+def to_call_format(inferred: InferredMarkup, *, drops: tuple[str, ...] = (),
+                   prompt_opens: str = "", content_prefix: str = "") -> CallFormat:
     """The engine's record for inferred markers.
 
     :param drops: turn markup seen around the calls, dropped from the text.
+    :param prompt_opens: the call opening the generation prompt ends with: the reply
+        may begin with a call without it.
+    :param content_prefix: what a call turn writes before its content.
     :raises DerivationError: the markers need something a record cannot say.
     """
-    fmt = _as_call_objects(inferred)
+    fmt = _as_call_objects(inferred) or _as_pythonic(inferred)
     if fmt is None:
         fmt = _as_header_calls(inferred)
+        if prompt_opens:
+            fmt = _opened_by_prompt(fmt, inferred.name_close, content_prefix)
     # a drop inside a marker would win over the marker while a delta still ends
     # between the two (a complete token is never held back for a longer one)
     markup = fmt.markup
     kept = tuple(d for d in drops if not any(d in m for m in markup))
     return attrs.evolve(fmt, drops=kept) if kept else fmt
+
+
+def _opened_by_prompt(fmt: CallFormat, name_close: str, content_prefix: str) -> CallFormat:
+    """Calls may begin the reply without their opening, which the generation prompt wrote
+    (Functionary v3.2's ``>>>``). Text then comes after a header of its own when the
+    content is written after a word and the name's end (``all\n``): that word addresses
+    the user, not a tool (``text_headers``)."""
+    fmt = attrs.evolve(fmt, at_start=True)
+    word = content_prefix[:len(content_prefix) - len(name_close)].strip()
+    if name_close and content_prefix.endswith(name_close) and _WORD.fullmatch(word):
+        fmt = attrs.evolve(fmt, text_headers=(word,), header_end=(name_close,),
+                           header_stop=())
+    return fmt
 
 
 def _as_header_calls(inferred: InferredMarkup) -> CallFormat:
@@ -118,8 +153,18 @@ def _as_header_calls(inferred: InferredMarkup) -> CallFormat:
         pattern_tail, end = name_close[:last], name_close[last:].strip()
     else:
         pattern_tail, end = "", name_close.strip()
-    pattern = (pattern_head.strip() + "{name}" + pattern_tail.rstrip()).replace(ID_HOLE, "{id}")
-    arguments = JsonArguments() if inferred.arguments == "json" else _tagged(inferred)
+    # a name written twice: both holes are one value, checked equal
+    name = "{name}" + inferred.name_echo + "{name}" if inferred.name_echo else "{name}"
+    pattern = (pattern_head.strip() + name + pattern_tail.rstrip()).replace(ID_HOLE, "{id}")
+    arguments: JsonArguments | TaggedArguments | GrammarArguments
+    if inferred.arguments == "json":
+        arguments = JsonArguments()
+    elif inferred.arguments == "literal":
+        arguments = GrammarArguments(reader=ObjectLiteral(quote=inferred.quote,
+                                                          escapes=inferred.escapes),
+                                     name="object literal")
+    else:
+        arguments = _tagged(inferred)
     header_stop: tuple[str, ...] = ()
     if not end:  # the name is followed only by blanks: it ends where the arguments begin
         if isinstance(arguments, TaggedArguments):
@@ -140,8 +185,9 @@ def _as_header_calls(inferred: InferredMarkup) -> CallFormat:
         separator=inferred.call_separator.strip(),
         call_open=call_open,
         # a call opening outside its section opens one (the template may close the
-        # section early, a model may skip its marker)
-        implicit_section=bool(section_open),
+        # section early, a model may skip its marker), where that opening is markup
+        # that prose does not hold (not Apertus's '{"')
+        implicit_section=bool(section_open) and _is_tag(call_open),
         header=Header(patterns=(pattern,)),
         header_end=end,
         header_stop=tuple(t for t in header_stop if t),
@@ -150,6 +196,10 @@ def _as_header_calls(inferred: InferredMarkup) -> CallFormat:
         reasoning=_reasoning(inferred),
         max_calls=None if inferred.parallel else 1,
     )
+
+
+def _is_tag(marker: str) -> bool:
+    return len(marker) >= 3 and any(c in marker for c in "<>[]|｜")
 
 
 def _as_call_objects(inferred: InferredMarkup) -> CallFormat | None:
@@ -181,6 +231,30 @@ def _as_call_objects(inferred: InferredMarkup) -> CallFormat | None:
         trailers=trailers,
         arguments=CallObjects(name_keys=(inferred.name_key,), args_keys=(inferred.args_key,),
                               extra_keys=extra, strict=not head),
+        reasoning=_reasoning(inferred),
+        max_calls=None if inferred.parallel else 1,
+    )
+
+
+def _as_pythonic(inferred: InferredMarkup) -> CallFormat | None:
+    """Calls written as Python, read by the engine's pythonic reader."""
+    if inferred.arguments != "pythonic":
+        return None
+    head, tail = inferred.section_open.strip(), inferred.section_close.strip()
+    if ID_HOLE in head + tail:
+        raise DerivationError("a call id outside the pythonic calls", seen=repr(inferred))
+    trailers: tuple[str, ...] = ()
+    if tail and not head:
+        trailers, tail = (tail,), ""
+    return CallFormat(
+        family=DERIVED_FAMILY,
+        description="derived from the chat template",
+        section_open=head,
+        section_close=tail,
+        separator=inferred.call_separator.strip(),
+        at_start=not head,
+        trailers=trailers,
+        arguments=PythonicCalls(raw_strings=inferred.raw_strings, bare=inferred.bare),
         reasoning=_reasoning(inferred),
         max_calls=None if inferred.parallel else 1,
     )
@@ -222,7 +296,8 @@ def _tagged(inferred: InferredMarkup) -> TaggedArguments:
                               seen=repr(inferred))
     return TaggedArguments(open=inferred.arg_open.strip() or inferred.arg_open,
                            header=header, header_end=header_end, close=close,
-                           separator=inferred.arg_separator.strip(), trim_newline=trim)
+                           separator=inferred.arg_separator.strip(), trim_newline=trim,
+                           cdata=inferred.cdata, nested=inferred.nested)
 
 
 _WORD = re.compile(r"[A-Za-z_]+")
