@@ -33,11 +33,14 @@ def typecheck(session: nox.Session) -> None:
 
 @nox.session(default=False)
 def fuzz(session: nox.Session) -> None:
-    """Property tests with the 'fuzz' hypothesis profile (many more examples)."""
+    """Property tests with the 'fuzz' hypothesis profile (many more examples), then every
+    parser family on 100,000 fuzzed replies (``nox -s fuzz -- --replies N`` to change it)."""
     session.install(*EDITABLE)
     session.env["HYPOTHESIS_PROFILE"] = "fuzz"
     session.run("python", "-m", "pytest", "-q", "-k", "property or round_trip or garbage "
-                "or chunking or fuzz or hostile", *session.posargs)
+                "or chunking or fuzz or hostile")
+    session.run("python", "scripts/fuzz_parsers.py", "--replies", "100000",
+                "--json", "benchmarks/results/fuzz_parsers.json", *session.posargs)
 
 
 @nox.session(default=False)

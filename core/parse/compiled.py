@@ -28,6 +28,7 @@ class CompiledFormat:
         if fmt.implicit_section:
             openers = (*openers, *fmt.call_open)
         self.openers = frozenset(openers)
+        self.longest_opener = max((len(o) for o in openers), default=0)
         self.section_openers = frozenset(fmt.section_open)
         self.text = TokenSet((*openers, *fmt.drops, *fmt.blocks))
         self.text_after_call = TokenSet((*openers, *fmt.drops, *fmt.trailers, *fmt.blocks))

@@ -517,6 +517,7 @@ class CallParser:
         if start < n and self._c.after_call.at(data, start) is None:
             window = data[start:start + MAX_GAP + self._c.call_close.longest]
             if self._c.call_close.find(window, 0) is not None:
+                self._take(data, pos, start)  # the blanks are part of the text shown
                 return self._to_malformed(start, "malformed_call",
                                           f"text after a {fmt.family} call's arguments where "
                                           f"{fmt.call_close[0]} belongs; shown as text")
@@ -574,6 +575,9 @@ class CallParser:
         if self._c.openers and any(data.startswith(o, start) for o in self._c.openers):
             self._end_section()
             return start
+        if not eof and n - start < self._c.longest_opener and any(
+                o.startswith(data[start:]) for o in self._c.openers):
+            return self._hold(data, start)  # another opening marker, cut short by the delta?
         out.append(DiagnosticEvent("unclosed_call", f"the calls ended without "
                                    f"{fmt.section_close[0]}", ""))
         self._end_section()

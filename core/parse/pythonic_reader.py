@@ -197,6 +197,8 @@ class PythonicCallsReader(ReaderBase):
                                               "closing ']'; it ends with the section", ""))
             self._state = _OVER
             return DONE, pos
+        if not eof and self._ends.is_prefix(data, pos):
+            return MORE, pos  # the section's end, cut short by the delta?
         return self._refuse(pos, "expected ',' or ']' after a call")
 
     def _refuse(self, pos: int, message: str) -> tuple[int, int]:
@@ -362,6 +364,9 @@ class PythonicCallsReader(ReaderBase):
             if ch == "<" and self._ends.at(data, k) is not None:
                 self._other_piece(data, pos, k)
                 return self._refuse(k, "the calls ended inside a value")
+            if ch == "<" and not eof and self._ends.is_prefix(data, k):
+                self._other_piece(data, pos, k)  # the section's end, cut short by the delta?
+                return MORE, k
             if ch in "'\"":
                 self._in_string = ch
             elif ch in "([{":

@@ -346,7 +346,7 @@ class TaggedArgsReader(ReaderBase):
                 verdict = self._follows_close(data, k + len(token), eof)
                 consume = True
             else:
-                verdict = self._recovers(data, k, token, eof)
+                verdict = self._recovers(data, pos, k, token, eof)
                 consume = False
             if verdict == _LITERAL:
                 self._saw_close = self._saw_close or consume
@@ -358,7 +358,7 @@ class TaggedArgsReader(ReaderBase):
                 return MORE, end
             if consume:
                 self.take(data, end, k + len(token))
-                self._release_blanks(out, layout_newline=self._trim and end == pos)
+                self._release_blanks(out, layout_newline=self._trim and k == pos)
                 self._finish_value(out)
                 return _GO, k + len(token)
             self.take(data, end, k)
@@ -508,9 +508,16 @@ class TaggedArgsReader(ReaderBase):
             return _NEED_MORE
         return _LITERAL
 
-    def _recovers(self, data: str, k: int, token: str, eof: bool) -> int:
-        """Whether a structural marker inside a value ends it (its close is missing)."""
+    def _recovers(self, data: str, pos: int, k: int, token: str, eof: bool) -> int:
+        """Whether a structural marker inside a value ends it (its close is missing).
+
+        Never inside a JSON value's open string: a non-string value is JSON, and
+        markup between its quotes is text.
+        """
         syntax = self._syntax
+        if not self._string and _inside_json_string("".join(self._parts) + self._blanks
+                                                     + data[pos:k]):
+            return _LITERAL
         if token == syntax.args.open:
             found = self._header_at(data, k, eof)
             if found == _NEED_MORE:
@@ -580,3 +587,22 @@ def _partial(data: str, start: int, token: str) -> int:
         if token.startswith(data[k:]):
             return k
     return n
+
+
+def _inside_json_string(text: str) -> bool:
+    """Whether JSON text ends inside a string literal (quotes counted, escapes skipped)."""
+    inside = False
+    i = text.find('"')
+    while i >= 0:
+        if inside:
+            backslashes = 0
+            j = i - 1
+            while j >= 0 and text[j] == "\\":
+                backslashes += 1
+                j -= 1
+            if backslashes % 2 == 0:
+                inside = False
+        else:
+            inside = True
+        i = text.find('"', i + 1)
+    return inside

@@ -2,10 +2,14 @@
 
 * :func:`check_parser`: the parser conformance suite; one call checks a parser
   plugin through the real chat template it claims (see ``docs/testing-plugins.md``).
+* :func:`fuzz_parser`: checks a parser on many mutated replies (whole and cut
+  into random deltas) at volume; ``scripts/fuzz_parsers.py`` runs it per family.
 * :class:`AssistantTurnRenderer`: renders assistant tool-call turns through any
   template and cuts out the text the model would have written.
 * :mod:`toolwire.testing.strategies`: hypothesis strategies (tool schemas,
   conforming arguments, adversarial text, chunkings).
+* :func:`write_tiny_gguf`: a tiny random-weight GGUF model with any chat
+  template, run for real by llama.cpp (``toolwire.testing.tiny_gguf``).
 * :class:`ScriptedBackend`: a stand-in model that replays given raw replies
   through the real parser pipeline (filters + the family's parser).
 * :func:`isolated_plugin_manager`: a plugin manager that loads no entry points.
@@ -34,18 +38,24 @@ if TYPE_CHECKING:
         PropertyResult,
         check_parser,
     )
+    from .fuzz import FuzzFailure, FuzzReport, fuzz_parser
+    from .tiny_gguf import write_tiny_gguf
 
 __all__ = [
     "PROPERTIES",
     "AssistantTurnRenderer",
     "ConformanceError",
     "ConformanceReport",
+    "FuzzFailure",
+    "FuzzReport",
     "PropertyResult",
     "Registered",
     "RenderedReply",
     "ScriptedBackend",
     "check_parser",
+    "fuzz_parser",
     "isolated_plugin_manager",
+    "write_tiny_gguf",
 ]
 
 _FROM_CONFORMANCE = frozenset({
@@ -53,9 +63,20 @@ _FROM_CONFORMANCE = frozenset({
 })
 
 
+_FROM_FUZZ = frozenset({"FuzzFailure", "FuzzReport", "fuzz_parser"})
+
+
 def __getattr__(name: str) -> Any:
     if name in _FROM_CONFORMANCE:
         from . import conformance
 
         return getattr(conformance, name)
+    if name in _FROM_FUZZ:
+        from . import fuzz
+
+        return getattr(fuzz, name)
+    if name == "write_tiny_gguf":  # numpy is imported when a model is written
+        from .tiny_gguf import write_tiny_gguf
+
+        return write_tiny_gguf
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -423,10 +423,8 @@ class HarmonyParser:
         self._state = _HEADER
         self._lead = True
         if match.group(0) == START:
-            if match.start() == pos:  # no header after it: keep the token as text
-                out.append(TextEvent(START))
-                self._state = _TEXT
-                return match.end()
+            # the header scanner reads what follows; a stray token it shows as text
+            # and goes on after it, so the scan always moves forward
             return match.start()
         return match.end()
 
