@@ -73,6 +73,7 @@ from .bounded_ops import (
 )
 from .render_budget import (
     DEFAULT_MAX_OUTPUT_CHARS,
+    UNCOUNTED_SIZE,
     RenderBudget,
     RenderLimits,
     ResourceLimitError,
@@ -250,11 +251,19 @@ class _BudgetedCodeGenerator(CodeGenerator):
 
     @optimizeconst
     def visit_Add(self, node: nodes.BinExpr, frame: Frame) -> None:
-        self.write("environment.guarded_add(")
+        # Inline for the common cases, two short strings or two integers (neither can
+        # grow a value much); anything else goes through the guard. Both operands are
+        # evaluated once, left first, into names of their own.
+        self._guard_names = getattr(self, "_guard_names", 0) + 1
+        left, right = f"t_add{self._guard_names}_l", f"t_add{self._guard_names}_r"
+        # (`&` rather than `and` so that both sides are evaluated whatever the first is.)
+        self.write(f"({left} + {right} if ((type({left} := ")
         self.visit(node.left, frame)
-        self.write(", ")
+        self.write(f") is str) & (type({right} := ")
         self.visit(node.right, frame)
-        self.write(")")
+        self.write(f") is str) and len({left}) + len({right}) <= {UNCOUNTED_SIZE}) or "
+                   f"(type({left}) is int and type({right}) is int) "
+                   f"else environment.guarded_add({left}, {right}))")
 
     @optimizeconst
     def visit_Concat(self, node: nodes.Concat, frame: Frame) -> None:

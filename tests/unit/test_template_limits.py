@@ -325,3 +325,15 @@ def test_a_real_template_renders_a_long_history_within_the_default_bounds(path: 
         template.render(_history(150), tools=TOOLS)
     except TemplateError as exc:
         assert "resource limit" not in str(exc) and "output exceeds" not in str(exc), str(exc)
+
+
+def test_plus_evaluates_each_operand_once_left_first_whatever_their_types() -> None:
+    source = (
+        "{% set ns = namespace(log='') %}"
+        "{% macro a() %}{% set ns.log = ns.log ~ 'a' %}1{% endmacro %}"
+        "{% macro b() %}{% set ns.log = ns.log ~ 'b' %}2{% endmacro %}"
+        "{{ a() + b() }}|{{ (a() | int) + (b() | int) }}|{{ [a()] + [b()] }}|{{ ns.log }}"
+    )
+    assert ChatTemplate(source).render([]) == "12|3|['1', '2']|ababab"
+    with pytest.raises(TemplateError, match="TypeError"):
+        ChatTemplate("{{ 'x' + 1 }}").render([])
