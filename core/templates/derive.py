@@ -38,6 +38,7 @@ from .derive_probe import (
     TEXT_VALUE,
     Call,
     ProbeRenderer,
+    refusal,
 )
 from .derive_record import KEY_HOLE, InferredMarkup, to_call_format, verify_format
 
@@ -97,16 +98,17 @@ def derive_format(source: str, *, verify: bool = True) -> CallFormat:
     try:
         inferred = _derive(renderer, source)
     except TemplateError as exc:
-        raise DerivationError(f"the template failed while rendering probe calls: {exc}"
-                              ) from exc
+        raise refusal(f"the template failed while rendering probe calls: {exc}",
+                      rule="probe shapes") from exc
     fmt = to_call_format(_snap_boundaries(inferred), drops=renderer.drops(),
                          prompt_opens=renderer.prompt_opens,
                          content_prefix=renderer.content_prefix)
     if verify:
         problem = verify_format(fmt, renderer)
         if problem:
-            raise DerivationError(f"the inferred record does not reproduce the template's "
-                                  f"output: {problem}", seen=repr(fmt))
+            raise refusal(f"the inferred record does not reproduce the template's "
+                          f"output: {problem}", seen=repr(fmt),
+                          rule="a drift the probes do not model")
     return fmt
 
 
@@ -191,14 +193,15 @@ def _split_call(block: str, name: str, echo: str = "") -> tuple[str, str]:
     twice, ``echo`` between them)."""
     at = block.find(name)
     if at < 0:
-        raise DerivationError("the template does not render the function name",
-                              seen=block[:300])
+        raise refusal("the template does not render the function name",
+                      seen=block[:300], rule="call openings")
     end = at + len(name)
     if echo and block.startswith(echo + name, end):
         end += len(echo) + len(name)
     if block.find(name, end) >= 0:
-        raise DerivationError("the template writes the function name more than twice in a "
-                              "call, or twice with different text between", seen=block[:300])
+        raise refusal("the template writes the function name more than twice in a "
+                      "call, or twice with different text between", seen=block[:300],
+                      rule="the name written twice")
     return block[:at], block[end:]
 
 
@@ -211,8 +214,9 @@ def _name_echo(one: str) -> str:
         return ""
     echo = one[first + len(NAME_A):second]
     if KEY_A in echo or TEXT_VALUE in echo or not echo.strip():
-        raise DerivationError("the template writes the function name twice around the "
-                              "arguments (no rule reads that)", seen=one[:300])
+        raise refusal("the template writes the function name twice around the "
+                      "arguments (no rule reads that)", seen=one[:300],
+                      rule="the name written twice")
     return echo
 
 
@@ -321,8 +325,8 @@ def _derive_pythonic(r: ProbeRenderer, one: str, source: str) -> InferredMarkup 
 def _derive_markers(r: ProbeRenderer, source: str) -> InferredMarkup:
     one = r.block([_call(NAME_A, {KEY_A: TEXT_VALUE})])
     if NAME_A not in one:
-        raise DerivationError("the template renders no tool call for an assistant message",
-                              seen=one[:300])
+        raise refusal("the template renders no tool call for an assistant message",
+                      seen=one[:300], rule="probe shapes")
     whole = _derive_objects(r, one, source) or _derive_pythonic(r, one, source)
     if whole is not None:
         return whole
@@ -337,8 +341,8 @@ def _derive_markers(r: ProbeRenderer, source: str) -> InferredMarkup:
         head2, rest = _split_call(two, NAME_A, echo)
         middle, tail2 = _split_call(rest, NAME_B, echo)
         if head2 != head:
-            raise DerivationError("the first of two calls opens differently from a single call",
-                                  seen=two[:300])
+            raise refusal("the first of two calls opens differently from a single call",
+                          seen=two[:300], rule="call openings")
         call_open = head[len(head) - _common_suffix(head, middle, len(head)):]
         section_open = head[:len(head) - len(call_open)]
         rest_a = middle[:len(middle) - len(call_open)]
@@ -352,7 +356,8 @@ def _derive_markers(r: ProbeRenderer, source: str) -> InferredMarkup:
             # the call's position may be written in it (Kimi's ``functions.NAME:0``)
             indexed = _index_hole(tail, tail2)
             if indexed is None or _index_hole(rest_a, tail2) is None:
-                raise DerivationError("two calls end differently from one", seen=two[:300])
+                raise refusal("two calls end differently from one", seen=two[:300],
+                              rule="counters and ids")
             r.count_after(_counter_context(tail, tail2))
             tail = indexed
             call_tail, separator = _index_hole(rest_a, tail2) or "", ""
@@ -362,11 +367,12 @@ def _derive_markers(r: ProbeRenderer, source: str) -> InferredMarkup:
     else:
         parallel = False
     if not call_open.strip():
-        raise DerivationError("nothing marks where a call begins", seen=one[:300])
+        raise refusal("nothing marks where a call begins", seen=one[:300], rule="call openings")
 
     bare = r.block([_call(NAME_A, {})])
     if not bare.startswith(head) or NAME_A not in bare:
-        raise DerivationError("the call's opening changes with its arguments", seen=bare[:300])
+        raise refusal("the call's opening changes with its arguments", seen=bare[:300],
+                      rule="call openings")
     bare_tail = _split_call(bare, NAME_A, echo)[1]
     if section_close and bare_tail.endswith(section_close):
         bare_tail = bare_tail[:len(bare_tail) - len(section_close)]
@@ -436,8 +442,8 @@ def _value_markers(r: ProbeRenderer, value: Any, name_close_and_open: str, call_
     k = tail.find(KEY_A)
     v = tail.find(text, k + len(KEY_A))
     if k < 0 or v < 0 or tail[:k] != name_close_and_open or not tail.endswith(call_close):
-        raise DerivationError(f"a {type(value).__name__} argument is written in another "
-                              "structure", seen=tail[:300])
+        raise refusal(f"a {type(value).__name__} argument is written in another "
+                      "structure", seen=tail[:300], rule="argument layout")
     value_close = tail[v + len(text):len(tail) - len(call_close)]
     return tail[k + len(KEY_A):v], value_close.replace(KEY_A, KEY_HOLE)
 
@@ -447,42 +453,42 @@ def _derive_tagged(r: ProbeRenderer, reasoning: tuple[str, str], section_open: s
                    separator: str, parallel: bool) -> InferredMarkup:
     k = tail.find(KEY_A)
     if k < 0:
-        raise DerivationError("the argument name is not rendered", seen=tail[:300])
+        raise refusal("the argument name is not rendered", seen=tail[:300], rule="argument layout")
     v = tail.find(TEXT_VALUE, k)
     if v < 0:
-        raise DerivationError("the argument value is not rendered after its name",
-                              seen=tail[:300])
+        raise refusal("the argument value is not rendered after its name",
+                      seen=tail[:300], rule="argument layout")
     after_value = tail[v + len(TEXT_VALUE):].replace(KEY_A, KEY_HOLE)
     if KEY_A in tail[k + len(KEY_A):v] or KEY_A in tail[:k]:
-        raise DerivationError("the argument name is written more than once before its value",
-                              seen=tail[:300])
+        raise refusal("the argument name is written more than once before its value",
+                      seen=tail[:300], rule="argument layout")
     # The call without arguments is name_close + call_close; the suffix wins overlaps.
     suffix = _common_suffix(bare_tail, after_value, len(bare_tail))
     call_close = bare_tail[len(bare_tail) - suffix:]
     name_close = bare_tail[:len(bare_tail) - suffix]
     if not tail[:k].startswith(name_close):
-        raise DerivationError("the call's name is closed differently with arguments",
-                              seen=tail[:300])
+        raise refusal("the call's name is closed differently with arguments",
+                      seen=tail[:300], rule="call openings")
     arg_open = tail[len(name_close):k]
     string_key_close, string_value_close = _value_markers(
         r, TEXT_VALUE, name_close + arg_open, call_close, section_close)
     key_close, value_close = _value_markers(r, NUMBER_VALUE, name_close + arg_open,
                                             call_close, section_close)
     if not value_close.strip() or not string_value_close.strip():
-        raise DerivationError("a value has no closing marker (its end could only be found "
-                              "with a grammar for values)", seen=tail[:300])
+        raise refusal("a value has no closing marker (its end could only be found "
+                      "with a grammar for values)", seen=tail[:300], rule="value grammar")
 
     both = r.block([_call(NAME_A, {KEY_A: TEXT_VALUE, KEY_B: NUMBER_VALUE})])
     first_end = both.find(TEXT_VALUE)
     second = both.find(KEY_B)
     closing = string_value_close.replace(KEY_HOLE, KEY_A)
     if first_end < 0 or second < 0 or not both.startswith(closing, first_end + len(TEXT_VALUE)):
-        raise DerivationError("two arguments are not written one after the other",
-                              seen=both[:300])
+        raise refusal("two arguments are not written one after the other",
+                      seen=both[:300], rule="argument layout")
     between = both[first_end + len(TEXT_VALUE) + len(closing):second]
     if not between.endswith(arg_open):
-        raise DerivationError("the second argument opens differently from the first",
-                              seen=both[:300])
+        raise refusal("the second argument opens differently from the first",
+                      seen=both[:300], rule="argument layout")
     cdata = _wrapped_in_cdata(r, string_key_close, string_value_close)
     nested = _nested_token(r)
     return InferredMarkup(
@@ -530,5 +536,6 @@ def _wrapped_in_cdata(r: ProbeRenderer, key_close: str, value_close: str) -> boo
         return False
     if written == f"<![CDATA[{_MARKUP_VALUE}]]>":
         return True
-    raise DerivationError("a string holding markup characters is written escaped in a way "
-                          "no rule reads (known: raw, or wrapped in CDATA)", seen=written[:300])
+    raise refusal("a string holding markup characters is written escaped in a way "
+                  "no rule reads (known: raw, or wrapped in CDATA)", seen=written[:300],
+                  rule="content-dependent wrapping")

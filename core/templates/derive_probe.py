@@ -44,10 +44,12 @@ __all__ = [
     "NAME_A",
     "NAME_B",
     "NUMBER_VALUE",
+    "RULES",
     "TEXT_VALUE",
     "Call",
     "ProbeRenderer",
     "markup_pieces",
+    "refusal",
 ]
 
 NAME_A, NAME_B = "zqfnalpha", "zqfnbeta"
@@ -86,6 +88,27 @@ def probe_tools(shape: int) -> list[dict[str, Any]]:
 
 _SHAPES: Final = (0, 1)
 _TAG_JOINT = re.compile(r"(?<=[>\]])(?=[<\[])")
+
+
+RULES: Final = {
+    "probe shapes": "render the probes in a shape this template accepts (item 7)",
+    "call openings": "find where a call begins (a marker, the reply's start, the prompt)",
+    "counters and ids": "a call id or counter where the record has no hole for it (item 4)",
+    "the name written twice": "bind two copies of a name to one value (item 5)",
+    "argument layout": "arguments laid out other than one pair after another",
+    "value grammar": "a value grammar ending values without a closing marker (item 1)",
+    "content-dependent wrapping": "read a value or turn written differently by content "
+                                  "(item 6)",
+    "a drift the probes do not model": "the record reproduces the probes but not a richer "
+                                       "turn",
+}
+"""The derivation rules a refusal can name as missing (``toolwire detect --derive``
+prints the one that stopped it); docs/derived.md reasons each rule."""
+
+
+def refusal(message: str, *, rule: str, seen: str = "") -> DerivationError:
+    """A :class:`DerivationError` that names the rule derivation is missing."""
+    return DerivationError(f"{message} [missing rule: {rule}: {RULES[rule]}]", seen=seen)
 
 
 def markup_pieces(text: str) -> list[str]:
@@ -138,8 +161,9 @@ class ProbeRenderer:
         try:
             self.turns = AssistantTurnRenderer(source, make_call_id=lambda i: IDS[i % len(IDS)])
         except TemplateError as exc:
-            raise DerivationError(f"the template renders no tool call for an assistant "
-                                  f"message in any probe shape: {exc}") from exc
+            raise refusal(f"the template renders no tool call for an assistant "
+                          f"message in any probe shape: {exc}",
+                          rule="probe shapes") from exc
         self.wrappers: dict[str, None] = {}
         self._cache: dict[str, str] = {}
         self._counters: list[re.Pattern[str]] = []
@@ -158,14 +182,14 @@ class ProbeRenderer:
             break
         else:
             assert failure is not None
-            raise DerivationError(f"the template failed while rendering probe calls in every "
-                                  f"probe shape: {failure}") from failure
+            raise refusal(f"the template failed while rendering probe calls in every "
+                          f"probe shape: {failure}", rule="probe shapes") from failure
         self.shape = list(self.turns.notes)
         if shape:
             self.shape.append("the probe tools spell out additionalProperties and required")
         if NAME_A not in one:
-            raise DerivationError("the template renders no tool call for an assistant message",
-                                  seen=one[:300])
+            raise refusal("the template renders no tool call for an assistant message",
+                          seen=one[:300], rule="probe shapes")
         self.content_mode = "none"
         self.content_prefix = ""
         self.prompt_opens = ""

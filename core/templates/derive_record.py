@@ -28,7 +28,7 @@ from typing import Any
 
 import attrs
 
-from ..errors import DerivationError, TemplateError
+from ..errors import TemplateError
 from ..events import Event
 from ..parse.engine import CallParser
 from ..parse.protocol import FilterContext, ReplyPipeline, StreamFilter, collect_reply
@@ -43,7 +43,7 @@ from ..parse.record import (
     PythonicCalls,
     TaggedArguments,
 )
-from .derive_probe import CONTENT, ID_HOLE, ProbeRenderer
+from .derive_probe import CONTENT, ID_HOLE, ProbeRenderer, refusal
 
 __all__ = ["ID_HOLE", "KEY_HOLE", "InferredMarkup", "to_call_format", "verify_format"]
 
@@ -100,8 +100,8 @@ _HOLE = re.compile(r"\{id\}")
 
 def _literal(marker: str, what: str, seen: InferredMarkup) -> str:
     if ID_HOLE in marker:
-        raise DerivationError(f"a call id inside the {what} (a counter hole there is not "
-                              "supported)", seen=repr(seen))
+        raise refusal(f"a call id inside the {what} (a counter hole there is not "
+                      "supported)", seen=repr(seen), rule="counters and ids")
     return marker.strip()
 
 
@@ -145,7 +145,8 @@ def _as_header_calls(inferred: InferredMarkup) -> CallFormat:
     call_open = head.strip()
     pattern_head = hole + rest
     if not call_open:
-        raise DerivationError("nothing marks where a call begins", seen=repr(inferred))
+        raise refusal("nothing marks where a call begins", seen=repr(inferred),
+                      rule="call openings")
     name_close = inferred.name_close
     holes = list(_HOLE.finditer(name_close))
     if holes:
@@ -217,7 +218,8 @@ def _as_call_objects(inferred: InferredMarkup) -> CallFormat | None:
         head = head[:-1].rstrip()
         tail = tail[1:].lstrip()
     if ID_HOLE in head + tail:
-        raise DerivationError("a call id outside the call objects", seen=repr(inferred))
+        raise refusal("a call id outside the call objects", seen=repr(inferred),
+                      rule="counters and ids")
     trailers: tuple[str, ...] = ()
     if tail and not head:
         trailers, tail = (tail,), ""
@@ -242,7 +244,8 @@ def _as_pythonic(inferred: InferredMarkup) -> CallFormat | None:
         return None
     head, tail = inferred.section_open.strip(), inferred.section_close.strip()
     if ID_HOLE in head + tail:
-        raise DerivationError("a call id outside the pythonic calls", seen=repr(inferred))
+        raise refusal("a call id outside the pythonic calls", seen=repr(inferred),
+                      rule="counters and ids")
     trailers: tuple[str, ...] = ()
     if tail and not head:
         trailers, tail = (tail,), ""
@@ -292,8 +295,8 @@ def _tagged(inferred: InferredMarkup) -> TaggedArguments:
         close = {"json": value_close.replace(KEY_HOLE, "{name}"),
                  "string": string_value.replace(KEY_HOLE, "{name}")}
     if ID_HOLE in inferred.arg_open + key_close + string_key + value_close + string_value:
-        raise DerivationError("a call id inside an argument's markup",
-                              seen=repr(inferred))
+        raise refusal("a call id inside an argument's markup",
+                      seen=repr(inferred), rule="counters and ids")
     return TaggedArguments(open=inferred.arg_open.strip() or inferred.arg_open,
                            header=header, header_end=header_end, close=close,
                            separator=inferred.arg_separator.strip(), trim_newline=trim,
