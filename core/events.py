@@ -18,6 +18,7 @@ from typing import Any, ClassVar
 import attrs
 
 __all__ = [
+    "ApprovalRequestEvent",
     "DiagnosticEvent",
     "DoneEvent",
     "ErrorEvent",
@@ -125,6 +126,22 @@ class ToolResultEvent(_EventBase):
 
 
 @attrs.frozen
+class ApprovalRequestEvent(_EventBase):
+    """A call of a tool that changes things waits for the user's approval.
+
+    Sent between the call's ``tool_call`` and its ``tool_result`` by a server that
+    asks its client before writes (``toolwire serve --approvals``); the answer
+    goes to ``POST /v1/chat/{reply id}/approval``. ``id`` is the call's id;
+    ``arguments`` are the model's, as the ``tool_call`` showed them.
+    """
+
+    type: ClassVar[str] = "approval_request"
+    id: str
+    name: str
+    arguments: Mapping[str, Any] = attrs.field(converter=_freeze_mapping, factory=dict)
+
+
+@attrs.frozen
 class DiagnosticEvent(_EventBase):
     """Something in the model's output was not what its format expects.
 
@@ -179,6 +196,7 @@ Event = (
     | ToolCallDeltaEvent
     | ToolCallEvent
     | ToolResultEvent
+    | ApprovalRequestEvent
     | DiagnosticEvent
     | NoParserEvent
     | ErrorEvent
@@ -188,8 +206,8 @@ Event = (
 _BY_TYPE: dict[str, type[_EventBase]] = {
     cls.type: cls
     for cls in (TextEvent, ReasoningEvent, ToolCallStartEvent, ToolCallDeltaEvent,
-                ToolCallEvent, ToolResultEvent, DiagnosticEvent, NoParserEvent, ErrorEvent,
-                DoneEvent)
+                ToolCallEvent, ToolResultEvent, ApprovalRequestEvent, DiagnosticEvent,
+                NoParserEvent, ErrorEvent, DoneEvent)
 }
 
 

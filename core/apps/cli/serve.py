@@ -89,6 +89,10 @@ def register(
                         "loopback names and the --host address are always allowed)")
     p.add_argument("--model-id", help="the model id OpenAI clients send (default: the model "
                                       "file's name without .gguf, or the provider's model)")
+    p.add_argument("--approvals", action="store_true",
+                   help="each call of a tool that changes things waits for the client's "
+                        "approval (the dashboard shows approve/deny; denied after 10 minutes "
+                        "without an answer)")
     limits = p.add_argument_group("request and connection bounds")
     defaults = ServerLimits()
     for flag, field, kind, what in _LIMIT_OPTIONS:
@@ -245,7 +249,7 @@ def run_serve(args: argparse.Namespace, plugins: PluginManager,
     port = listener.getsockname()[1]
     served = ServedModel(label=f"loading {source}", model_id=model_id_for(args))
     app = create_app(served=served, allowed_hosts=allowed_hosts_for(args.host, args.allow_host),
-                     limits=limits, api_key=api_key)
+                     limits=limits, api_key=api_key, approvals=args.approvals)
     shown = f"[{args.host}]" if ":" in args.host else args.host
     print(f"toolwire serve: loading {source} ...\n  dashboard: http://{shown}:{port}/\n"
           f"  API: POST http://{shown}:{port}/v1/chat (server-sent events)\n"

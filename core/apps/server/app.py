@@ -4,10 +4,13 @@
 made) with these routes (see ``docs/dashboard.md`` and ``docs/openai-server.md``):
 
 * ``POST /v1/chat``, ``POST /v1/chat/{id}/cancel``: toolwire's own loop, streamed
-  as events (:mod:`.chat_route`);
+  as events (:mod:`.chat_route`); ``POST /v1/chat/{id}/approval``: the answer to a
+  write call waiting for approval (:mod:`.approvals`); ``GET /v1/tools``: the
+  tools (:mod:`.tools_route`);
 * ``POST /v1/chat/completions``, ``GET /v1/models``: the OpenAI-compatible API
   (:mod:`.openai_routes`);
-* ``GET /``: the dashboard page (:mod:`.dashboard`); ``GET /healthz``: liveness.
+* ``GET /``: the dashboard page, ``GET /static/vendor/{name}``: its vendored
+  scripts (:mod:`.dashboard`); ``GET /healthz``: liveness.
 
 Every request first passes :class:`.request_guard.RequestGuard` (``Host``
 allowlist, same-origin POSTs, the API key when one is set); bodies are read under
@@ -27,6 +30,7 @@ from ...backends.protocol import Backend
 from ...conversation.cancel import CancelToken
 from ...conversation.openai_messages import NO_RESULT_TEXT, messages_from_openai
 from ...errors import ToolwireError
+from .approvals import DEFAULT_APPROVAL_TIMEOUT, ReplyApprovals
 from .chat_request import ChatRequest, parse_chat_request
 from .chat_route import CHAT_ID_HEADER
 from .dashboard import dashboard_html, page_headers
@@ -61,12 +65,21 @@ class ServerState:
     :ivar generations: the cancel token of every chat-completions request
         running or waiting.
     :ivar started: the Unix time the app was made (the model's ``created``).
+    :ivar ask_approval: write calls wait for the client's approval.
+    :ivar approval_timeout: seconds a write call waits for it before it is denied.
+    :ivar approvals: the approver of every ``/v1/chat`` reply running or waiting
+        (with ``ask_approval``).
     """
 
-    def __init__(self, model: ServedModel, limits: ServerLimits, queue: ModelQueue) -> None:
+    def __init__(self, model: ServedModel, limits: ServerLimits, queue: ModelQueue, *,
+                 ask_approval: bool = False,
+                 approval_timeout: float = DEFAULT_APPROVAL_TIMEOUT) -> None:
         self.model = model
         self.limits = limits
         self.queue = queue
+        self.ask_approval = ask_approval
+        self.approval_timeout = approval_timeout
+        self.approvals: dict[str, ReplyApprovals] = {}
         self.replies: dict[str, CancelToken] = {}
         self.generations: set[CancelToken] = set()
         self.started = int(time.time())
@@ -127,7 +140,8 @@ def create_app(make_chat: ChatFactory | None = None, *, model: str = "",
                max_body_bytes: int | None = None, limits: ServerLimits | None = None,
                served: ServedModel | None = None, backend: Backend | None = None,
                model_id: str | None = None, api_key: str | None = None,
-               concurrent_replies: int = 1) -> Starlette:
+               concurrent_replies: int = 1, approvals: bool = False,
+               approval_timeout: float = DEFAULT_APPROVAL_TIMEOUT) -> Starlette:
     """The ``toolwire serve`` ASGI app.
 
     :param make_chat: builds the :class:`~toolwire.Chat` for one ``/v1/chat``
@@ -148,6 +162,10 @@ def create_app(make_chat: ChatFactory | None = None, *, model: str = "",
     :param api_key: when set, every ``/v1`` route needs ``Authorization: Bearer <key>``.
     :param concurrent_replies: replies that may use the backend at once (``1``
         for a local model, which has one context).
+    :param approvals: each call of a tool that is not read-only waits for the
+        client's answer (``approval_request`` event, ``POST /v1/chat/{id}/approval``);
+        this replaces the approver of ``make_chat``'s chats.
+    :param approval_timeout: seconds such a call waits before it is denied.
     :raises ToolwireError: Starlette is not installed (the ``serve`` extra).
     """
     try:
@@ -157,9 +175,12 @@ def create_app(make_chat: ChatFactory | None = None, *, model: str = "",
     except ImportError as exc:
         raise ToolwireError(f"the HTTP server needs the serve extra: pip install "
                             f"'toolwire[serve]' ({exc})") from exc
+    from .approvals import ApprovalEndpoint
     from .chat_route import CancelEndpoint, ChatEndpoint
+    from .dashboard import VendorEndpoint
     from .openai_routes import CompletionsEndpoint, ModelsEndpoint
     from .request_guard import RequestGuard
+    from .tools_route import ToolsEndpoint
 
     if served is None:
         if make_chat is None:
@@ -169,15 +190,21 @@ def create_app(make_chat: ChatFactory | None = None, *, model: str = "",
     bounds = limits or ServerLimits()
     if max_body_bytes is not None:
         bounds = attrs.evolve(bounds, max_body_bytes=max_body_bytes)
-    state = ServerState(served, bounds, ModelQueue(concurrent_replies, bounds.max_waiting))
+    if approval_timeout <= 0:
+        raise ValueError(f"approval_timeout must be positive, not {approval_timeout!r}")
+    state = ServerState(served, bounds, ModelQueue(concurrent_replies, bounds.max_waiting),
+                        ask_approval=approvals, approval_timeout=approval_timeout)
     models = ModelsEndpoint(state)
     app = Starlette(
         routes=[
             Route("/", _Page(), methods=["GET"]),
+            Route("/static/vendor/{name}", VendorEndpoint(), methods=["GET"]),
             Route("/healthz", _Health(state), methods=["GET"]),
             Route("/v1/chat", ChatEndpoint(state), methods=["POST"]),
             Route("/v1/chat/completions", CompletionsEndpoint(state), methods=["POST"]),
             Route("/v1/chat/{chat_id}/cancel", CancelEndpoint(state), methods=["POST"]),
+            Route("/v1/chat/{chat_id}/approval", ApprovalEndpoint(state), methods=["POST"]),
+            Route("/v1/tools", ToolsEndpoint(state), methods=["GET"]),
             Route("/v1/models", models, methods=["GET"]),
             Route("/v1/models/{model_id:path}", models, methods=["GET"]),
         ],

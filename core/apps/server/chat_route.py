@@ -5,6 +5,9 @@ server's tools) and streams its events as server-sent events; the first item is
 ``{"type": "session", "id", "queued"}``, the id also in the ``X-Toolwire-Chat``
 header, and the stream ends after ``done``. ``POST /v1/chat/{id}/cancel``
 cancels a reply that runs or waits. A client that disconnects cancels its reply.
+The body may narrow the chat (``read_only``, ``tool_names``: :mod:`.chat_options`);
+with approvals on, write calls wait for ``POST /v1/chat/{id}/approval``
+(:mod:`.approvals`).
 """
 
 from __future__ import annotations
@@ -16,8 +19,11 @@ import uuid
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from ...conversation.approval import ApprovalGate
 from ...conversation.cancel import CancelToken
-from ...events import DoneEvent, ErrorEvent
+from ...events import ApprovalRequestEvent, DoneEvent, ErrorEvent
+from .approvals import ReplyApprovals, with_approval_requests
+from .chat_options import apply_chat_options, parse_chat_options
 from .chat_request import parse_chat_request
 from .http_input import ClientGone, RequestError, decode_json_body, read_body
 from .http_input import require_json_media_type as require_json
@@ -44,13 +50,15 @@ class _EventStream:
     """The ``POST /v1/chat`` response: one reply's events as server-sent events."""
 
     def __init__(self, state: ServerState, chat_id: str, token: CancelToken, chat: Chat,
-                 message: str, ticket: QueueTicket) -> None:
+                 message: str, ticket: QueueTicket,
+                 approval_requests: asyncio.Queue[ApprovalRequestEvent] | None = None) -> None:
         self.state = state
         self.chat_id = chat_id
         self.token = token
         self.chat = chat
         self.message = message
         self.ticket = ticket
+        self.approval_requests = approval_requests
         self.client_gone = False
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -68,6 +76,7 @@ class _EventStream:
             self.ticket.release()
             watcher.cancel()
             self.state.replies.pop(self.chat_id, None)
+            self.state.approvals.pop(self.chat_id, None)
 
     async def _watch_disconnect(self, receive: Receive) -> None:
         while True:
@@ -101,9 +110,12 @@ class _EventStream:
             # token is set then), so the model is free before the turn is given on
             async with contextlib.aclosing(self.chat.asend(self.message,
                                                            cancel=self.token)) as events:
-                async for event in events:
-                    done = done or isinstance(event, DoneEvent)
-                    await self._emit(send, event.to_dict())
+                stream = (events if self.approval_requests is None
+                          else with_approval_requests(events, self.approval_requests))
+                async with contextlib.aclosing(stream) as items:
+                    async for event in items:
+                        done = done or isinstance(event, DoneEvent)
+                        await self._emit(send, event.to_dict())
         except Exception as exc:
             logger.exception("reply %s failed", self.chat_id)
             if not done:
@@ -134,6 +146,7 @@ async def _chat_response(state: ServerState, scope: Scope, receive: Receive) -> 
                                timeout=limits.body_timeout)
         data = decode_json_body(body, max_depth=limits.max_json_depth)
         parsed = parse_chat_request(data, limits=limits)
+        options = parse_chat_options(data)
     except ClientGone:
         return _error(400, "the client went away")  # never sent: nobody listens
     except RequestError as exc:
@@ -142,6 +155,7 @@ async def _chat_response(state: ServerState, scope: Scope, receive: Receive) -> 
         return _error(400, str(exc))
     try:
         session = loaded.make_chat(parsed.history, parsed.system)
+        apply_chat_options(session, options)
     except ValueError as exc:
         return _error(400, str(exc))
     except Exception as exc:
@@ -153,8 +167,19 @@ async def _chat_response(state: ServerState, scope: Scope, receive: Receive) -> 
         return _error(429, str(exc), (("Retry-After", "1"),))
     chat_id = uuid.uuid4().hex
     token = CancelToken()
+    requests: asyncio.Queue[ApprovalRequestEvent] | None = None
+    if state.ask_approval:
+        requests = asyncio.Queue()
+        put, loop = requests.put_nowait, asyncio.get_running_loop()
+
+        def announce(event: ApprovalRequestEvent) -> None:  # from the chat's worker thread
+            loop.call_soon_threadsafe(put, event)
+
+        approvals = ReplyApprovals(token, announce, state.approval_timeout)
+        session.dispatcher.approval = ApprovalGate(approvals)
+        state.approvals[chat_id] = approvals
     state.replies[chat_id] = token
-    return _EventStream(state, chat_id, token, session, parsed.message, ticket)
+    return _EventStream(state, chat_id, token, session, parsed.message, ticket, requests)
 
 
 class CancelEndpoint:

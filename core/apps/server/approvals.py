@@ -1,0 +1,193 @@
+"""Approval of write calls from the client: the page asks, the reply waits.
+
+With approvals on (``create_app(approvals=True)``, ``toolwire serve --approvals``),
+each ``/v1/chat`` reply gets a :class:`ReplyApprovals` as its chat's approver.
+Before a call of a tool that is not read-only runs, it puts an
+:class:`~toolwire.events.ApprovalRequestEvent` into the reply's stream (after the
+call's ``tool_call``) and waits, in the chat's worker thread, until the client
+answers at ``POST /v1/chat/{reply id}/approval`` with ``{"id": <call id>,
+"answer": "approve" | "always" | "deny"}``. A reply that is cancelled (or whose
+client goes away) while it waits, or an answer that does not come within the
+timeout, denies the call: nothing is written without a yes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Final
+
+from ...conversation.approval import Approval, ApprovalRequest
+from ...conversation.cancel import CancelToken
+from ...events import ApprovalRequestEvent, Event, ToolCallEvent
+from .http_input import ClientGone, RequestError, decode_json_body, read_body
+from .http_input import require_json_media_type as require_json
+from .responses import JsonResponse, Receive, Scope, Send
+
+if TYPE_CHECKING:
+    from .app import ServerState
+
+__all__ = ["APPROVAL_BODY_BYTES", "DEFAULT_APPROVAL_TIMEOUT", "ApprovalEndpoint",
+           "ReplyApprovals", "parse_approval_answer", "with_approval_requests"]
+
+DEFAULT_APPROVAL_TIMEOUT: Final = 600.0
+"""Seconds a write call waits for the client's answer before it is denied."""
+
+APPROVAL_BODY_BYTES: Final = 4096
+"""The largest body ``POST /v1/chat/{id}/approval`` reads (an id and an answer)."""
+
+_POLL_SECONDS = 0.05  # how often a waiting call looks at the reply's cancel token
+_ANSWERS = {a.value: a for a in Approval}
+
+
+class _Waiting:
+    """One call waiting for its answer."""
+
+    def __init__(self) -> None:
+        self.answered = threading.Event()
+        self.answer: Approval = Approval.DENY
+
+
+class ReplyApprovals:
+    """The approver of one reply: announces each write call, waits for the client.
+
+    :param token: the reply's cancel token (a cancelled reply denies at once).
+    :param announce: puts an event into the reply's stream; called from the chat's
+        worker thread, so it must be thread-safe.
+    :param timeout: seconds to wait for an answer before denying.
+    """
+
+    def __init__(self, token: CancelToken, announce: Callable[[ApprovalRequestEvent], None],
+                 timeout: float = DEFAULT_APPROVAL_TIMEOUT) -> None:
+        self.token = token
+        self.announce = announce
+        self.timeout = timeout
+        self._waiting: dict[str, _Waiting] = {}
+        self._lock = threading.Lock()
+
+    @property
+    def waiting(self) -> frozenset[str]:
+        """The ids of the calls waiting for an answer now."""
+        with self._lock:
+            return frozenset(self._waiting)
+
+    def __call__(self, request: ApprovalRequest) -> Approval:
+        """Ask the client about ``request`` and wait for the answer (the approver)."""
+        call = request.call
+        slot = _Waiting()
+        with self._lock:
+            self._waiting[call.id] = slot
+        try:
+            self.announce(ApprovalRequestEvent(call.id, call.name, call.arguments))
+            deadline = time.monotonic() + self.timeout
+            while not self.token.cancelled:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return Approval.DENY
+                if slot.answered.wait(min(left, _POLL_SECONDS)):
+                    return slot.answer
+            return Approval.DENY
+        finally:
+            with self._lock:
+                self._waiting.pop(call.id, None)
+
+    def answer(self, call_id: str, answer: Approval) -> bool:
+        """Answer the call ``call_id``; ``False`` when no call with that id waits."""
+        with self._lock:
+            slot = self._waiting.pop(call_id, None)
+        if slot is None:
+            return False
+        slot.answer = answer
+        slot.answered.set()
+        return True
+
+
+async def with_approval_requests(events: AsyncIterator[Event],
+                                 requests: asyncio.Queue[ApprovalRequestEvent],
+                                 ) -> AsyncGenerator[Event, None]:
+    """The reply's events with the approval requests put in, each after its ``tool_call``.
+
+    The chat's events come through ``events``; the approver puts its requests into
+    ``requests`` from the worker thread. A request is held back until its call's
+    ``tool_call`` has gone out, so a client always knows the call it is asked about.
+    """
+    announced: set[str] = set()
+    held: list[ApprovalRequestEvent] = []
+    next_event: asyncio.Future[Event] = asyncio.ensure_future(anext(events))
+    next_request: asyncio.Future[ApprovalRequestEvent] = asyncio.ensure_future(requests.get())
+    try:
+        while True:
+            either: set[asyncio.Future[Any]] = {next_event, next_request}
+            done, _ = await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
+            if next_request in done:
+                held.append(next_request.result())
+                next_request = asyncio.ensure_future(requests.get())
+            if next_event in done:
+                try:
+                    event = next_event.result()
+                except StopAsyncIteration:
+                    return
+                yield event
+                if isinstance(event, ToolCallEvent):
+                    announced.add(event.id)
+                next_event = asyncio.ensure_future(anext(events))
+            for request in [r for r in held if r.id in announced]:
+                held.remove(request)
+                yield request
+    finally:
+        next_request.cancel()
+        if not next_event.done():
+            next_event.cancel()
+            await asyncio.gather(next_event, return_exceptions=True)
+
+
+def parse_approval_answer(data: Any) -> tuple[str, Approval]:
+    """Read an approval body: ``{"id": <call id>, "answer": "approve"|"always"|"deny"}``.
+
+    :raises ValueError: the body is not of that shape.
+    """
+    if not isinstance(data, Mapping):
+        raise ValueError('the body must be a JSON object: {"id": ..., "answer": ...}')
+    call_id, answer = data.get("id"), data.get("answer")
+    if not isinstance(call_id, str) or not call_id:
+        raise ValueError('"id" must be the id of the call to answer')
+    if not isinstance(answer, str) or answer not in _ANSWERS:
+        raise ValueError('"answer" must be "approve", "always" or "deny"')
+    return call_id, _ANSWERS[answer]
+
+
+class ApprovalEndpoint:
+    """The ``POST /v1/chat/{chat_id}/approval`` route (an ASGI app)."""
+
+    def __init__(self, state: ServerState) -> None:
+        self.state = state
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Answer the call named in the body, of the reply named in the path."""
+        await (await self._response(scope, receive))(scope, receive, send)
+
+    async def _response(self, scope: Scope, receive: Receive) -> JsonResponse:
+        limits = self.state.limits
+        try:
+            require_json(scope["headers"])
+            body = await read_body(receive, scope["headers"],
+                                   limit=min(APPROVAL_BODY_BYTES, limits.max_body_bytes),
+                                   timeout=limits.body_timeout)
+            call_id, answer = parse_approval_answer(
+                decode_json_body(body, max_depth=limits.max_json_depth))
+        except ClientGone:
+            return JsonResponse(400, {"error": "the client went away"})
+        except RequestError as exc:
+            return JsonResponse(exc.status, {"error": exc.message})
+        except ValueError as exc:
+            return JsonResponse(400, {"error": str(exc)})
+        if not self.state.ask_approval:
+            return JsonResponse(404, {"error": "this server does not ask for approvals "
+                                               "(toolwire serve --approvals)"})
+        approvals = self.state.approvals.get(scope["path_params"]["chat_id"])
+        if approvals is None or not approvals.answer(call_id, answer):
+            return JsonResponse(404, {"error": "no call of a reply in progress with these ids "
+                                               "waits for approval"})
+        return JsonResponse(200, {"answered": answer.value})
