@@ -3,15 +3,14 @@
 Needs Debian's Chromium at /usr/bin/chromium (``scripts/ensure_chromium`` installs
 it; CI runs that): the module skips only when it is missing. Playwright for Python
 (the ``test`` extra) drives it; never run ``playwright install``.
-Set ``TOOLWIRE_UPDATE_SCREENSHOT=1`` to rewrite ``docs/dashboard.png``; otherwise
-the screenshot goes to the test's temporary folder.
+The chat-page features (kept conversations, Markdown, approval, export and import...)
+are tested in ``test_dashboard_page.py``, which also takes the README's screenshot.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -19,15 +18,13 @@ from typing import Any
 
 import pytest
 
-CHROMIUM = Path("/usr/bin/chromium")
-if not CHROMIUM.exists():
-    pytest.skip(f"no Chromium at {CHROMIUM}: run scripts/ensure_chromium to install Debian's "
-                "chromium package", allow_module_level=True)
+from tests.support.browser import ask, skip_without_chromium
 
-from playwright.sync_api import Browser, Page, expect, sync_playwright  # noqa: E402
+skip_without_chromium()
+
+from playwright.sync_api import Page, expect  # noqa: E402
 
 from tests.apps.test_server import ANSWER, CALL, lookup, running_server, scripted_app  # noqa: E402
-from tests.support.paths import DOCS  # noqa: E402
 from toolwire import Chat, Message, ModelRequest, TurnEnd  # noqa: E402
 from toolwire.apps.cli.serve import make_chat_factory  # noqa: E402
 from toolwire.apps.cli.serve import register as add_serve_command  # noqa: E402
@@ -35,41 +32,6 @@ from toolwire.apps.server.app import create_app  # noqa: E402
 from toolwire.conversation.cancel import CancelToken  # noqa: E402
 from toolwire.events import Event  # noqa: E402
 from toolwire.testing import ScriptedBackend, isolated_plugin_manager  # noqa: E402
-
-CHROMIUM_ARGS = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic",
-                 "--no-first-run", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync"]
-TIMEOUT_MS = 15_000
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    with sync_playwright() as playwright:
-        launched = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        try:
-            yield launched
-        finally:
-            launched.close()
-
-
-@pytest.fixture
-def page(browser: Browser) -> Iterator[Page]:
-    context = browser.new_context(viewport={"width": 1000, "height": 720})
-    context.set_default_timeout(TIMEOUT_MS)
-    opened = context.new_page()
-    errors: list[str] = []
-    opened.on("pageerror", lambda exc: errors.append(str(exc)))
-    opened.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
-    try:
-        yield opened
-    finally:
-        context.close()
-    assert errors == [], errors  # no script errors, no CSP violations
-
-
-def ask(page: Page, text: str) -> None:
-    page.get_by_test_id("input").fill(text)
-    page.get_by_test_id("input").press("Enter")
 
 
 def test_demo_reply_shows_the_tool_call_its_result_and_the_answer(
@@ -103,9 +65,8 @@ def test_demo_reply_shows_the_tool_call_its_result_and_the_answer(
         expect(page.get_by_test_id("status")).to_have_attribute("data-state", "idle")
         expect(page.get_by_test_id("cancel")).to_be_disabled()
 
-        target = DOCS if os.environ.get("TOOLWIRE_UPDATE_SCREENSHOT") == "1" else tmp_path
-        page.screenshot(path=str(target / "dashboard.png"))
-        assert (target / "dashboard.png").stat().st_size > 10_000
+        page.screenshot(path=str(tmp_path / "demo.png"))
+        assert (tmp_path / "demo.png").stat().st_size > 10_000
 
         # the page keeps the conversation in the OpenAI shape and posts it back whole
         conversation: list[dict[str, Any]] = page.evaluate(
@@ -120,8 +81,9 @@ def test_demo_reply_shows_the_tool_call_its_result_and_the_answer(
         expect(page.get_by_test_id("done")).to_have_count(2)
         expect(page.get_by_test_id("done").last).to_have_attribute("data-reason", "stop")
 
-    assert seen[0] == ()
-    history = seen[1]
+    # the first message went with no history (GET /v1/tools makes a chat with none too)
+    assert all(history == () for history in seen[:-1])
+    history = seen[-1]
     assert [m.role for m in history] == ["user", "assistant", "tool", "assistant"]
     assert history[1].content.startswith("I will search the notes.")
     assert history[1].tool_calls[0].id == sent_call["id"]
