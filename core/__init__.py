@@ -68,6 +68,14 @@ from .events import (
     ToolResultEvent,
     event_from_dict,
 )
+from .grammar import (
+    GrammarError,
+    GrammarFormatError,
+    GrammarSchemaError,
+    ToolChoiceError,
+    ToolGrammar,
+    grammar_for,
+)
 from .hooks.manager import PluginInfo, PluginManager, default_plugin_manager
 from .hooks.specs import hookimpl
 from .parse.protocol import (
@@ -120,6 +128,9 @@ __all__ = [
     "FilterContext",
     "GGUFError",
     "GrammarArguments",
+    "GrammarError",
+    "GrammarFormatError",
+    "GrammarSchemaError",
     "Header",
     "JsonArguments",
     "Message",
@@ -155,9 +166,11 @@ __all__ = [
     "ToolCallEvent",
     "ToolCallStartEvent",
     "ToolCancelledError",
+    "ToolChoiceError",
     "ToolDefinitionError",
     "ToolDeniedError",
     "ToolExecutionError",
+    "ToolGrammar",
     "ToolPermissionError",
     "ToolRegistry",
     "ToolResultEvent",
@@ -171,6 +184,7 @@ __all__ = [
     "event_from_dict",
     "from_stored",
     "get_chat_template",
+    "grammar_for",
     "hookimpl",
     "merge_events",
     "parse_reply",

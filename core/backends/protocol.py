@@ -19,6 +19,7 @@ from ..conversation.cancel import CancelToken
 from ..conversation.history import Message
 from ..conversation.tools import Tool
 from ..events import Event
+from ..grammar.choice import ToolChoice
 
 __all__ = ["Backend", "BackendSpec", "ModelRequest", "TurnEnd"]
 
@@ -30,11 +31,22 @@ class ModelRequest:
     :ivar messages: the conversation, system prompt first.
     :ivar tools: the tools offered this turn (empty on the reserved final turn).
     :ivar final_turn: ``True`` on the turn reserved for the answer.
+    :ivar tool_choice: ``"auto"``, ``"required"``, ``"none"`` or ``{"type":
+        "function", "function": {"name": N}}`` (OpenAI's meanings); a local
+        backend enforces it with a grammar, a remote one passes it on as it is.
+    :ivar parallel_tool_calls: ``False``: at most one call in the reply.
     """
 
     messages: tuple[Message, ...]
     tools: tuple[Tool, ...] = ()
     final_turn: bool = False
+    tool_choice: ToolChoice = "auto"
+    parallel_tool_calls: bool = True
+
+    @property
+    def offered_tools(self) -> tuple[Tool, ...]:
+        """The tools the model sees: none under ``tool_choice="none"``."""
+        return () if self.tool_choice == "none" else self.tools
 
     def tool_schemas(self) -> list[dict[str, Any]]:
         """The offered tools as ``[{"type": "function", "function": schema}]``."""

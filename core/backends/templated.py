@@ -17,7 +17,9 @@ provides only what differs:
 * :meth:`TemplatedBackend.generate`: produce the reply's text pieces for an
   encoded prompt, ending with a :class:`GenerationEnd`;
 * optionally :meth:`TemplatedBackend.prepare_generation` (per-turn options such
-  as a grammar) and :meth:`TemplatedBackend.turn_notices` (one-time remarks).
+  as a grammar) and :meth:`TemplatedBackend.turn_notices` (one-time remarks); a
+  runtime that sets :attr:`TemplatedBackend.tool_grammars` gets the grammar that
+  enforces the turn's ``tool_choice`` there (``docs/grammar.md``).
 
 The turn itself (:meth:`TemplatedBackend.stream_turn`) is the same for every
 runtime: one turn at a time, template notices, fitting with pruning (checking
@@ -40,6 +42,9 @@ from ..conversation.cancel import CancelToken
 from ..conversation.history import Message, to_template_messages
 from ..errors import ParserNotFoundError, TemplateError, TemplateResourceError
 from ..events import DiagnosticEvent, ErrorEvent, Event, NoParserEvent, ToolCallEvent
+from ..grammar.build import ToolGrammar
+from ..grammar.errors import GrammarError, ToolChoiceError
+from ..grammar.turn import grammar_failure, turn_grammar
 from ..hooks.manager import PluginManager, default_plugin_manager
 from ..parse.protocol import ParserSpec, default_call_id
 from ..templates.chat_template import ChatTemplate, get_chat_template
@@ -168,6 +173,16 @@ class TemplatedBackend:
 
     name = "templated"
 
+    tool_grammars = False
+    """``True`` where the runtime can constrain sampling with a grammar: each turn
+    with tools then gets the grammar of its ``tool_choice``
+    (:func:`toolwire.grammar.turn.turn_grammar`), passed to
+    :meth:`prepare_generation` as ``grammar``."""
+
+    max_reasoning_chars: int | None = None
+    """The most characters of reasoning a grammar lets the model write before its
+    calls where the prompt opened a reasoning block (``None``: no bound)."""
+
     def __init__(self, *, templates: Callable[[bool], TemplateSource], n_ctx: int,
                  max_tokens: int, family: str | None = None,
                  plugins: PluginManager | None = None, enable_thinking: bool = False,
@@ -208,12 +223,20 @@ class TemplatedBackend:
         """
         raise NotImplementedError
 
-    def prepare_generation(self, request: ModelRequest, choice: TemplateChoice) -> Any:
+    def prepare_generation(self, request: ModelRequest, choice: TemplateChoice,
+                           grammar: ToolGrammar | None = None) -> Any:
         """Per-turn generation options (a grammar...), passed to :meth:`generate`.
 
+        :param grammar: where :attr:`tool_grammars` is set, the grammar that
+            enforces the request's ``tool_choice`` (``None``: nothing to constrain).
         :raises GenerationSetupError: the turn cannot run (an ``error`` event).
         """
         return None
+
+    def end_markers(self) -> tuple[str, ...]:
+        """Texts of the runtime's end-of-generation tokens (a grammar lets the model
+        end its turn with one where the family's closing marker is one)."""
+        return ()
 
     def turn_notices(self, choice: TemplateChoice) -> Iterator[Event]:
         """Runtime-specific remarks before a turn; override to add some (call ``super``)."""
@@ -368,6 +391,8 @@ class TemplatedBackend:
             if cancel.cancelled:
                 yield TurnEnd("cancelled")
                 return
+        if request.tools and not request.offered_tools:  # tool_choice "none"
+            request = attrs.evolve(request, tools=())
         try:
             yield from self._turn(request, cancel)
         finally:
@@ -429,8 +454,22 @@ class TemplatedBackend:
                 "context_pruned",
                 f"dropped the {fitted.removed} oldest messages from the prompt to fit the "
                 f"context window ({fitted.tokens} of {fitted.budget} tokens)")
+        grammar = None
+        if self.tool_grammars:
+            try:
+                grammar = turn_grammar(request, choice.parser, template=choice.source,
+                                       prompt_tail=prompt.text[-PROMPT_TAIL_CHARS:],
+                                       end_markers=self.end_markers(),
+                                       max_reasoning_chars=self.max_reasoning_chars)
+            except (GrammarError, ToolChoiceError) as exc:
+                notes, fatal = grammar_failure(exc, request, self.announce_once)
+                yield from notes
+                if fatal:
+                    yield TurnEnd("error", usage=usage)
+                    return
         try:
-            options = self.prepare_generation(request, choice)
+            options = (self.prepare_generation(request, choice, grammar) if self.tool_grammars
+                       else self.prepare_generation(request, choice))
         except GenerationSetupError as exc:
             yield ErrorEvent(exc.kind, str(exc))
             yield TurnEnd("error", usage=usage)

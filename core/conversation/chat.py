@@ -36,6 +36,7 @@ from ..events import (
     ToolCallStartEvent,
     ToolResultEvent,
 )
+from ..grammar.choice import ToolChoice, resolve_tool_choice
 from ..hooks.manager import PluginManager, default_plugin_manager
 from .approval import Approver
 from .cancel import CancelToken
@@ -86,6 +87,16 @@ class Chat:
     :param max_tool_output_chars: the most characters of one tool result the
         model and the history get (the rest is cut with a note); ``None`` for no
         limit.
+    :param tool_choice: ``"auto"`` (the model decides), ``"required"`` (it must
+        call a tool), ``{"type": "function", "function": {"name": N}}`` (it must
+        call ``N``) or ``"none"`` (no tools are offered). A required or named
+        choice applies to the first model turn after each user message; the turns
+        that follow the tool results are ``"auto"``, so the model can answer (and a
+        forced call cannot repeat forever). Local backends enforce it with a
+        grammar (``docs/grammar.md``); remote ones pass it to the provider.
+    :param parallel_tool_calls: ``False``: at most one call per model turn.
+    :raises toolwire.grammar.ToolChoiceError: ``tool_choice`` is none of those
+        forms, or names a tool that is not in ``tools``.
     """
 
     def __init__(
@@ -103,6 +114,8 @@ class Chat:
         final_answer_prompt: str = DEFAULT_FINAL_ANSWER_PROMPT,
         approve: Approver | None = None,
         max_tool_output_chars: int | None = DEFAULT_MAX_OUTPUT_CHARS,
+        tool_choice: ToolChoice = "auto",
+        parallel_tool_calls: bool = True,
     ) -> None:
         if max_tool_iters < 1:
             raise ValueError("max_tool_iters must be at least 1")
@@ -114,6 +127,9 @@ class Chat:
                                      timeout=tool_timeout, approve=approve,
                                      max_output_chars=max_tool_output_chars)
         self.final_answer_prompt = final_answer_prompt
+        resolve_tool_choice(tool_choice, self.registry.names())
+        self.tool_choice = tool_choice
+        self.parallel_tool_calls = parallel_tool_calls
         self._history: list[Message] = list(history)
         self._plugins = plugins
         self._busy = threading.Lock()
@@ -176,7 +192,9 @@ class Chat:
         if final and turn > 1 and self._history and self._history[-1].role == "tool":
             messages.append(Message.user(self.final_answer_prompt))
         tools = () if final else tuple(self.dispatcher.offered_tools())
-        return ModelRequest(tuple(messages), tools, final)
+        choice = self.tool_choice if turn == 1 or self.tool_choice == "none" else "auto"
+        return ModelRequest(tuple(messages), tools, final, choice if tools else "auto",
+                            self.parallel_tool_calls)
 
     def _exchange(self, message: str, cancel: CancelToken) -> Iterator[Event]:
         self._history.append(Message.user(message))

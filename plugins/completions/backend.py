@@ -44,6 +44,7 @@ from toolwire.backends.templated import (
 from toolwire.conversation.cancel import CancelToken
 from toolwire.errors import BackendError
 from toolwire.events import DiagnosticEvent, Event
+from toolwire.grammar import ToolGrammar
 from toolwire.hooks.manager import PluginManager
 from toolwire.plugins.openai_compat.errors import (
     RETRYABLE_STATUS,
@@ -73,6 +74,7 @@ from .wire import (
     TextPiece,
     Usage,
     grammar_fields,
+    lazy_grammar_fields,
     open_completions_stream,
     open_llama_stream,
     special_token_fields,
@@ -288,8 +290,15 @@ class CompletionsBackend(TemplatedBackend):
         count, _exact = self._counter.count(text)
         return EncodedPrompt(text, count)
 
-    def prepare_generation(self, request: ModelRequest, choice: TemplateChoice) -> Any:
-        """The request fields of this turn's grammar, if one is asked for.
+    tool_grammars = True
+
+    def prepare_generation(self, request: ModelRequest, choice: TemplateChoice,
+                           grammar: ToolGrammar | None = None) -> Any:
+        """The request fields of this turn's grammar: the ``grammar`` option when
+        given, else the one enforcing the turn's ``tool_choice``.
+
+        A lazy grammar (``"auto"``) goes only to llama-server, which takes
+        ``grammar_lazy`` and trigger patterns; other engines answer freely then.
 
         :raises GenerationSetupError: the ``grammar`` callable failed.
         """
@@ -298,6 +307,10 @@ class CompletionsBackend(TemplatedBackend):
         except Exception as exc:
             raise GenerationSetupError(
                 "grammar", f"the grammar option failed: {type(exc).__name__}: {exc}") from exc
+        if not text and grammar is not None:
+            if grammar.lazy:
+                return lazy_grammar_fields(self.engine, grammar.gbnf, grammar.trigger_patterns)
+            text = grammar.gbnf
         if not text:
             return None
         fields = grammar_fields(self.engine, text)

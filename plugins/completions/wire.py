@@ -17,7 +17,9 @@ native reader converts ``httpx2``'s), so one mapping,
 
 :func:`grammar_fields` puts a grammar where each engine reads one: ``grammar``
 (GBNF) for the llama.cpp servers, ``structured_outputs.grammar`` for vLLM,
-``ebnf`` for SGLang; other engines cannot be constrained.
+``ebnf`` for SGLang; other engines cannot be constrained. A lazy grammar (calls
+constrained from their opening marker on, :func:`lazy_grammar_fields`) goes to
+llama-server only.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ __all__ = [
     "TextPiece",
     "Usage",
     "grammar_fields",
+    "lazy_grammar_fields",
     "open_completions_stream",
     "open_llama_stream",
     "special_token_fields",
@@ -87,6 +90,19 @@ def grammar_fields(engine: EngineInfo, grammar: str) -> dict[str, Any] | None:
     if engine.kind == "sglang":
         return {"ebnf": grammar}
     return None
+
+
+def lazy_grammar_fields(engine: EngineInfo, grammar: str,
+                        patterns: tuple[str, ...]) -> dict[str, Any] | None:
+    """The fields of a grammar that applies from a trigger on (llama-server only).
+
+    Each trigger is a full-text pattern (llama.cpp's trigger type 3,
+    ``PATTERN_FULL``); the grammar starts at the pattern's first group.
+    """
+    if engine.kind != "llama_server":
+        return None
+    return {"grammar": grammar, "grammar_lazy": True,
+            "grammar_triggers": [{"type": 3, "value": p} for p in patterns]}
 
 
 def special_token_fields(engine: EngineInfo, markers: tuple[str, ...]) -> dict[str, Any]:

@@ -21,6 +21,8 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
+import attrs
+
 from toolwire.backends.prompt_pieces import PromptPiece, SpecialTokens
 from toolwire.backends.protocol import ModelRequest
 from toolwire.backends.templated import (
@@ -34,6 +36,8 @@ from toolwire.backends.templated import (
 from toolwire.conversation.cancel import CancelToken
 from toolwire.errors import BackendError
 from toolwire.events import DiagnosticEvent, Event
+from toolwire.grammar import ToolGrammar
+from toolwire.grammar.lazy import TriggerWatch
 from toolwire.hooks.manager import PluginManager
 from toolwire.templates.gguf import GGUFMetadata, read_gguf_metadata
 
@@ -41,6 +45,7 @@ __all__ = [
     "DEFAULT_CHAT_TEMPLATE",
     "DEFAULT_N_CTX_CAP",
     "OPTIONS",
+    "LazyCalls",
     "LlamaCppBackend",
     "install_log_filter",
 ]
@@ -95,11 +100,26 @@ calls). See ``docs/local.md``."""
 OPTIONS: Final = (
     "model_path", "n_ctx", "max_tokens", "temperature", "top_p", "seed", "n_threads",
     "n_gpu_layers", "enable_thinking", "family", "chat_template", "verbose", "progress",
-    "plugins", "grammar",
+    "plugins", "grammar", "max_reasoning_chars",
 )
 """The keyword arguments of :class:`LlamaCppBackend` (``toolwire plugins`` lists them)."""
 
 Grammar = str | Callable[[ModelRequest], str | None] | None
+
+
+@attrs.frozen
+class LazyCalls:
+    """An ``"auto"`` turn's grammars, applied as the reply goes (see
+    :mod:`toolwire.grammar.lazy`).
+
+    :ivar grammar: the lazy grammar.
+    :ivar after: each opening marker's continuation grammar, compiled.
+    :ivar start: the start grammar, compiled (``None``: begin without one).
+    """
+
+    grammar: ToolGrammar
+    after: Mapping[str, Any]
+    start: Any = None
 
 
 class _Runtime:
@@ -122,6 +142,7 @@ class _Runtime:
             self._vocab = model._model.vocab
             self.add_bos = bool(model._model.add_bos_token())
         self.bos = int(model.token_bos())
+        self._sampling: dict[str, Any] = {}
 
     def n_ctx(self) -> int:
         return int(self.model.n_ctx())
@@ -206,12 +227,38 @@ class _Runtime:
 
         return LlamaGrammar.from_string(text, verbose=False)
 
+    def end_texts(self) -> tuple[str, ...]:
+        """The texts of the vocabulary's end-of-generation tokens."""
+        if self._standin:
+            return ()
+        import llama_cpp
+
+        found = []
+        for token in range(int(llama_cpp.llama_vocab_n_tokens(self._vocab))):
+            if llama_cpp.llama_vocab_is_eog(self._vocab, token):
+                raw = llama_cpp.llama_vocab_get_text(self._vocab, token)
+                if raw:
+                    found.append(bytes(raw).decode("utf-8", "replace"))
+        return tuple(found)
+
     def generate(self, tokens: list[int], *, temperature: float, top_p: float,
                  grammar: Any) -> Iterator[int]:
-        stream: Iterator[int] = self.model.generate(
-            tokens, temp=temperature, top_p=top_p, top_k=40, min_p=0.05,
-            repeat_penalty=1.0, grammar=grammar)
+        self._sampling = {"temp": temperature, "top_p": top_p, "top_k": 40, "min_p": 0.05,
+                          "repeat_penalty": 1.0}
+        stream: Iterator[int] = self.model.generate(tokens, grammar=grammar, **self._sampling)
         return stream
+
+    def constrain(self, grammar: Any) -> None:
+        """Sample under ``grammar`` (``None``: none) from the next token of the
+        generation under way on; a stand-in model gets ``constrain(grammar)`` if it has it."""
+        if self._standin:
+            switch = getattr(self.model, "constrain", None)
+            if switch is not None:
+                switch(grammar)
+            return
+        # Llama.generate samples through ``_sampler``, built by ``_init_sampler``
+        # when the generation starts: the same chain, rebuilt with another grammar
+        self.model._sampler = self.model._init_sampler(grammar=grammar, **self._sampling)
 
 
 def _token_to_piece(vocab: Any, token: int) -> bytes:
@@ -321,6 +368,12 @@ class LlamaCppBackend(TemplatedBackend):
     :param plugins: the plugin manager whose parsers and filters apply.
     :param grammar: a GBNF grammar (or ``callable(request) -> GBNF | None``) that
         constrains sampling; tests and ``toolwire demo`` use it to force output.
+        Without it, a turn with tools is constrained by the grammar of its
+        ``tool_choice``, generated from the family's record (``docs/grammar.md``):
+        lazily under ``"auto"``, from the first token under ``"required"``.
+    :param max_reasoning_chars: under ``tool_choice="required"`` where the prompt
+        opens a reasoning block, the most characters of reasoning the grammar
+        allows before the calls (``None``: no bound).
     :param model: an already loaded ``llama_cpp.Llama`` (or a stand-in with the
         same surface, see :class:`_Runtime`) used instead of loading
         ``model_path``; the metadata is still read from ``model_path``.
@@ -354,6 +407,7 @@ class LlamaCppBackend(TemplatedBackend):
         plugins: PluginManager | None = None,
         grammar: Grammar = None,
         model: Any = None,
+        max_reasoning_chars: int | None = None,
     ) -> None:
         path = Path(model_path)
         if not path.is_file():
@@ -378,6 +432,7 @@ class LlamaCppBackend(TemplatedBackend):
         self.top_p = top_p
         self.seed = seed
         self.grammar = grammar
+        self.max_reasoning_chars = max_reasoning_chars
         self.load_seconds = 0.0
         if model is None:
             started = time.perf_counter()
@@ -392,6 +447,7 @@ class LlamaCppBackend(TemplatedBackend):
             self._progress(progress, started=started)
         self._runtime = _Runtime(model)
         self._first_turn = True
+        self._end_texts: tuple[str, ...] | None = None
 
     # -- setup -------------------------------------------------------------
 
@@ -452,14 +508,39 @@ class LlamaCppBackend(TemplatedBackend):
                 "toolwire's default ChatML template (tool calls in the Qwen XML markup, see "
                 "docs/local.md). Pass chat_template=... to use the model's real one.")
 
-    def prepare_generation(self, request: ModelRequest, choice: TemplateChoice) -> Any:
-        """The sampler's grammar for this turn, if any."""
+    tool_grammars = True
+
+    def end_markers(self) -> tuple[str, ...]:
+        """The texts of the model's end-of-generation tokens (read once)."""
+        if self._end_texts is None:
+            self._end_texts = self._runtime.end_texts()
+        return self._end_texts
+
+    def prepare_generation(self, request: ModelRequest, choice: TemplateChoice,
+                           grammar: ToolGrammar | None = None) -> Any:
+        """The sampler's grammar for this turn: the ``grammar`` option when given,
+        else the one enforcing the turn's ``tool_choice`` (lazy under ``"auto"``)."""
         try:
             grammar_text = self.grammar(request) if callable(self.grammar) else self.grammar
-            return self._runtime.grammar(grammar_text) if grammar_text else None
+            if grammar_text:
+                return self._runtime.grammar(grammar_text)
         except Exception as exc:
             raise GenerationSetupError(
                 "grammar", f"the grammar option failed: {type(exc).__name__}: {exc}") from exc
+        if grammar is None:
+            return None
+        try:
+            if grammar.lazy:
+                return LazyCalls(grammar, {marker: self._runtime.grammar(text)
+                                           for marker, text in grammar.continuations},
+                                 self._runtime.grammar(grammar.start) if grammar.start
+                                 else None)
+            return self._runtime.grammar(grammar.gbnf)
+        except Exception as exc:
+            raise GenerationSetupError(
+                "grammar", f"llama.cpp refused the {grammar.family} call grammar "
+                           f"(toolwire grammar --family {grammar.family} prints it): "
+                           f"{type(exc).__name__}: {exc}") from exc
 
     def extra_timings(self) -> Mapping[str, Any]:
         """The load time, on the first turn."""
@@ -476,10 +557,11 @@ class LlamaCppBackend(TemplatedBackend):
         first_token: float | None = None
         stream: Iterator[int] | None = None
         reason = "stop"
+        watch = TriggerWatch(options.grammar) if isinstance(options, LazyCalls) else None
         try:
-            stream = self._runtime.generate(list(prompt.tokens or ()),
-                                            temperature=self.temperature, top_p=self.top_p,
-                                            grammar=options)
+            stream = self._runtime.generate(
+                list(prompt.tokens or ()), temperature=self.temperature, top_p=self.top_p,
+                grammar=options.start if isinstance(options, LazyCalls) else options)
             for token in stream:
                 if first_token is None:
                     first_token = time.perf_counter()
@@ -490,6 +572,10 @@ class LlamaCppBackend(TemplatedBackend):
                     break
                 completion += 1
                 text = decoder.decode(self._runtime.piece(token))
+                if watch is not None and text and not watch.done:
+                    switch = watch.feed(text)
+                    if switch is not None:
+                        self._runtime.constrain(options.after.get(switch.marker))
                 if text:
                     yield text
                 if cancel.cancelled:

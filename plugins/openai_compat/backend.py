@@ -391,6 +391,11 @@ class OpenAICompatBackend:
         tools = request.tool_schemas()
         if tools:
             kwargs["tools"] = tools
+            # passed to the provider as they are; the defaults are not sent
+            if request.tool_choice != "auto":
+                kwargs["tool_choice"] = request.tool_choice
+            if not request.parallel_tool_calls:
+                kwargs["parallel_tool_calls"] = False
         if self._stream_options:
             kwargs["stream_options"] = {"include_usage": True}
         if self.extra_body:

@@ -27,13 +27,26 @@ from ...errors import (
     ToolwireError,
 )
 from ...hooks.manager import PluginManager
-from . import chat, conformance, demo, detect, models, parse, plugins, render, serve, tools
+from . import (
+    chat,
+    conformance,
+    demo,
+    detect,
+    grammar,
+    models,
+    parse,
+    plugins,
+    render,
+    serve,
+    tools,
+)
 from .common import UsageError, cli_advice
 
 __all__ = ["COMMANDS", "EXIT_BROKEN_PIPE", "EXIT_FAILED", "EXIT_INTERRUPTED", "EXIT_USAGE",
            "main"]
 
-COMMANDS = (chat, serve, models, tools, parse, detect, render, conformance, plugins, demo)
+COMMANDS = (chat, serve, models, tools, parse, detect, grammar, render, conformance, plugins,
+            demo)
 """The command modules, in the order ``--help`` lists them."""
 
 EXIT_FAILED = 1

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...backends.protocol import ModelRequest
 from ...conversation.cancel import CancelToken
+from ...grammar.choice import TOOL_CHOICE_MODES, named_tool_choice
 from ...parse.protocol import merge_events
 from .backend_thread import stream_backend_turn
 from .completion_request import CompletionRequest, parse_completion_request
@@ -51,11 +52,20 @@ Chunks = list[dict[str, Any]]
 def model_request_for(parsed: CompletionRequest) -> ModelRequest:
     """The backend turn a chat-completions request asks for.
 
-    ``tool_choice="none"`` offers no tools. ``ModelRequest`` has no sampling
-    fields yet, so ``temperature``, ``top_p``, ``seed``, ``max_tokens`` and the
-    other tool choices are accepted but the served model's own settings apply.
+    ``tool_choice`` (``"none"`` offers no tools; ``"required"`` and a named tool
+    are enforced by a local model's grammar) and ``parallel_tool_calls`` go to
+    the backend. ``ModelRequest`` has no sampling fields yet, so
+    ``temperature``, ``top_p``, ``seed`` and ``max_tokens`` are accepted but the
+    served model's own settings apply.
     """
-    return ModelRequest(parsed.messages, parsed.offered_tools)
+    choice = parsed.tool_choice
+    if choice not in TOOL_CHOICE_MODES:  # a tool's name, checked against the tools
+        return ModelRequest(parsed.messages, parsed.offered_tools,
+                            tool_choice=named_tool_choice(choice),
+                            parallel_tool_calls=parsed.parallel_tool_calls)
+    return ModelRequest(parsed.messages, parsed.offered_tools,
+                        tool_choice=choice if parsed.offered_tools else "auto",
+                        parallel_tool_calls=parsed.parallel_tool_calls)
 
 
 def _openai_error(status: int, message: str, code: str | None = None,

@@ -1,0 +1,120 @@
+"""Values written as nested elements (MiniMax-M3): ``ns<key>value ns</key>``, lists as ``item``.
+
+The parser (:func:`toolwire.parse.values.decode_nested_value`) reads an object
+as a run of ``ns<key>...ns</key>`` elements, a list as a run of ``ns<item>``
+elements, and a leaf as text typed by its schema; so a leaf is raw text in
+which the prefix token ``ns`` never occurs, a number or a boolean as JSON
+spells it, or ``null``. A free-form object is written empty (its keys cannot
+be told from the schema).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ..conversation.schema import resolve_ref
+from ..parse.markers import valid_name
+from .avoid import avoiding_text, bounded_text
+from .errors import GrammarSchemaError
+from .gbnf import RuleSet, alternatives, literal, sequence
+from .json_values import REFUSED, JsonValues, json_text
+
+__all__ = ["NestedValues"]
+
+_GAP = '"\\n"?'
+
+
+class NestedValues:
+    """Writes nested-element values for one tool into ``rules``.
+
+    :param ns: the token before every tag (``]<]minimax[>[``).
+    """
+
+    def __init__(self, rules: RuleSet, *, ns: str, family: str, tool: str,
+                 root: Mapping[str, Any]) -> None:
+        self.rules = rules
+        self.ns = ns
+        self.family = family
+        self.tool = tool
+        self.root = root
+        self.scalars = JsonValues(rules, family=family, tool=tool, root=root)
+        self.text = avoiding_text(rules, [ns], hint="nested-text", after=ns)
+
+    def _refuse(self, path: str, keyword: str, why: str) -> GrammarSchemaError:
+        return GrammarSchemaError(f"{self.family}: tool {self.tool!r}, {path}: {why}",
+                                  family=self.family, tool=self.tool, path=path, keyword=keyword)
+
+    def element(self, tag: str, value: str) -> str:
+        """``ns<tag>value ns</tag>``."""
+        return sequence(literal(f"{self.ns}<{tag}>"), value, literal(f"{self.ns}</{tag}>"))
+
+    def value(self, schema: Any, path: str) -> str:
+        """The nested-element spelling of the values ``schema`` admits."""
+        if isinstance(schema, Mapping) and "$ref" in schema:
+            schema = resolve_ref(dict(schema), self.root)
+        if not isinstance(schema, Mapping):
+            return self.text
+        for keyword in schema:
+            if keyword in REFUSED:
+                raise self._refuse(path, keyword, "the grammar cannot express this keyword")
+        for key in ("anyOf", "oneOf"):
+            branches = schema.get(key)
+            if isinstance(branches, list) and branches:
+                rest = {k: v for k, v in schema.items() if k not in ("anyOf", "oneOf")}
+                return alternatives(*(self.value({**rest, **b} if isinstance(b, Mapping) else b,
+                                                 f"{path}/{key}/{i}")
+                                      for i, b in enumerate(branches)))
+        fixed = [schema["const"]] if "const" in schema else schema.get("enum")
+        if isinstance(fixed, list):
+            texts = [v if isinstance(v, str) else json_text(v) for v in fixed
+                     if not isinstance(v, dict | list)]
+            kept = [literal(t) for t in texts if self.ns not in t]
+            if not kept:
+                raise self._refuse(path, "enum", "no value can be written as nested elements")
+            return alternatives(*kept)
+        declared = schema.get("type")
+        kinds = declared if isinstance(declared, list) else [declared] if declared else []
+        if not kinds:
+            kinds = ["object"] if "properties" in schema else ["array"] if "items" in schema \
+                else ["string"]
+        return alternatives(*(self._typed(str(k), schema, path) for k in kinds))
+
+    def _typed(self, kind: str, schema: Mapping[str, Any], path: str) -> str:
+        if kind == "object":
+            properties = schema.get("properties")
+            if not isinstance(properties, Mapping) or not properties:
+                return '""'
+            required = set(schema.get("required") or ())
+            members = []
+            for name, sub in properties.items():
+                if not valid_name(str(name)):
+                    raise self._refuse(f"{path}/properties/{name}", "name",
+                                       f"{name!r} cannot be a tag name")
+                members.append((literal(f"{self.ns}<{name}>"),
+                                sequence(self.value(sub, f"{path}/properties/{name}"),
+                                         literal(f"{self.ns}</{name}>")),
+                                name in required))
+            return self.scalars.members(members, separator="", lead=_GAP, hint="nested-obj")
+        if kind == "array":
+            item = sequence(_GAP, self.element("item", self.value(schema.get("items"),
+                                                                  f"{path}/items")))
+            low = schema.get("minItems") if isinstance(schema.get("minItems"), int) else 0
+            high = schema.get("maxItems") if isinstance(schema.get("maxItems"), int) else None
+            upper = "" if high is None else str(high)
+            if low == 0 and high is None:
+                return f"({item})*"
+            return f"({item}){{{low},{upper}}}"
+        if kind == "string":
+            shortest = schema.get("minLength")
+            longest = schema.get("maxLength")
+            low = shortest if isinstance(shortest, int) else 0
+            high = longest if isinstance(longest, int) else None
+            return self.text if not low and high is None else bounded_text([self.ns], low, high)
+        if kind == "integer":
+            return self.scalars.integer(schema)
+        if kind == "number":
+            return self.scalars.number(schema)
+        if kind == "boolean":
+            return '("true" | "false")'
+        return '"null"'

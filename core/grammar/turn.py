@@ -1,0 +1,69 @@
+"""The grammar of one model turn, for backends that can constrain sampling.
+
+:func:`turn_grammar` is what :class:`~toolwire.backends.templated.TemplatedBackend`
+asks once it has rendered a turn's prompt: the grammar that enforces the
+request's ``tool_choice`` for the selected family (lazy under ``"auto"``), or
+``None`` when there is nothing to constrain. :func:`grammar_failure` says what
+a failure means for the turn: an ``error`` event where the reply had to be
+calls, a one-time diagnostic where the model may answer freely anyway.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+from ..events import DiagnosticEvent, ErrorEvent, Event
+from .choice import resolve_tool_choice
+from .errors import GrammarError, ToolChoiceError
+
+if TYPE_CHECKING:
+    from ..backends.protocol import ModelRequest
+    from ..parse.protocol import ParserSpec
+    from .build import ToolGrammar
+
+__all__ = ["grammar_failure", "turn_grammar"]
+
+
+def turn_grammar(request: ModelRequest, parser: ParserSpec | None, *, template: str,
+                 prompt_tail: str, end_markers: Sequence[str] = (),
+                 max_reasoning_chars: int | None = None) -> ToolGrammar | None:
+    """The grammar for this turn's calls, or ``None`` (no tools, no parser, ``"none"``).
+
+    :param max_reasoning_chars: bound the reasoning the prompt opened (see
+        :func:`toolwire.grammar_for`).
+
+    :raises GrammarError: the family or a schema cannot be written as a grammar.
+    :raises ToolChoiceError: the request's ``tool_choice`` is malformed or names
+        a tool it does not offer.
+    """
+    tools = request.offered_tools
+    if not tools or parser is None:
+        return None
+    from . import grammar_for
+
+    return grammar_for(parser, tools, template=template, tool_choice=request.tool_choice,
+                       parallel_tool_calls=request.parallel_tool_calls, prompt_tail=prompt_tail,
+                       end_markers=end_markers, max_reasoning_chars=max_reasoning_chars)
+
+
+def grammar_failure(exc: GrammarError | ToolChoiceError, request: ModelRequest,
+                    announce_once: Callable[[str], bool]) -> tuple[list[Event], bool]:
+    """The events a failed grammar makes, and whether the turn must end.
+
+    ``"required"`` and a named tool cannot be honoured without the grammar: an
+    ``error`` event (kind ``grammar``) and the turn ends. Under ``"auto"`` the
+    model runs unconstrained, with a ``grammar_unavailable`` diagnostic once.
+    """
+    try:
+        must = resolve_tool_choice(request.tool_choice).constrains_from_start
+    except ToolChoiceError:
+        must = True
+    if must or isinstance(exc, ToolChoiceError):
+        return [ErrorEvent("grammar", f"tool_choice {request.tool_choice!r} cannot be "
+                                      f"enforced: {exc}")], True
+    family = getattr(exc, "family", "")
+    if announce_once(f"grammar_unavailable:{family}:{exc}"):
+        return [DiagnosticEvent("grammar_unavailable",
+                                f"calls are not grammar-constrained: {exc}")], False
+    return [], False
