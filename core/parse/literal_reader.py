@@ -86,6 +86,8 @@ class _Decoder:
             if end < 0:
                 raise ValueError("a key without ':'")
             name = self.text[self.pos:end].strip()
+            if len(name) > 1 and name[0] == name[-1] == '"':  # a JSON key inside the notation
+                name = _json_word(name, name)
             self.pos = end
         self.blanks()
         if not name or not self.text.startswith(":", self.pos):
@@ -138,12 +140,17 @@ class _Decoder:
             raise ValueError("an empty value")
         if word in _SCALARS:
             return _SCALARS[word]
-        try:
-            number = json.loads(word)
-        except ValueError:
-            return word  # an unquoted word: the model meant text
-        return number if isinstance(number, int | float) and not isinstance(number, bool) \
+        value = _json_word(word, word)  # numbers, and JSON strings written inside the notation
+        return value if isinstance(value, int | float | str) and not isinstance(value, bool) \
             else word
+
+
+def _json_word(word: str, default: Any) -> Any:
+    """``word`` read as JSON, or ``default`` (an unquoted word: the model meant text)."""
+    try:
+        return json.loads(word)
+    except ValueError:
+        return default
 
 
 def read_object_literal(syntax: ObjectLiteral, text: str) -> dict[str, Any] | None:

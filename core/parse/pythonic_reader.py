@@ -190,6 +190,15 @@ class PythonicCallsReader(ReaderBase):
             self._state = _OVER
             return DONE, pos + 1
         if not self._in_list:
+            if self._syntax.bare and self._ends.at(data, pos) is None:
+                # bare calls one after another (one per line inside a section)
+                name = _NAME.match(data, pos)
+                if name is not None and name.end() < len(data) and data[name.end()] == "(":
+                    self._state = _CALL_NAME
+                    return -1, pos
+                if name is not None and name.end() >= len(data) and not eof and \
+                        name.end() - pos <= MAX_NAME:
+                    return MORE, pos  # a name cut by the delta: a call or text?
             self._state = _OVER
             return DONE, pos
         if self._ends.at(data, pos) is not None:  # the list's "]" is missing: its end shows

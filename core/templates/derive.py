@@ -19,8 +19,11 @@ never a wrong parser.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
+import threading
+from collections import OrderedDict
 from collections.abc import Mapping
 from typing import Any
 
@@ -42,7 +45,7 @@ from .derive_probe import (
 )
 from .derive_record import KEY_HOLE, InferredMarkup, to_call_format, verify_format
 
-__all__ = ["DerivationError", "derive_format"]
+__all__ = ["DerivationError", "clear_derivation_cache", "derive_format"]
 
 
 def _call(name: str, args: dict[str, Any]) -> Call:
@@ -87,13 +90,48 @@ def _reasoning_markers(source: str) -> tuple[str, str]:
     return "", ""
 
 
+_CACHE: OrderedDict[tuple[str, bool], CallFormat | DerivationError] = OrderedDict()
+_CACHE_LIMIT = 64
+_CACHE_LOCK = threading.Lock()
+
+
+def clear_derivation_cache() -> None:
+    """Forget every derived record and refusal (for benchmarks and tests)."""
+    with _CACHE_LOCK:
+        _CACHE.clear()
+
+
 def derive_format(source: str, *, verify: bool = True) -> CallFormat:
     """Infer the call markup a template renders, as the engine's record.
+
+    The outcome (the record, or the refusal) is cached by the template's sha256, so
+    a template is probed once per process; the least recently used of more than 64
+    outcomes is dropped.
 
     :param verify: parse a richer rendered conversation back with the record and
         refuse one that does not reproduce it.
     :raises DerivationError: the markup could not be inferred, or failed the check.
     """
+    key = (hashlib.sha256(source.encode("utf-8", "surrogatepass")).hexdigest(), verify)
+    with _CACHE_LOCK:
+        cached = _CACHE.get(key)
+        if cached is not None:
+            _CACHE.move_to_end(key)
+    if cached is None:
+        try:
+            cached = _derive_format(source, verify)
+        except DerivationError as exc:
+            cached = exc
+        with _CACHE_LOCK:
+            _CACHE[key] = cached
+            while len(_CACHE) > _CACHE_LIMIT:
+                _CACHE.popitem(last=False)
+    if isinstance(cached, DerivationError):
+        raise DerivationError(str(cached), seen=cached.seen)  # a fresh one each time
+    return cached
+
+
+def _derive_format(source: str, verify: bool) -> CallFormat:
     renderer = ProbeRenderer(source)
     try:
         inferred = _derive(renderer, source)
@@ -137,6 +175,21 @@ def _counter_context(first: str, second: str) -> str:
     while start > 0 and first[start - 1].isdigit():
         start -= 1
     return first[max(0, start - 24):start]
+
+
+def _opening_counter(head: str, middle: str) -> str:
+    """The text before a counter written in the call's opening (``<call n="1" fn=`` then
+    ``<call n="2" fn=``), where the first call's opening ends ``head`` and the second's
+    ends ``middle``; ``""`` when there is none."""
+    reversed_hole = _index_hole(head[::-1], middle[::-1])
+    if reversed_hole is None:
+        return ""
+    after = _common_suffix(head, middle, len(head))
+    start = len(head) - after
+    while start > 0 and head[start - 1].isdigit():
+        start -= 1
+    # the probes' counters are one digit long, so the reversed digits read the same
+    return head[max(0, start - 24):start]
 
 
 def _digits_end(text: str, at: int) -> int:
@@ -340,6 +393,14 @@ def _derive_markers(r: ProbeRenderer, source: str) -> InferredMarkup:
     if parallel and NAME_B in two:
         head2, rest = _split_call(two, NAME_A, echo)
         middle, tail2 = _split_call(rest, NAME_B, echo)
+        context = _opening_counter(head, middle)
+        if context:  # a counter in the call's opening: read every probe with its hole
+            r.count_after(context)
+            one = r.block([_call(NAME_A, {KEY_A: TEXT_VALUE})])
+            two = r.block([_call(NAME_A, {KEY_A: TEXT_VALUE}), _call(NAME_B, {KEY_A: TEXT_VALUE})])
+            head, tail = _split_call(one, NAME_A, echo)
+            head2, rest = _split_call(two, NAME_A, echo)
+            middle, tail2 = _split_call(rest, NAME_B, echo)
         if head2 != head:
             raise refusal("the first of two calls opens differently from a single call",
                           seen=two[:300], rule="call openings")
