@@ -104,43 +104,65 @@ class ReplyApprovals:
         return True
 
 
+class _Failure:
+    """What the chat's event iterator raised, handed on to the reader."""
+
+    def __init__(self, exc: BaseException) -> None:
+        self.exc = exc
+
+
+_END = object()
+
+
 async def with_approval_requests(events: AsyncIterator[Event],
                                  requests: asyncio.Queue[ApprovalRequestEvent],
                                  ) -> AsyncGenerator[Event, None]:
     """The reply's events with the approval requests put in, each after its ``tool_call``.
 
     The chat's events come through ``events``; the approver puts its requests into
-    ``requests`` from the worker thread. A request is held back until its call's
+    ``requests`` from the worker thread. Two long-lived tasks forward both into one
+    queue (a hop per event, no task per event). A request is held back until its call's
     ``tool_call`` has gone out, so a client always knows the call it is asked about.
+    What ``events`` raises is raised here.
     """
+    merged: asyncio.Queue[Any] = asyncio.Queue()
+
+    async def forward_events() -> None:
+        try:
+            async for event in events:
+                merged.put_nowait(event)
+        except Exception as exc:
+            merged.put_nowait(_Failure(exc))
+        finally:
+            merged.put_nowait(_END)
+
+    async def forward_requests() -> None:
+        while True:
+            merged.put_nowait(await requests.get())
+
+    tasks = (asyncio.create_task(forward_events()), asyncio.create_task(forward_requests()))
     announced: set[str] = set()
     held: list[ApprovalRequestEvent] = []
-    next_event: asyncio.Future[Event] = asyncio.ensure_future(anext(events))
-    next_request: asyncio.Future[ApprovalRequestEvent] = asyncio.ensure_future(requests.get())
     try:
         while True:
-            either: set[asyncio.Future[Any]] = {next_event, next_request}
-            done, _ = await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
-            if next_request in done:
-                held.append(next_request.result())
-                next_request = asyncio.ensure_future(requests.get())
-            if next_event in done:
-                try:
-                    event = next_event.result()
-                except StopAsyncIteration:
-                    return
-                yield event
-                if isinstance(event, ToolCallEvent):
-                    announced.add(event.id)
-                next_event = asyncio.ensure_future(anext(events))
-            for request in [r for r in held if r.id in announced]:
-                held.remove(request)
-                yield request
+            item = await merged.get()
+            if item is _END:
+                return
+            if isinstance(item, _Failure):
+                raise item.exc
+            if isinstance(item, ApprovalRequestEvent) and item.id not in announced:
+                held.append(item)
+                continue
+            yield item
+            if isinstance(item, ToolCallEvent):
+                announced.add(item.id)
+                for request in [r for r in held if r.id == item.id]:
+                    held.remove(request)
+                    yield request
     finally:
-        next_request.cancel()
-        if not next_event.done():
-            next_event.cancel()
-            await asyncio.gather(next_event, return_exceptions=True)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
 
 
 def parse_approval_answer(data: Any) -> tuple[str, Approval]:
