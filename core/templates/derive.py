@@ -122,6 +122,15 @@ def derive_format(source: str, *, verify: bool = True) -> CallFormat:
             cached = _derive_format(source, verify)
         except DerivationError as exc:
             cached = exc
+        except TemplateError as exc:
+            cached = refusal(f"the template failed while rendering probe calls: {exc}",
+                             rule="probe shapes")
+        except (ValueError, TypeError, LookupError, RecursionError) as exc:
+            # an untrusted template rendered something no probe expects: refused, never
+            # a traceback in the caller's chat
+            cached = refusal(f"the probes came out in a shape derivation cannot read "
+                             f"({type(exc).__name__}: {exc})",
+                             rule="a drift the probes do not model")
         with _CACHE_LOCK:
             _CACHE[key] = cached
             while len(_CACHE) > _CACHE_LIMIT:
@@ -133,11 +142,7 @@ def derive_format(source: str, *, verify: bool = True) -> CallFormat:
 
 def _derive_format(source: str, verify: bool) -> CallFormat:
     renderer = ProbeRenderer(source)
-    try:
-        inferred = _derive(renderer, source)
-    except TemplateError as exc:
-        raise refusal(f"the template failed while rendering probe calls: {exc}",
-                      rule="probe shapes") from exc
+    inferred = _derive(renderer, source)
     fmt = to_call_format(_snap_boundaries(inferred), drops=renderer.drops(),
                          prompt_opens=renderer.prompt_opens,
                          content_prefix=renderer.content_prefix)

@@ -303,3 +303,21 @@ def test_each_derived_record_prints_as_python_that_evaluates_back(template: str)
     namespace: dict[str, Any] = {n: getattr(record, n) for n in record.__all__}
     exec(format_source(fmt), namespace)
     assert namespace["FORMAT"] == fmt
+
+
+_CALL_PIECES = ("<call>", "</call>", "[[", "]]", "{", "}", " ", "\n", ":", "<|x|>",
+                "{{ c.function.name }}", "{{ c.function.arguments | tojson }}",
+                "{{ c.function.arguments }}", "{{ c.id }}", "{{ loop.index }}",
+                "{% for k, v in c.function.arguments | items %}<{{ k }}>{{ v }}</{{ k }}>"
+                "{% endfor %}", "{{ raise_exception('no') }}", "{% if loop.first %}<s>{% endif %}")
+
+
+@settings(max_examples=60, deadline=None)
+@given(parts=st.lists(st.sampled_from(_CALL_PIECES), max_size=10))
+def test_any_template_derives_or_is_refused_with_a_rule(parts: list[str]) -> None:
+    try:
+        fmt = derive_format(_family("".join(parts)))
+    except DerivationError as exc:
+        assert "[missing rule: " in str(exc)
+    else:
+        assert isinstance(fmt, CallFormat)
