@@ -557,13 +557,16 @@ def _derive_tagged(r: ProbeRenderer, reasoning: tuple[str, str], section_open: s
                       seen=both[:300], rule="argument layout")
     cdata = _wrapped_in_cdata(r, string_key_close, string_value_close)
     nested = _nested_token(r)
+    # a template that prints non-string values with str() writes Python literals
+    python = _written_value(r, True, key_close, value_close) == "True"
     return InferredMarkup(
         section_open=section_open, section_close=section_close, call_open=call_open,
         name_close=name_close, call_close=call_close, call_separator=separator,
         arguments="tagged", arg_open=arg_open, key_close=key_close, value_close=value_close,
         string_key_close=string_key_close, string_value_close=string_value_close,
         arg_separator=between[:len(between) - len(arg_open)], parallel=parallel,
-        reasoning_open=reasoning[0], reasoning_close=reasoning[1], cdata=cdata, nested=nested)
+        reasoning_open=reasoning[0], reasoning_close=reasoning[1], cdata=cdata, nested=nested,
+        python_values=python)
 
 
 _INNER_KEY = "zqkeyin"
@@ -589,16 +592,20 @@ def _nested_token(r: ProbeRenderer) -> str:
 _MARKUP_VALUE = "zq<v&l>\nue"
 
 
+def _written_value(r: ProbeRenderer, value: Any, key_close: str, value_close: str) -> str:
+    """How a one-argument call writes ``value`` between its tagged markers (``""``: not
+    found)."""
+    block = r.block([_call(NAME_A, {KEY_A: value})])
+    start = block.find(key_close, block.find(KEY_A))
+    end = block.find(value_close.replace(KEY_HOLE, KEY_A), start + len(key_close))
+    return block[start + len(key_close):end] if start >= 0 and end >= 0 else ""
+
+
 def _wrapped_in_cdata(r: ProbeRenderer, key_close: str, value_close: str) -> bool:
     """Whether a string holding markup characters is wrapped in ``<![CDATA[...]]>`` (the
     template wraps only the values that need it, as MiniCPM 5 does)."""
-    block = r.block([_call(NAME_A, {KEY_A: _MARKUP_VALUE})])
-    start = block.find(key_close, block.find(KEY_A))
-    end = block.find(value_close.replace(KEY_HOLE, KEY_A), start + len(key_close))
-    if start < 0 or end < 0:
-        return False
-    written = block[start + len(key_close):end]
-    if written == _MARKUP_VALUE:
+    written = _written_value(r, _MARKUP_VALUE, key_close, value_close)
+    if not written or written == _MARKUP_VALUE:
         return False
     if written == f"<![CDATA[{_MARKUP_VALUE}]]>":
         return True

@@ -93,6 +93,7 @@ class InferredMarkup:
     bare: bool = False
     quote: str = ""
     escapes: bool = False
+    python_values: bool = False
 
 
 _HOLE = re.compile(r"\{id\}")
@@ -300,7 +301,8 @@ def _tagged(inferred: InferredMarkup) -> TaggedArguments:
     return TaggedArguments(open=inferred.arg_open.strip() or inferred.arg_open,
                            header=header, header_end=header_end, close=close,
                            separator=inferred.arg_separator.strip(), trim_newline=trim,
-                           cdata=inferred.cdata, nested=inferred.nested)
+                           cdata=inferred.cdata, nested=inferred.nested,
+                           python_values=inferred.python_values)
 
 
 _WORD = re.compile(r"[A-Za-z_]+")

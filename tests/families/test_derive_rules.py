@@ -131,6 +131,19 @@ def test_object_literal_garbage_never_raises(text: str) -> None:
     assert not any(isinstance(e, DiagnosticEvent) and e.code == "parser_error" for e in events)
 
 
+PRINTED_VALUES = _family('<fn name="{{ c.function.name }}">'
+                         '{% for k, v in c.function.arguments | items %}<p name="{{ k }}">{{ v }}'
+                         "</p>{% endfor %}</fn>")
+
+
+def test_tagged_values_printed_with_str_are_python_literals() -> None:
+    fmt = derive_format(PRINTED_VALUES)
+    assert isinstance(fmt.arguments, TaggedArguments) and fmt.arguments.python_values
+    calls, _ = _parse(fmt, ['<fn name="search"><p name="ok">True</p><p name="note">None</p>'
+                            "</fn>"])
+    assert calls == [("search", {"ok": True, "note": None})]
+
+
 # -- 2: pythonic calls ---------------------------------------------------------------------
 
 PYTHONIC_LINES = _TURNS.replace(
