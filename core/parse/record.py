@@ -376,7 +376,8 @@ class CallFormat:
         data = attrs.asdict(self, recurse=False)
         data["header"] = attrs.asdict(self.header)
         data["arguments"] = [{"kind": type(k).__name__,
-                              **attrs.asdict(k, filter=lambda a, v: not callable(v))}
+                              **attrs.asdict(k, filter=lambda a, v: not callable(v)
+                                             or attrs.has(type(v)))}  # ObjectLiteral is data
                              for k in self.kinds]
         data["blocks"] = {k: list(v) for k, v in self.blocks.items()}
         return data

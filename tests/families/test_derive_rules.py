@@ -103,6 +103,8 @@ def test_a_family_quote_token_is_read_off_the_probes() -> None:
     assert isinstance(fmt.arguments, GrammarArguments)
     assert fmt.arguments.reader == ObjectLiteral(quote="~~", escapes=False)
     assert fmt.header_end == ("]]",)
+    # toolwire detect --derive --json shows the notation, not just its name
+    assert fmt.describe()["arguments"][0]["reader"] == {"quote": "~~", "escapes": False}
 
 
 @settings(max_examples=40)
