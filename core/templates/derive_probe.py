@@ -79,7 +79,7 @@ def _parameters(shape: int) -> dict[str, Any]:
     return parameters
 
 
-def probe_tools(shape: int) -> list[dict[str, Any]]:
+def _probe_tools(shape: int) -> list[dict[str, Any]]:
     """The probe tools in schema shape ``shape`` (0: plain; 1: every field templates read)."""
     return [{"type": "function", "function": {"name": name, "description": "probe",
                                               "parameters": _parameters(shape)}}
@@ -147,7 +147,6 @@ class ProbeRenderer:
     :ivar content_mode: where the template writes an assistant's content beside
         calls: ``"before"`` them, ``"after"`` them, or ``"none"`` (dropped).
     :ivar wrappers: turn markup seen around the calls (pieces the record drops).
-    :ivar shape: the notes on the probe shape the template demanded.
     :ivar content_prefix: what a call turn writes before its content (turn markup, or the
         recipient of the text: Functionary v3.2's ``all``).
     :ivar prompt_opens: the call opening the generation prompt ends with, so a reply may
@@ -172,8 +171,8 @@ class ProbeRenderer:
             p for p in markup_pieces(self.turns.header + " " + self.turns.end_of_turn)
             if _is_markup(p))
         failure: TemplateError | None = None
-        for shape in _SHAPES:
-            self.tools = probe_tools(shape)
+        for shape in _SHAPES:  # the first shape the template renders is kept
+            self.tools = _probe_tools(shape)
             try:
                 one = self.text([(NAME_A, {KEY_A: TEXT_VALUE})])
             except TemplateError as exc:
@@ -184,9 +183,6 @@ class ProbeRenderer:
             assert failure is not None
             raise refusal(f"the template failed while rendering probe calls in every "
                           f"probe shape: {failure}", rule="probe shapes") from failure
-        self.shape = list(self.turns.notes)
-        if shape:
-            self.shape.append("the probe tools spell out additionalProperties and required")
         if NAME_A not in one:
             raise refusal("the template renders no tool call for an assistant message",
                           seen=one[:300], rule="probe shapes")
