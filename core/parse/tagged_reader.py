@@ -131,9 +131,16 @@ class TaggedArgsReader(ReaderBase):
         for first in self._watch.firsts:
             if first in text:
                 return None
-        out: list[Event] = []
-        self._piece(text, 0, len(text), out)
-        return out
+        self.raw.append(text)
+        if self._blanks or text[-1] in _BLANKS:
+            out: list[Event] = []
+            self._value_text(text, out)
+            return out
+        self._parts.append(text)  # the common case, inline: this runs once per token
+        if not self._string:
+            return []
+        call = self._call
+        return [ToolCallDeltaEvent(call.index, call.name, text, self._param, call.call_id)]
 
     def feed(self, data: str, pos: int, out: list[Event], eof: bool) -> tuple[int, int]:
         """Consume from ``pos``; see :mod:`toolwire.parse.readers`."""
@@ -438,11 +445,14 @@ class TaggedArgsReader(ReaderBase):
             search = gt + 1
 
     def _piece(self, data: str, start: int, end: int, out: list[Event]) -> None:
-        """Take value text; its trailing blanks wait until more value text comes."""
-        if end <= start:
-            return
-        piece = data[start:end]
-        self.raw.append(piece)
+        """Take ``data[start:end]`` as value text."""
+        if end > start:
+            piece = data[start:end]
+            self.raw.append(piece)
+            self._value_text(piece, out)
+
+    def _value_text(self, piece: str, out: list[Event]) -> None:
+        """Value text (consumed); its trailing blanks wait until more value text comes."""
         held = self._blanks
         if piece[-1] in _BLANKS:
             text = held + piece if held else piece
@@ -539,6 +549,8 @@ class TaggedArgsReader(ReaderBase):
             if eof:
                 return k
             return _NEED_MORE if j - k < MAX_GAP + len(token) else _LITERAL
+        if token in syntax.after_ends:
+            return _LITERAL  # the section's end is confirmed by the reply's end only
         if syntax.after_ends.at(data, j) is not None:
             return k
         if not eof and syntax.after_ends.is_prefix(data, j):
