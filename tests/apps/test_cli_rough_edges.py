@@ -323,7 +323,7 @@ def test_version_and_help_name_every_command_plainly() -> None:
     top = toolwire("--help")
     assert top.returncode == 0 and "`" not in top.stdout
     names = [module.__name__.rsplit(".", 1)[1] for module in COMMANDS]
-    assert len(names) == 10
+    assert len(names) == len(set(names)) >= 11
     for name in names:
         assert re.search(rf"^\s+{name}\b", top.stdout, re.M), name
         sub = toolwire(name, "--help")
