@@ -95,6 +95,8 @@ class TemplateChoice:
     :ivar no_parser_message: why there is no parser (for the ``no_parser`` event).
     :ivar seen_markers: well-known tool-call markers seen in an unclaimed template.
     :ivar is_default: the template is toolwire's default, not the model's.
+    :ivar selection_note: the selection's caveat (a claim chosen by score alone,
+        or claims refused before the derived parser), shown once as a diagnostic.
     """
 
     key: str
@@ -104,6 +106,7 @@ class TemplateChoice:
     no_parser_message: str = ""
     seen_markers: tuple[str, ...] = ()
     is_default: bool = False
+    selection_note: str = ""
 
 
 @attrs.frozen
@@ -261,14 +264,14 @@ class TemplatedBackend:
     def _choose_template(self, origin: TemplateSource) -> TemplateChoice:
         template = get_chat_template(origin.source)
         try:
-            spec = select_parser(origin.source, self._plugins, family=self._family).spec
+            selected = select_parser(origin.source, self._plugins, family=self._family)
         except ParserNotFoundError as exc:
             if self._family is not None:
                 raise
             return TemplateChoice(origin.key, origin.source, template, None, str(exc),
                                   exc.seen_markers, origin.is_default)
-        return TemplateChoice(origin.key, origin.source, template, spec,
-                              is_default=origin.is_default)
+        return TemplateChoice(origin.key, origin.source, template, selected.spec,
+                              is_default=origin.is_default, selection_note=selected.note)
 
     def make_call_id(self, index: int) -> str:
         """Call ids in the form the parser family (of the tools template) wants."""
@@ -400,14 +403,19 @@ class TemplatedBackend:
 
     def _notices(self, choice: TemplateChoice) -> Iterator[Event]:
         yield from self.turn_notices(choice)
-        if choice.parser is not None and choice.parser.name == DERIVED_FAMILY and \
-                "derived" not in self._announced:
+        derived = choice.parser is not None and choice.parser.name == DERIVED_FAMILY
+        if derived and "derived" not in self._announced:
             self._announced.add("derived")
+            refused = f" ({choice.selection_note})" if choice.selection_note else ""
             yield DiagnosticEvent(
                 "derived_parser",
                 "no parser plugin claims this model's chat template; its tool calls are read "
                 "with markers inferred from the template itself (toolwire detect --derive "
-                "shows them)")
+                f"shows them){refused}")
+        elif not derived and choice.selection_note and \
+                self.announce_once("selection:" + choice.source):
+            yield DiagnosticEvent("parser_unverified", choice.selection_note
+                                  + " (toolwire detect shows each check)")
         if choice.parser is None and choice.source not in self._announced:
             self._announced.add(choice.source)
             # cast: mypy cannot type the event's ``converter=tuple`` field

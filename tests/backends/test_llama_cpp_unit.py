@@ -425,6 +425,28 @@ def test_chat_template_option_overrides_the_file(model_file: Path) -> None:
     assert backend.template_choice(tools=True).key == "override"
 
 
+def test_a_claim_the_template_cannot_verify_is_said_once(model_file: Path) -> None:
+    # Qwen XML instructions, but assistant calls are rendered as nothing: the
+    # qwen_xml claim stands on its score alone, and the first turn says so
+    instructions = ("{% if tools %}<|im_start|>system\nCall tools as <tool_call>\n"
+                    "<function=NAME>\n<parameter=P>\nV\n</parameter>\n</function>\n"
+                    "</tool_call><|im_end|>\n{% endif %}")
+    backend, _ = backend_for(model_file, ["a", "b"], chat_template=instructions + CHATML_TEMPLATE)
+    request = ModelRequest((Message.user("hi"),), (get_weather,))
+    first, second = turn(backend, request), turn(backend, request)
+    notes = [e for e in first if isinstance(e, DiagnosticEvent) and e.code == "parser_unverified"]
+    assert len(notes) == 1 and "'qwen_xml'" in notes[0].message
+    assert "could not be verified" in notes[0].message
+    assert not [e for e in second if isinstance(e, DiagnosticEvent)]
+    assert backend.template_choice(tools=True).parser.name == "qwen_xml"  # type: ignore[union-attr]
+
+
+def test_a_verified_claim_says_nothing(model_file: Path) -> None:
+    request = ModelRequest((Message.user("hi"),), (get_weather,))
+    backend, _ = backend_for(model_file, ["a"])
+    assert not [e for e in turn(backend, request) if isinstance(e, DiagnosticEvent)]
+
+
 def test_a_file_that_is_not_gguf_fails_at_create(tmp_path: Path) -> None:
     path = tmp_path / "junk.gguf"
     path.write_bytes(b"not a gguf file at all")
