@@ -48,6 +48,7 @@ from ..grammar.turn import grammar_failure, turn_grammar
 from ..hooks.manager import PluginManager, default_plugin_manager
 from ..parse.protocol import ParserSpec, default_call_id
 from ..templates.chat_template import ChatTemplate, get_chat_template
+from ..templates.history_shape import HistoryShape, apply_history_shape, history_shape
 from ..templates.selection import DERIVED_FAMILY, build_pipeline, select_parser
 from .budget import FittingCancelled, PruneResult, prune_history
 from .prompt_pieces import ContentShield, PromptPiece, ShieldRules, SpecialTokens
@@ -284,14 +285,21 @@ class TemplatedBackend:
                choice: TemplateChoice | None = None) -> str:
         """The prompt text for ``messages`` (template errors propagate)."""
         choice = choice or self._choices[bool(tools)]
-        return self._render_template(choice, to_template_messages(messages),
-                                     list(tools) if tools else None)
+        records = to_template_messages(messages)
+        if any(m.tool_calls for m in messages):
+            records = apply_history_shape(records, self._history_shape(choice))
+        return self._render_template(choice, records, list(tools) if tools else None)
 
     def _render_template(self, choice: TemplateChoice, messages: list[dict[str, Any]],
                          tools: list[Any] | None) -> str:
         return choice.template.render(
             messages, tools=tools, add_generation_prompt=True, bos_token=self.bos_token,
             eos_token=self.eos_token, enable_thinking=self.enable_thinking)
+
+    def _history_shape(self, choice: TemplateChoice) -> HistoryShape:
+        """How ``choice``'s template wants earlier calls (probed once per template)."""
+        return history_shape(choice.template, bos_token=self.bos_token,
+                             eos_token=self.eos_token)
 
     def special_tokens(self) -> SpecialTokens | None:
         """The texts the runtime's tokenizer treats specially; ``None``: none or unknown.
@@ -351,6 +359,8 @@ class TemplatedBackend:
                 record = converted.get(id(message))
                 if record is None:
                     (record,) = to_template_messages((message,))
+                    if message.tool_calls:
+                        (record,) = apply_history_shape((record,), self._history_shape(choice))
                     if shield is not None:
                         record = shield.shield(record)
                     converted[id(message)] = record

@@ -24,6 +24,7 @@ from toolwire.backends.prompt_pieces import (
 )
 from toolwire.errors import TemplateError
 from toolwire.templates.chat_template import ChatTemplate
+from toolwire.templates.history_shape import apply_history_shape, history_shape
 
 TEMPLATES_DIR = REPO.parent / "shared" / "templates"
 CONTROL = ("<|im_start|>", "<|im_end|>", "<|eot_id|>", "[INST]", "<｜end▁of▁sentence｜>")
@@ -166,6 +167,7 @@ def test_shielding_changes_no_real_templates_text(path: Path) -> None:
         "name": "get_weather", "description": f"Weather. {INJECTED}",
         "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}]
     template = ChatTemplate(source)
+    messages = apply_history_shape(messages, history_shape(template))
     try:
         plain = template.render(messages, tools=tools, datetime="D")
     except TemplateError:
