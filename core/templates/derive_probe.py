@@ -34,6 +34,7 @@ from typing import Any, Final
 
 from ..errors import DerivationError, TemplateError
 from .assistant_turns import REASONING_TAGS, AssistantTurnRenderer
+from .chat_template import get_chat_template
 
 __all__ = [
     "CONTENT",
@@ -91,6 +92,9 @@ _TAG_JOINT = re.compile(r"(?<=[>\]])(?=[<\[])")
 
 
 RULES: Final = {
+    "call markup": "none can apply: the template writes nothing for an assistant's tool "
+                   "calls in any probe shape, so there is no markup to read (a plugin, "
+                   "or a template that renders calls, is needed)",
     "probe shapes": "render the probes in a shape this template accepts (item 7)",
     "call openings": "find where a call begins (a marker, the reply's start, the prompt)",
     "counters and ids": "a call id or counter where the record has no hole for it (item 4)",
@@ -162,7 +166,8 @@ class ProbeRenderer:
         except TemplateError as exc:
             raise refusal(f"the template renders no tool call for an assistant "
                           f"message in any probe shape: {exc}",
-                          rule="probe shapes") from exc
+                          rule="call markup" if _drops_calls(source) else "probe shapes"
+                          ) from exc
         self.wrappers: dict[str, None] = {}
         self._cache: dict[str, str] = {}
         self._counters: list[re.Pattern[str]] = []
@@ -288,6 +293,38 @@ class ProbeRenderer:
         end-of-turn tags (never content: a model echoing one ends its turn)."""
         ends = (p for p in markup_pieces(self.turns.end_of_turn))
         return tuple(p for p in dict.fromkeys((*self.wrappers, *ends)) if _is_markup(p))
+
+
+def _drops_calls(source: str) -> bool:
+    """Some probe shape renders a conversation with an assistant call, and none writes the
+    call: the template drops calls (it has no call markup), rather than raising on them."""
+    user = {"role": "user", "content": CONTENT}
+    plain = {"role": "assistant", "content": CONTENT}
+    template = get_chat_template(source)
+    rendered = False
+    for shape in _SHAPES:
+        tools = _probe_tools(shape)
+        try:  # the tools may name the probe tool already (a system prompt lists them)
+            listed = template.render([user, plain], tools=tools,
+                                     add_generation_prompt=False).count(NAME_A)
+        except TemplateError:
+            continue
+        for as_string in (False, True):
+            for content in ("", None):
+                arguments: Any = {KEY_A: TEXT_VALUE}
+                call = {"id": IDS[0], "type": "function", "function": {
+                    "name": NAME_A, "arguments": json.dumps(arguments) if as_string
+                    else arguments}}
+                message = {"role": "assistant", "content": content, "tool_calls": [call]}
+                try:
+                    text = template.render([user, message], tools=tools,
+                                           add_generation_prompt=False)
+                except TemplateError:
+                    continue
+                if text.count(NAME_A) > listed:
+                    return False
+                rendered = True
+    return rendered
 
 
 def _first_name(text: str, calls: Sequence[Call]) -> int:

@@ -207,6 +207,23 @@ def test_call_objects_with_a_counter_key_in_any_order() -> None:
     assert "seq" in fmt.arguments.extra_keys
 
 
+TYPE_WORDS = _family(
+    '<call name="{{ c.function.name }}">{% for k, v in c.function.arguments | items %}'
+    '<arg key="{{ k }}" type="{{ "text" if v is string else "json" }}">'
+    "{{ v if v is string else v | tojson }}</arg>{% endfor %}</call>")
+
+
+def test_a_type_word_in_the_value_header_is_a_kind_hole() -> None:
+    fmt = derive_format(TYPE_WORDS)
+    assert isinstance(fmt.arguments, TaggedArguments)
+    assert fmt.arguments.header.patterns == ('{name}" type="{kind}',)
+    assert fmt.arguments.header.kinds == {"text": "string", "*": "json"}
+    # the word, not the schema, says how to read the value: a string "7" stays a string
+    calls, _ = _parse(fmt, ['<call name="search"><arg key="query" type="text">7</arg>'
+                            '<arg key="limit" type="json">7</arg></call>'])
+    assert calls == [("search", {"query": "7", "limit": 7})]
+
+
 # -- 5: the name written twice -------------------------------------------------------------
 
 NAME_TWICE = _family("@{{ c.function.name }}: <invoke name=\"{{ c.function.name }}\">"
@@ -257,6 +274,48 @@ def test_a_turn_reopened_for_the_calls_is_turn_markup() -> None:
     assert calls == [("search", {"limit": 1})] and text == "Sure."
 
 
+NESTED = (
+    "{%- macro el(v) -%}{%- if v is mapping %}{% for k, x in v | items %}"
+    "@@<{{ k }}>{{ el(x) }}@@</{{ k }}>{% endfor %}{%- elif v is string %}{{ v }}"
+    "{%- elif v is iterable %}{% for x in v %}@@<item>{{ el(x) }}@@</item>{% endfor %}"
+    "{%- else %}{{ v | tojson }}{% endif %}{%- endmacro -%}"
+    + _family('@@<call name="{{ c.function.name }}">{{ el(c.function.arguments) }}@@</call>'))
+PROMPT_OPENS = """\
+{%- for m in messages -%}
+<|{{ m.role }}|>
+{%- if m.tool_calls %}{% if m.content %}%%%all
+{{ m.content }}{% endif %}{% for c in m.tool_calls %}%%%{{ c.function.name }}
+{{ c.function.arguments | tojson }}{% endfor %}{% else %}%%%all
+{{ m.content or '' }}{% endif %}<|end|>
+{% endfor -%}
+{%- if add_generation_prompt %}<|assistant|>%%%{% endif -%}"""
+
+
+def test_object_values_written_as_nested_elements_are_read_back() -> None:
+    fmt = derive_format(NESTED)
+    assert isinstance(fmt.arguments, TaggedArguments) and fmt.arguments.nested == "@@"
+    assert fmt.arguments.close == "@@</{name}>"
+    tools = {"search": {"type": "object", "properties": {
+        "query": {"type": "string"},
+        "filter": {"type": "object", "properties": {"tags": {"type": "array"}}}}}}
+    parser = CallParser(fmt, tools)
+    reply = ('@@<call name="search">@@<query>x@@</query>@@<filter>@@<tags>@@<item>a@@</item>'
+             "@@<item>b@@</item>@@</tags>@@</filter>@@</call>")
+    events = parser.feed(reply) + parser.close()
+    got = [(e.name, dict(e.arguments)) for e in events if isinstance(e, ToolCallEvent)]
+    assert got == [("search", {"query": "x", "filter": {"tags": ["a", "b"]}})]
+
+
+def test_a_generation_prompt_that_opens_the_call_lets_a_reply_begin_with_one() -> None:
+    fmt = derive_format(PROMPT_OPENS)
+    assert fmt.at_start and fmt.call_open == ("%%%",)
+    assert fmt.text_headers == ("all",)  # the word addressing the user, not a tool
+    calls, text = _parse(fmt, ['search\n{"limit": 1}%%%lookup\n{"ok": true}'])
+    assert calls == [("search", {"limit": 1}), ("lookup", {"ok": True})] and not text
+    calls, text = _parse(fmt, ['all\nHello.%%%search\n{"limit": 2}'])
+    assert calls == [("search", {"limit": 2})] and text.strip() == "Hello."
+
+
 # -- 7: probe shapes -----------------------------------------------------------------------
 
 STRING_ARGUMENTS = _family("{{ '<fn ' + c.function.name + '>' + c.function.arguments + '</fn>' }}")
@@ -290,7 +349,19 @@ def test_a_refusal_names_the_missing_rule() -> None:
     with pytest.raises(DerivationError, match=r"\[missing rule: value grammar"):
         derive_format(UNENDED)
     with pytest.raises(DerivationError, match=r"\[missing rule: probe shapes"):
+        derive_format(_family("{{ raise_exception('calls are not supported') }}"))
+
+
+def test_a_template_that_drops_calls_is_refused_as_having_no_call_markup() -> None:
+    # it renders every probe shape, and writes nothing for the calls: no rule can help
+    with pytest.raises(DerivationError, match=r"\[missing rule: call markup: none can apply"):
         derive_format("{% for m in messages %}{{ m.content }}{% endfor %}")
+    # a template that lists the tools in its prompt but drops the calls, and raises
+    # on a None content (as Granite 3.3 and Phi-3.5 do), is refused the same way
+    lists_tools = ("{% for t in tools or [] %}{{ t.function.name }}{% endfor %}"
+                   "{% for m in messages %}{{ '<' + m.role + '>' + m.content }}{% endfor %}")
+    with pytest.raises(DerivationError, match=r"\[missing rule: call markup"):
+        derive_format(lists_tools)
 
 
 def test_derivation_is_cached_by_template_hash() -> None:
@@ -305,10 +376,12 @@ def test_derivation_is_cached_by_template_hash() -> None:
 
 
 @pytest.mark.parametrize("template", [PYTHON_DICT, QUOTE_TOKEN, PYTHONIC_LINES, PYTHONIC_LIST,
-                                      COUNTED, COUNTED_OBJECTS, NAME_TWICE, CDATA, REOPENED,
-                                      STRING_ARGUMENTS, READS_SCHEMA],
+                                      COUNTED, COUNTED_OBJECTS, TYPE_WORDS, NAME_TWICE, CDATA,
+                                      NESTED, REOPENED, PROMPT_OPENS, STRING_ARGUMENTS,
+                                      READS_SCHEMA],
                          ids=["python_dict", "quote_token", "pythonic_lines", "pythonic_list",
-                              "counted", "counted_objects", "name_twice", "cdata", "reopened",
+                              "counted", "counted_objects", "type_words", "name_twice",
+                              "cdata", "nested", "reopened", "prompt_opens",
                               "string_arguments", "reads_schema"])
 def test_each_derived_record_prints_as_python_that_evaluates_back(template: str) -> None:
     from toolwire.parse import record
