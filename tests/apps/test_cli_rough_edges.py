@@ -396,7 +396,9 @@ def test_demo_leaves_no_temporary_folder_behind(tmp_path: Path) -> None:
     assert list(temp.iterdir()) == []
 
 
-def test_serve_demo_removes_its_temporary_folder_when_it_stops(tmp_path: Path) -> None:
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_serve_demo_removes_its_temporary_folder_when_it_stops(tmp_path: Path,
+                                                                stop: signal.Signals) -> None:
     pytest.importorskip("llama_cpp")
     pytest.importorskip("uvicorn")
     temp = tmp_path / "tmp"
@@ -413,7 +415,7 @@ def test_serve_demo_removes_its_temporary_folder_when_it_stops(tmp_path: Path) -
             seen += line
         assert next(p.name for p in temp.iterdir()).startswith("toolwire-serve-demo-")
     finally:
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(stop)
         proc.communicate(timeout=60)
     assert proc.returncode == 0 and list(temp.iterdir()) == []
 

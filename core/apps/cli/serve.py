@@ -19,6 +19,7 @@ import errno
 import ipaddress
 import os
 import shutil
+import signal
 import socket
 import sys
 import tempfile
@@ -218,6 +219,14 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+class _Terminated(Exception):
+    """SIGTERM, once uvicorn has shut down on it: ends ``serve`` like Ctrl-C does."""
+
+
+def _terminated(sig: int, frame: FrameType | None) -> None:
+    raise _Terminated
+
+
 def run_serve(args: argparse.Namespace, plugins: PluginManager,
               backend: Backend | None = None) -> int:
     """Run ``toolwire serve`` until interrupted; return the exit status.
@@ -277,12 +286,18 @@ def run_serve(args: argparse.Namespace, plugins: PluginManager,
         print(f"toolwire serve: ready: {label}", file=sys.stderr, flush=True)
 
     threading.Thread(target=load, name="toolwire-load", daemon=True).start()
+    # uvicorn re-raises the signal that stopped it once it has shut down; SIGTERM's
+    # default action would then kill the process before atexit (the demo's folder)
+    on_main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _terminated) if on_main_thread else None
     try:
         server.run(sockets=[listener])
-    except KeyboardInterrupt:  # uvicorn re-raises the Ctrl-C it handled: a normal stop
+    except (KeyboardInterrupt, _Terminated):  # Ctrl-C or SIGTERM it handled: a normal stop
         pass
     finally:
         listener.close()
+        if on_main_thread:
+            signal.signal(signal.SIGTERM, previous)
     if failures:
         failure = failures[0]
         if isinstance(failure, ToolwireError):
