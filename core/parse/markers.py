@@ -87,13 +87,14 @@ class TokenSet:
     :param tokens: the tokens (any first character; longer ones win at one position).
     """
 
-    __slots__ = ("firsts", "longest", "regex", "tokens")
+    __slots__ = ("_prefixes", "firsts", "longest", "regex", "tokens")
 
     def __init__(self, tokens: Iterable[str]) -> None:
         self.tokens = tuple(sorted({t for t in tokens if t}, key=len, reverse=True))
         self.regex = re.compile("|".join(map(re.escape, self.tokens))) if self.tokens else None
         self.firsts = frozenset(t[0] for t in self.tokens)
         self.longest = max((len(t) for t in self.tokens), default=0)
+        self._prefixes = frozenset(t[:i] for t in self.tokens for i in range(1, len(t)))
 
     def __bool__(self) -> bool:
         return bool(self.tokens)
@@ -123,23 +124,16 @@ class TokenSet:
         Looks only at the last ``longest - 1`` characters of ``data[start:]``.
         """
         n = len(data)
-        lo = max(start, n - self.longest + 1)
-        # the window is short; most often none of the tokens' first characters is in it
-        candidates = [k for k in (data.find(c, lo) for c in self.firsts) if k >= 0]
-        if not candidates:
-            return n
-        for k in range(min(candidates), n):
-            if data[k] in self.firsts:
-                tail = data[k:]
-                for token in self.tokens:
-                    if len(token) > len(tail) and token.startswith(tail):
-                        return k
+        firsts = self.firsts
+        prefixes = self._prefixes
+        for k in range(max(start, n - self.longest + 1), n):
+            if data[k] in firsts and data[k:] in prefixes:
+                return k
         return n
 
     def is_prefix(self, data: str, start: int) -> bool:
         """Whether ``data[start:]`` is a proper prefix of a token (more text may complete it)."""
-        tail = data[start:]
-        return any(len(t) > len(tail) and t.startswith(tail) for t in self.tokens)
+        return data[start:] in self._prefixes
 
 
 @functools.lru_cache(maxsize=1024)

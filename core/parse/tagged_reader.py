@@ -128,15 +128,27 @@ class TaggedArgsReader(ReaderBase):
         """
         if self._state != _VALUE or self._mode != _PLAIN:
             return None
-        for first in self._watch.firsts:
-            if first in text:
-                return None
+        watch = self._watch
+        for first in watch.firsts:
+            if first in text:  # markup-like text (a '<' in code): plain if no token is in
+                if watch.find(text, 0) is not None or watch.partial(text, 0) < len(text):
+                    return None
+                break
         self.raw.append(text)
-        if self._blanks or text[-1] in _BLANKS:
-            out: list[Event] = []
-            self._value_text(text, out)
-            return out
-        self._parts.append(text)  # the common case, inline: this runs once per token
+        held = self._blanks  # what _value_text does, inline: this runs once per token
+        if text[-1] in _BLANKS:
+            whole = held + text if held else text
+            text = whole.rstrip(_BLANKS)
+            held = whole[len(text):]
+            if len(held) > MAX_GAP:  # a run of blanks that long is value, not layout
+                text, held = whole[:len(whole) - MAX_GAP], whole[len(whole) - MAX_GAP:]
+            self._blanks = held
+            if not text:
+                return []
+        elif held:
+            text = held + text
+            self._blanks = ""
+        self._parts.append(text)
         if not self._string:
             return []
         call = self._call
