@@ -96,9 +96,9 @@ class PythonicCallsReader(ReaderBase):
         if self._state != _STRING or self._quote[0] in text or (
                 not self._syntax.raw_strings and "\\" in text):
             return None
-        out: list[Event] = []
-        self._string_piece(text, 0, len(text), out)
-        return out
+        self.raw.append(text)  # what _string_piece does, inline: this runs once per token
+        self._parts.append(text)
+        return [ToolCallDeltaEvent(self._call_index, self._name, text, self._param)]
 
     def feed(self, data: str, pos: int, out: list[Event], eof: bool) -> tuple[int, int]:
         """Consume from ``pos``; see :mod:`toolwire.parse.readers`."""
