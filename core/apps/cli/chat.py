@@ -40,9 +40,10 @@ from ...events import (
     ToolCallEvent,
     ToolResultEvent,
 )
+from ...grammar.choice import TOOL_CHOICE_MODES, named_tool_choice
 from ...hooks.manager import PluginManager
 from .approval_prompt import TerminalApprover, refuse_writes
-from .common import UsageError, at_least, cli_advice
+from .common import UsageError, at_least, cli_advice, did_you_mean
 from .model_options import (
     add_generation_arguments,
     check_model_options,
@@ -110,6 +111,11 @@ def register(subparsers: Any) -> None:
     p.add_argument("--resume", metavar="FILE",
                    help="continue a conversation saved with /save or --save")
     p.add_argument("--save", metavar="FILE", help="save the conversation to this file when done")
+    p.add_argument("--tool-choice", metavar="auto|required|none|NAME", default="auto",
+                   help="auto (the model decides; the default), required (it must call a "
+                        "tool), none (no tools offered), or a tool's name (it must call that "
+                        "one); required and NAME apply to the first turn after each message, "
+                        "and a local model enforces them with a grammar")
     approval = p.add_argument_group(
         "approval", "an interactive chat asks before each call of a tool that changes things "
                     "(yes / no / always for that tool); a run without a prompt (--message, "
@@ -167,9 +173,32 @@ def build_chat(args: argparse.Namespace, plugins: PluginManager,
     workspace = Path(args.workspace).resolve()
     if tools is None:
         tools = session_tools(args, plugins)
+    choice = _tool_choice(getattr(args, "tool_choice", "auto"), tools, args.read_only)
     return Chat(backend or make_backend(args, plugins), tools=tools, system_prompt=args.system,
                 max_tool_iters=args.max_tool_iters, read_only=args.read_only,
-                workspace=workspace, plugins=plugins, approve=approve)
+                workspace=workspace, plugins=plugins, approve=approve, tool_choice=choice)
+
+
+def _tool_choice(value: str, tools: list[Tool], read_only: bool) -> Any:
+    """``--tool-choice``: a mode, or a tool's name (any case) as OpenAI's named form,
+    checked against the tools the session offers (only read-only ones under
+    ``--read-only``)."""
+    offered = [t for t in tools if t.read_only or not read_only]
+    if value == "required" and not offered:
+        raise UsageError("--tool-choice required: the chat offers no tools")
+    if value in TOOL_CHOICE_MODES:
+        return value
+    names = [t.name for t in offered]
+    found = next((n for n in names if n == value), None) or next(
+        (n for n in names if n.lower() == value.lower()), None)
+    if found is None:
+        held = next((t.name for t in tools if t.name.lower() == value.lower()), None)
+        if held is not None:
+            raise UsageError(f"--tool-choice {value}: {held} changes things, and --read-only "
+                             "offers only tools that do not")
+        raise UsageError(f"--tool-choice {value}: not auto, required, none or the name of an "
+                         f"offered tool{did_you_mean(value, names)}")
+    return named_tool_choice(found)
 
 
 class _Printer:
