@@ -13,7 +13,13 @@ docs name the path users import. The parts live in subpackages
 
 from __future__ import annotations
 
-from .backends.protocol import Backend, BackendSpec, ModelRequest, TurnEnd
+from .backends.protocol import (
+    Backend,
+    BackendSpec,
+    ModelRequest,
+    SamplingOverrides,
+    TurnEnd,
+)
 from .conversation.approval import Approval, ApprovalRequest, Approver
 from .conversation.cancel import CancelToken
 from .conversation.chat import Chat
@@ -149,6 +155,7 @@ __all__ = [
     "PythonicCalls",
     "ReasoningEvent",
     "ReplyPipeline",
+    "SamplingOverrides",
     "StreamFilter",
     "StreamFilterSpec",
     "StreamParser",

@@ -12,7 +12,13 @@ this module only gathers them.
 
 from __future__ import annotations
 
-from .backends.protocol import Backend, BackendSpec, ModelRequest, TurnEnd
+from .backends.protocol import (
+    Backend,
+    BackendSpec,
+    ModelRequest,
+    SamplingOverrides,
+    TurnEnd,
+)
 from .backends.templated import (
     EncodedPrompt,
     GenerationEnd,
@@ -91,6 +97,7 @@ __all__ = [
     "ReaderBase",
     "ReasoningEvent",
     "RunningCall",
+    "SamplingOverrides",
     "StreamFilter",
     "StreamFilterSpec",
     "StreamParser",

@@ -6,12 +6,17 @@ and the tools on offer) and iterates what it yields: the reply's events
 ``tool_call``, ``diagnostic``, ``error``) and, last, one :class:`TurnEnd` with
 the finish reason and usage. A backend checks the cancel token between deltas
 and, when it is set, closes its stream and returns.
+
+A request may carry :class:`SamplingOverrides` (the OpenAI-compatible endpoint's
+``temperature``, ``top_p``, ``max_tokens`` and ``seed``): each field that is set
+replaces the backend's own setting for that turn only.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Final, Protocol, runtime_checkable
 
 import attrs
 
@@ -21,7 +26,66 @@ from ..conversation.tools import Tool
 from ..events import Event
 from ..grammar.choice import ToolChoice
 
-__all__ = ["Backend", "BackendSpec", "ModelRequest", "TurnEnd"]
+__all__ = ["Backend", "BackendSpec", "ModelRequest", "SamplingOverrides", "TurnEnd"]
+
+
+def _optional_range(low: float, high: float | None) -> Callable[[Any, Any, Any], None]:
+    def check(instance: Any, attribute: Any, value: Any) -> None:
+        if value is None:
+            return
+        if isinstance(value, bool) or not isinstance(value, int | float) \
+                or not math.isfinite(value):
+            raise ValueError(f"{attribute.name} must be a finite number, not {value!r}")
+        if value < low or (high is not None and value > high):
+            upper = f" and {high:g}" if high is not None else ""
+            raise ValueError(f"{attribute.name} must be {'between' if upper else 'at least'} "
+                             f"{low:g}{upper}, not {value!r}")
+    return check
+
+
+def _optional_int(low: int) -> Callable[[Any, Any, Any], None]:
+    def check(instance: Any, attribute: Any, value: Any) -> None:
+        if value is None:
+            return
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ValueError(f"{attribute.name} must be an integer, not {value!r}")
+        if value < low:
+            raise ValueError(f"{attribute.name} must be at least {low}, not {value!r}")
+    return check
+
+
+@attrs.frozen
+class SamplingOverrides:
+    """One turn's sampling settings, each replacing the backend's own when set.
+
+    ``None`` everywhere (the default) leaves the backend as it was configured.
+
+    :ivar temperature: the sampling temperature (``0``: greedy), at least 0.
+    :ivar top_p: nucleus sampling, between 0 and 1.
+    :ivar max_tokens: the most tokens this reply may take, at least 1. A local
+        backend caps the reply at the smaller of this and its own ``max_tokens``
+        (its prompt budget is ``n_ctx`` minus its own), a remote one sends it.
+    :ivar seed: the sampling seed: the same seed, prompt and settings give the
+        same reply where the backend can promise it (llama.cpp does).
+    :raises ValueError: a value is out of range or of the wrong type.
+    """
+
+    temperature: float | None = attrs.field(default=None, validator=_optional_range(0.0, None))
+    top_p: float | None = attrs.field(default=None, validator=_optional_range(0.0, 1.0))
+    max_tokens: int | None = attrs.field(default=None, validator=_optional_int(1))
+    seed: int | None = attrs.field(default=None, validator=_optional_int(-(2 ** 63)))
+
+    @property
+    def is_empty(self) -> bool:
+        """``True`` when no field is set (the backend's own settings hold)."""
+        return self == _NO_OVERRIDES
+
+    def fields(self) -> dict[str, float | int]:
+        """The fields that are set, by name (``{"temperature": 0.2, "seed": 7}``)."""
+        return {name: value for name, value in attrs.asdict(self).items() if value is not None}
+
+
+_NO_OVERRIDES: Final = SamplingOverrides()
 
 
 @attrs.frozen
@@ -35,6 +99,8 @@ class ModelRequest:
         "function", "function": {"name": N}}`` (OpenAI's meanings); a local
         backend enforces it with a grammar, a remote one passes it on as it is.
     :ivar parallel_tool_calls: ``False``: at most one call in the reply.
+    :ivar sampling: this turn's sampling settings, where they differ from the
+        backend's own (the default changes nothing).
     """
 
     messages: tuple[Message, ...]
@@ -42,6 +108,7 @@ class ModelRequest:
     final_turn: bool = False
     tool_choice: ToolChoice = "auto"
     parallel_tool_calls: bool = True
+    sampling: SamplingOverrides = _NO_OVERRIDES
 
     @property
     def offered_tools(self) -> tuple[Tool, ...]:
