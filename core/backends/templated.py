@@ -222,10 +222,18 @@ class TemplatedBackend:
         """Yield the reply's text pieces, then one :class:`GenerationEnd`.
 
         Check ``cancel`` between pieces (end with ``cancelled``), stop at
-        :attr:`max_tokens` (end with ``length``), and never raise: a failure is
-        ``GenerationEnd("error", error=...)``. Text must be whole characters.
+        :meth:`reply_limit` tokens (end with ``length``), and never raise: a
+        failure is ``GenerationEnd("error", error=...)``. Text must be whole
+        characters. Apply ``request.sampling`` where it is set.
         """
         raise NotImplementedError
+
+    def reply_limit(self, request: ModelRequest) -> int:
+        """The most tokens this turn's reply may take: the request's ``max_tokens``
+        where it is set and smaller, else :attr:`max_tokens` (the prompt budget was
+        counted from :attr:`max_tokens`, so a request cannot raise it)."""
+        asked = request.sampling.max_tokens
+        return self.max_tokens if asked is None else min(asked, self.max_tokens)
 
     def prepare_generation(self, request: ModelRequest, choice: TemplateChoice,
                            grammar: ToolGrammar | None = None) -> Any:

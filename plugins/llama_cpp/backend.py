@@ -48,6 +48,7 @@ __all__ = [
     "LazyCalls",
     "LlamaCppBackend",
     "install_log_filter",
+    "llama_seed",
 ]
 
 DEFAULT_N_CTX_CAP: Final = 8192
@@ -143,6 +144,8 @@ class _Runtime:
             self.add_bos = bool(model._model.add_bos_token())
         self.bos = int(model.token_bos())
         self._sampling: dict[str, Any] = {}
+        # the seed the model was loaded with, restored on a turn that sets none
+        self._load_seed: int | None = getattr(model, "_seed", None)
 
     def n_ctx(self) -> int:
         return int(self.model.n_ctx())
@@ -242,7 +245,13 @@ class _Runtime:
         return tuple(found)
 
     def generate(self, tokens: list[int], *, temperature: float, top_p: float,
-                 grammar: Any) -> Iterator[int]:
+                 seed: int | None, grammar: Any) -> Iterator[int]:
+        """Start sampling after ``tokens``; ``seed`` (``None``: the load-time one)
+        seeds this generation's sampler, which ``Llama.generate`` builds afresh."""
+        chosen = self._load_seed if seed is None else seed
+        set_seed = getattr(self.model, "set_seed", None)
+        if chosen is not None and set_seed is not None:
+            set_seed(chosen)
         self._sampling = {"temp": temperature, "top_p": top_p, "top_k": 40, "min_p": 0.05,
                           "repeat_penalty": 1.0}
         stream: Iterator[int] = self.model.generate(tokens, grammar=grammar, **self._sampling)
@@ -319,6 +328,15 @@ _LOG_FILTER: Final = _LogFilter()
 def install_log_filter(verbose: bool) -> None:
     """Route llama.cpp's logging to stderr: all of it if ``verbose``, else errors only."""
     _LOG_FILTER.install(verbose)
+
+
+_SEED_VALUES: Final = 0xFFFFFFFF  # llama.cpp seeds are uint32; the top value means "random"
+
+
+def llama_seed(seed: int) -> int:
+    """A seed of any size as llama.cpp's ``uint32``, never ``LLAMA_DEFAULT_SEED``
+    (``0xFFFFFFFF``, which asks for a random one): ``seed mod (2**32 - 1)``."""
+    return seed % _SEED_VALUES
 
 
 def _load_llama(path: Path, *, n_ctx: int, seed: int | None, n_threads: int | None,
@@ -551,16 +569,27 @@ class LlamaCppBackend(TemplatedBackend):
 
     def generate(self, prompt: EncodedPrompt, request: ModelRequest, options: Any,
                  cancel: CancelToken) -> Iterator[str | GenerationEnd]:
-        """Sample token by token until an end-of-generation token, the limit or a cancel."""
+        """Sample token by token until an end-of-generation token, the limit or a cancel.
+
+        ``request.sampling`` replaces :attr:`temperature`, :attr:`top_p` and
+        :attr:`seed` for this turn and may lower :attr:`max_tokens`
+        (:meth:`reply_limit`).
+        """
         decoder = codecs.getincrementaldecoder("utf-8")("replace")
         completion = 0
         first_token: float | None = None
         stream: Iterator[int] | None = None
         reason = "stop"
         watch = TriggerWatch(options.grammar) if isinstance(options, LazyCalls) else None
+        sampling = request.sampling
+        limit = self.reply_limit(request)
         try:
             stream = self._runtime.generate(
-                list(prompt.tokens or ()), temperature=self.temperature, top_p=self.top_p,
+                list(prompt.tokens or ()),
+                temperature=self.temperature if sampling.temperature is None
+                else sampling.temperature,
+                top_p=self.top_p if sampling.top_p is None else sampling.top_p,
+                seed=None if sampling.seed is None else llama_seed(sampling.seed),
                 grammar=options.start if isinstance(options, LazyCalls) else options)
             for token in stream:
                 if first_token is None:
@@ -581,7 +610,7 @@ class LlamaCppBackend(TemplatedBackend):
                 if cancel.cancelled:
                     reason = "cancelled"
                     break
-                if completion >= self.max_tokens:
+                if completion >= limit:
                     reason = "length"
                     break
         except Exception as exc:

@@ -18,7 +18,7 @@ import uuid
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from ...backends.protocol import ModelRequest
+from ...backends.protocol import ModelRequest, SamplingOverrides
 from ...conversation.cancel import CancelToken
 from ...grammar.choice import TOOL_CHOICE_MODES, named_tool_choice
 from ...parse.protocol import merge_events
@@ -54,18 +54,22 @@ def model_request_for(parsed: CompletionRequest) -> ModelRequest:
 
     ``tool_choice`` (``"none"`` offers no tools; ``"required"`` and a named tool
     are enforced by a local model's grammar) and ``parallel_tool_calls`` go to
-    the backend. ``ModelRequest`` has no sampling fields yet, so
-    ``temperature``, ``top_p``, ``seed`` and ``max_tokens`` are accepted but the
-    served model's own settings apply.
+    the backend, and so do ``temperature``, ``top_p``, ``max_tokens`` and
+    ``seed`` (as :class:`~toolwire.SamplingOverrides`: each replaces the served
+    model's own setting for this request; a local model's reply is capped at the
+    smaller of the request's ``max_tokens`` and its own). ``stop`` is applied
+    here, on the text (:class:`.completion_stream.CompletionBuilder`).
     """
+    sampling = SamplingOverrides(temperature=parsed.temperature, top_p=parsed.top_p,
+                                 max_tokens=parsed.max_tokens, seed=parsed.seed)
     choice = parsed.tool_choice
     if choice not in TOOL_CHOICE_MODES:  # a tool's name, checked against the tools
         return ModelRequest(parsed.messages, parsed.offered_tools,
                             tool_choice=named_tool_choice(choice),
-                            parallel_tool_calls=parsed.parallel_tool_calls)
+                            parallel_tool_calls=parsed.parallel_tool_calls, sampling=sampling)
     return ModelRequest(parsed.messages, parsed.offered_tools,
                         tool_choice=choice if parsed.offered_tools else "auto",
-                        parallel_tool_calls=parsed.parallel_tool_calls)
+                        parallel_tool_calls=parsed.parallel_tool_calls, sampling=sampling)
 
 
 def _openai_error(status: int, message: str, code: str | None = None,
