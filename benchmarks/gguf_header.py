@@ -17,7 +17,9 @@ item 10): as many one-byte keys as :data:`~toolwire.templates.gguf.MAX_KEYS`, as
 many one-byte strings as :data:`~toolwire.templates.gguf.MAX_ARRAY_STRINGS` (the
 walk's slowest shape), and keys and string values adding up to
 :data:`~toolwire.templates.gguf.MAX_STRING_BYTES`. Target: each under 1 s and
-100 MB (peak traced allocations).
+100 MB (peak traced allocations). One more row reads the issue's attack, a
+million one-byte keys (10.6 s and 268 MB before the caps), which is now refused
+at the header.
 
 Run ``python -m benchmarks.gguf_header [--quick]`` (or ``python -m benchmarks``):
 prints a table and writes ``benchmarks/results/gguf_header.json``.
@@ -184,6 +186,11 @@ def hostile_files() -> dict[str, Path]:
             file.write(_key(f"k{index}") + struct.pack("<IB", 0, 1))  # UINT8 1
         return MAX_KEYS
 
+    def million_keys(file: Any) -> int:
+        entry = struct.pack("<IB", 0, 1)  # UINT8 1
+        file.write(b"".join(_key(f"k{index}") + entry for index in range(1_000_000)))
+        return 1_000_000
+
     def strings(file: Any) -> int:
         file.write(_key("tokenizer.ggml.merges") + struct.pack("<IIQ", 9, 8, MAX_ARRAY_STRINGS))
         file.write((struct.pack("<Q", 1) + b"\0") * MAX_ARRAY_STRINGS)
@@ -203,6 +210,8 @@ def hostile_files() -> dict[str, Path]:
             folder / f"hostile-strings-{MAX_ARRAY_STRINGS}.gguf", strings),
         f"{MAX_STRING_BYTES:,} bytes of values": _entries_file(
             folder / f"hostile-text-{MAX_STRING_BYTES}.gguf", text),
+        "1,000,000 one-byte keys (refused)": _entries_file(
+            folder / "hostile-keys-1000000.gguf", million_keys),
     }
 
 
