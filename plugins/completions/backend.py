@@ -125,8 +125,10 @@ class CompletionsBackend(TemplatedBackend):
         :data:`API_KEY_ENV` variable (no other is read).
     :param n_ctx: the context size; default: what the engine says, else
         :data:`DEFAULT_N_CTX`.
-    :param max_tokens: the most tokens one reply may take.
-    :param temperature: sampling temperature (``None``: the engine's default).
+    :param max_tokens: the most tokens one reply may take (a turn's
+        ``request.sampling.max_tokens`` may lower it for that turn).
+    :param temperature: sampling temperature (``None``: the engine's default);
+        a turn's ``request.sampling`` replaces it, ``top_p`` and ``seed``.
     :param top_p: nucleus sampling (``None``: the engine's default).
     :param seed: the sampling seed (``None``: the engine's).
     :param stop: more stop strings, sent with every request.
@@ -325,8 +327,8 @@ class CompletionsBackend(TemplatedBackend):
                  cancel: CancelToken) -> Iterator[str | GenerationEnd]:
         """Stream the reply's text from the engine until its end of turn, the limit or a cancel."""
         grammar: Mapping[str, Any] = options or {}
-        opener = self._llama_opener(prompt.text, grammar) if self.api == "llama" else \
-            self._completions_opener(prompt.text, grammar)
+        opener = self._llama_opener(prompt.text, grammar, request) if self.api == "llama" \
+            else self._completions_opener(prompt.text, grammar, request)
         pump = StreamPump(opener, RetryPolicy(self._retry_step)).start()
         trim = EndMarkerTrim(self._trim_markers)
         pieces = 0
@@ -376,17 +378,24 @@ class CompletionsBackend(TemplatedBackend):
 
     # -- requests ---------------------------------------------------------------------
 
-    def _sampling(self) -> dict[str, Any]:
+    def _sampling(self, request: ModelRequest) -> dict[str, Any]:
+        """The sampling fields of this turn: the request's where set, else the backend's."""
+        asked = request.sampling
         chosen = {"temperature": self.temperature, "top_p": self.top_p, "seed": self.seed}
+        chosen.update({key: value for key, value in
+                       (("temperature", asked.temperature), ("top_p", asked.top_p),
+                        ("seed", asked.seed)) if value is not None})
         return {key: value for key, value in chosen.items() if value is not None}
 
-    def _completions_opener(self, prompt: str, grammar: Mapping[str, Any]
-                            ) -> Callable[[], OpenedStream]:
+    def _completions_opener(self, prompt: str, grammar: Mapping[str, Any],
+                            request: ModelRequest) -> Callable[[], OpenedStream]:
         extra = {**special_token_fields(self.engine, self._special), **grammar}
+        sampling = self._sampling(request)
+        limit = self.reply_limit(request)
 
         def open_stream() -> OpenedStream:
             kwargs: dict[str, Any] = {"model": self.model, "prompt": prompt, "stream": True,
-                                      "max_tokens": self.max_tokens, **self._sampling()}
+                                      "max_tokens": limit, **sampling}
             if self.stops:
                 kwargs["stop"] = list(self.stops)
             if self._stream_options:
@@ -398,10 +407,11 @@ class CompletionsBackend(TemplatedBackend):
 
         return open_stream
 
-    def _llama_opener(self, prompt: str, grammar: Mapping[str, Any]
-                      ) -> Callable[[], OpenedStream]:
-        body: dict[str, Any] = {"prompt": prompt, "stream": True, "n_predict": self.max_tokens,
-                                "cache_prompt": True, **self._sampling(),
+    def _llama_opener(self, prompt: str, grammar: Mapping[str, Any],
+                      request: ModelRequest) -> Callable[[], OpenedStream]:
+        body: dict[str, Any] = {"prompt": prompt, "stream": True,
+                                "n_predict": self.reply_limit(request),
+                                "cache_prompt": True, **self._sampling(request),
                                 **special_token_fields(self.engine, self._special), **grammar}
         if self.stops:
             body["stop"] = list(self.stops)

@@ -144,8 +144,9 @@ class _Runtime:
             self.add_bos = bool(model._model.add_bos_token())
         self.bos = int(model.token_bos())
         self._sampling: dict[str, Any] = {}
-        # the seed the model was loaded with, restored on a turn that sets none
-        self._load_seed: int | None = getattr(model, "_seed", None)
+        # the model's seed before a turn's own replaced it; put back on the next
+        # turn that brings none (so a seed set with Llama.set_seed still holds)
+        self._seed_before: int | None = None
 
     def n_ctx(self) -> int:
         return int(self.model.n_ctx())
@@ -246,12 +247,17 @@ class _Runtime:
 
     def generate(self, tokens: list[int], *, temperature: float, top_p: float,
                  seed: int | None, grammar: Any) -> Iterator[int]:
-        """Start sampling after ``tokens``; ``seed`` (``None``: the load-time one)
+        """Start sampling after ``tokens``; ``seed`` (``None``: the model's own)
         seeds this generation's sampler, which ``Llama.generate`` builds afresh."""
-        chosen = self._load_seed if seed is None else seed
         set_seed = getattr(self.model, "set_seed", None)
-        if chosen is not None and set_seed is not None:
-            set_seed(chosen)
+        if set_seed is not None:
+            if seed is not None:
+                if self._seed_before is None:
+                    self._seed_before = getattr(self.model, "_seed", None)
+                set_seed(seed)
+            elif self._seed_before is not None:
+                set_seed(self._seed_before)
+                self._seed_before = None
         self._sampling = {"temp": temperature, "top_p": top_p, "top_k": 40, "min_p": 0.05,
                           "repeat_penalty": 1.0}
         stream: Iterator[int] = self.model.generate(tokens, grammar=grammar, **self._sampling)
