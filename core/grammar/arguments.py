@@ -30,7 +30,7 @@ from ..parse.record import Header, TaggedArguments
 from .avoid import avoiding_text, bounded_text, first_chars
 from .errors import GrammarSchemaError
 from .gbnf import RuleSet, alternatives, literal, sequence
-from .json_values import JsonValues
+from .json_values import REFUSED, JsonValues
 
 __all__ = ["GAP", "ArgumentWriter", "header_text"]
 
@@ -103,6 +103,21 @@ class ArgumentWriter:
         self.properties: Mapping[str, Any] = properties if isinstance(properties, Mapping) else {}
         self.required = set(parameters.get("required") or ())
         self.json = JsonValues(rules, family=family, tool=tool, root=parameters)
+        # the arguments object is written from its properties, and a string parameter
+        # of a tagged or pythonic call as raw text: a keyword that would shape either
+        # some other way cannot be left out silently
+        self._refuse_keywords(parameters, "/")
+        for name, schema in self.properties.items():
+            self._refuse_keywords(schema, f"/properties/{name}")
+
+    def _refuse_keywords(self, schema: Any, path: str) -> None:
+        for keyword in schema if isinstance(schema, Mapping) else ():
+            if keyword in REFUSED:
+                raise GrammarSchemaError(
+                    f"{self.family}: tool {self.tool!r}, {path}: the grammar cannot express "
+                    f"this keyword ({keyword!r}); no grammar can constrain it. Simplify the "
+                    "schema, or use tool_choice='auto' without a grammar.",
+                    family=self.family, tool=self.tool, path=path, keyword=keyword)
 
     def _bad_name(self, name: str, what: str) -> GrammarSchemaError:
         return GrammarSchemaError(

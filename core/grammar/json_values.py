@@ -85,9 +85,10 @@ class JsonValues:
     :param family: for error messages.
     :param tool: the tool's name, for error messages.
     :param root: the tool's parameters schema (``$ref`` targets live there).
-    :param string_excluded: characters a string may not hold unescaped (a
-        tagged family's markup characters; they may still be escaped... no:
-        they are left out entirely, see :class:`~toolwire.grammar.arguments`).
+    :param string_excluded: characters a string may not hold as themselves (the
+        first characters of a tagged family's markers, see
+        :mod:`toolwire.grammar.arguments`); a ``\\u`` escape of one is fine, since
+        the markup itself then never appears in the text.
     :param literal_ok: whether a fixed text (an ``enum`` member) may be written.
     """
 
@@ -101,7 +102,8 @@ class JsonValues:
         self.literal_ok = literal_ok or (lambda text: True)
         self._refs: dict[str, str] = {}
         raw = char_class('"\\' + string_excluded + "\x7F", negate=True, ranges="\\x00-\\x1F")
-        escape = ('"\\\\" (["\\\\/bfnrt] | "u" ([0-9a-cA-Ce-fE-F] [0-9a-fA-F]{3} '
+        # no "\\/": JSON reads it as "/", a Python literal (pythonic calls) as two characters
+        escape = ('"\\\\" (["\\\\bfnrt] | "u" ([0-9a-cA-Ce-fE-F] [0-9a-fA-F]{3} '
                   '| [dD] [0-7] [0-9a-fA-F]{2}))')
         self.char = rules.add("char", f"{raw} | {escape}")
         self.ws = '" "?'

@@ -42,7 +42,8 @@ class NestedValues:
         self.text = avoiding_text(rules, [ns], hint="nested-text", after=ns)
 
     def _refuse(self, path: str, keyword: str, why: str) -> GrammarSchemaError:
-        return GrammarSchemaError(f"{self.family}: tool {self.tool!r}, {path}: {why}",
+        return GrammarSchemaError(f"{self.family}: tool {self.tool!r}, {path}: {why} "
+                                  f"({keyword!r})",
                                   family=self.family, tool=self.tool, path=path, keyword=keyword)
 
     def element(self, tag: str, value: str) -> str:

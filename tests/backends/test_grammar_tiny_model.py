@@ -49,7 +49,7 @@ from toolwire.testing.tiny_gguf import TINY_BACKEND_OPTIONS
 
 pytest.importorskip("llama_cpp")
 
-from toolwire.plugins.llama_cpp import LlamaCppBackend  # noqa: E402
+from toolwire.plugins.llama_cpp import LlamaCppBackend
 
 FAMILY_TEMPLATES = {
     "apertus": "Apertus-8B-Instruct.jinja",

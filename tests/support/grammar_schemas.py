@@ -20,7 +20,9 @@ from hypothesis import strategies as st
 __all__ = ["call_problems", "tool_lists", "tool_schema"]
 
 _RESERVED = {"all", "workspace", "none", "true", "false", "null"}
-NAMES = st.from_regex(r"[a-z][a-z0-9_]{0,8}", fullmatch=True).filter(
+_LOWER = "abcdefghijklmnopqrstuvwxyz"
+NAMES = st.builds(lambda head, tail: head + tail, st.sampled_from(_LOWER),
+                  st.text(alphabet=_LOWER + "0123456789_", max_size=8)).filter(
     lambda n: n not in _RESERVED)
 WORDS = st.text(alphabet="abcdefghijklmnopqrstuvwxyz XYZ-_0123456789", min_size=1, max_size=6)
 
