@@ -8,8 +8,8 @@ import time
 
 from .harness import write_results
 
-MODULES = ("parser_streaming", "parser_selection", "derivation", "gguf_header", "rendering",
-           "dispatch", "end_to_end", "workspace_tools", "openai_server", "mcp_tools",
+MODULES = ("parser_streaming", "parser_selection", "derivation", "grammar", "gguf_header",
+           "rendering", "dispatch", "end_to_end", "workspace_tools", "openai_server", "mcp_tools",
            "completions_overhead", "local_models", "long_history", "dashboard_page")
 
 
