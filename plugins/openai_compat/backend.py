@@ -199,7 +199,8 @@ class OpenAICompatBackend:
     :param retry_backoff: first wait when the server gives no ``retry-after``;
         doubles on each retry.
     :param extra_body: extra request fields (``temperature``, ``max_tokens``,
-        provider options), sent on every request.
+        provider options), sent on every request; a turn's ``request.sampling``
+        fields are sent as request fields and replace the same ones here.
     :param client: an ``openai.OpenAI`` client to use as it is (its own key
         and URL; ``provider``, ``base_url`` and ``api_key`` then only label
         error messages).
@@ -398,12 +399,28 @@ class OpenAICompatBackend:
                 kwargs["parallel_tool_calls"] = False
         if self._stream_options:
             kwargs["stream_options"] = {"include_usage": True}
-        if self.extra_body:
-            kwargs["extra_body"] = dict(self.extra_body)
+        sampling = self._sampling_fields(request)
+        kwargs.update(sampling)
+        # the turn's own settings win over the same fields of extra_body
+        replaced = set(sampling) | ({"max_tokens", "max_completion_tokens"}
+                                    if request.sampling.max_tokens is not None else set())
+        extra = {k: v for k, v in self.extra_body.items() if k not in replaced}
+        if extra:
+            kwargs["extra_body"] = extra
         headers = self._request_headers()
         if headers is not None:
             kwargs["extra_headers"] = headers
         return kwargs
+
+    def _sampling_fields(self, request: ModelRequest) -> dict[str, Any]:
+        """A turn's sampling overrides as request fields: the token cap as
+        ``max_completion_tokens`` to OpenAI (whose reasoning models refuse
+        ``max_tokens``), as ``max_tokens`` to the others (the name they all read)."""
+        fields = request.sampling.fields()
+        cap = fields.pop("max_tokens", None)
+        if cap is not None:
+            fields["max_completion_tokens" if self.connection.is_openai else "max_tokens"] = cap
+        return fields
 
     def _request_headers(self) -> dict[str, Any] | None:
         """``Authorization`` exactly as resolved, OpenAI's own headers only to OpenAI."""
