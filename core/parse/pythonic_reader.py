@@ -282,7 +282,7 @@ class PythonicCallsReader(ReaderBase):
         while True:
             k = data.find(quote, search) if raw else _closing_quote(data, search, quote)
             if k == _NEED_MORE:  # the text ends in backslashes or a part of the quote
-                end = _safe_end(data, pos, quote)
+                end = n if eof else _safe_end(data, pos, quote)  # at the end: all of it
                 self._string_piece(data, pos, end, out)
                 return (MORE, end) if not eof else self.unclosed(n)
             if k < 0:

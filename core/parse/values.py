@@ -15,6 +15,8 @@
 from __future__ import annotations
 
 import ast
+import re
+import warnings
 from collections.abc import Mapping
 from typing import Any, Final
 
@@ -94,6 +96,13 @@ def _literal_node(node: ast.AST) -> Any:
     raise ValueError(f"not a literal: {type(node).__name__}")
 
 
+_LITERAL_FILENAME: Final = "<toolwire model literal>"
+# Model text such as ``[1and 2]`` or ``'\d'`` makes the compiler warn on stderr; it is
+# untrusted input, not code, so those warnings (and only those) are silenced.
+for _category in (SyntaxWarning, DeprecationWarning):
+    warnings.filterwarnings("ignore", category=_category, module=re.escape(_LITERAL_FILENAME))
+
+
 def python_literal(text: str) -> Any:
     """Read a Python (or JSON) literal without evaluating anything.
 
@@ -104,7 +113,7 @@ def python_literal(text: str) -> Any:
     if len(text) > _MAX_LITERAL:
         return NOT_LITERAL
     try:
-        tree = ast.parse(text.strip(), mode="eval")
+        tree = ast.parse(text.strip(), _LITERAL_FILENAME, mode="eval")
         return _literal_node(tree.body)
     except (SyntaxError, ValueError, TypeError, RecursionError, MemoryError):
         return NOT_LITERAL

@@ -21,7 +21,7 @@ from tests.support.families import (
     without,
 )
 from tests.support.tagged_families import bfcl_round_trip, conformance, markers, render
-from toolwire.events import ToolCallDeltaEvent
+from toolwire.events import TextEvent, ToolCallDeltaEvent
 from toolwire.parse.protocol import collect_reply
 from toolwire.plugins import pythonic
 from toolwire.plugins.pythonic import CALLS_CLOSE, CALLS_OPEN
@@ -136,3 +136,28 @@ def test_bad_input_never_raises_and_never_loses_text(text: str) -> None:
     out = parse_text("pythonic", text, TOOLS, chunk=2)
     assert out.tool_calls == ()
     assert re.sub(r"\s", "", out.content) == re.sub(r"\s", "", text)
+
+
+@pytest.mark.parametrize("cut", [None, -1, -2])
+def test_a_reply_ending_in_a_backslash_inside_a_string_loses_nothing(cut: int | None) -> None:
+    # found by the fuzzer: the trailing backslash waited for the character it escapes,
+    # and at the reply's end it was dropped from the text (whole) but kept (in pieces)
+    reply = "<|tool_call_start|>[write_file(path='a.txt', cont}\\"
+    pieces = [reply] if cut is None else [reply[:cut], reply[cut:]]
+    events = parse("pythonic", pieces, [])
+    assert "".join(e.text for e in events if isinstance(e, TextEvent)) == reply
+    streamed = "".join(e.text for e in events if isinstance(e, ToolCallDeltaEvent))
+    assert streamed == "a.txt', cont}\\"
+
+
+def test_model_text_that_is_not_a_literal_prints_no_warning() -> None:
+    import subprocess
+    import sys
+
+    code = ("from toolwire.parse.values import python_literal, NOT_LITERAL\n"
+            "assert python_literal('[1and 2]') is NOT_LITERAL\n"
+            "assert python_literal(\"'\\\\d'\") == '\\\\d'\n")
+    done = subprocess.run([sys.executable, "-W", "default", "-c", code],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == ""
