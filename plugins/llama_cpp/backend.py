@@ -41,6 +41,8 @@ from toolwire.grammar.lazy import TriggerWatch
 from toolwire.hooks.manager import PluginManager
 from toolwire.templates.gguf import GGUFMetadata, read_gguf_metadata
 
+from .grammar_sampling import check_grammar_first
+
 __all__ = [
     "DEFAULT_CHAT_TEMPLATE",
     "DEFAULT_N_CTX_CAP",
@@ -142,6 +144,8 @@ class _Runtime:
         else:
             self._vocab = model._model.vocab
             self.add_bos = bool(model._model.add_bos_token())
+            # a grammar checks the sampled token, not the whole vocabulary, each step
+            check_grammar_first(model)
         self.bos = int(model.token_bos())
         self._sampling: dict[str, Any] = {}
         # the model's seed before a turn's own replaced it; put back on the next
