@@ -235,3 +235,25 @@ def test_ctrl_c_at_the_question_refuses_and_cancels_the_reply(
     terminal.expect("After.")
     replayed = server.requests[1].body["messages"]
     assert replayed[-2]["role"] == "tool" and "did not allow" in replayed[-2]["content"]
+
+
+def test_read_only_on_releases_a_tool_choice_it_no_longer_offers(
+        server: WireServer, workspace: Path, tmp_path: Path) -> None:
+    env = {**os.environ, "TOOLWIRE_LOAD_PLUGINS": "", "HOME": str(tmp_path),
+           "TOOLWIRE_HISTORY_FILE": str(tmp_path / "history"), "TERM": "dumb"}
+    term = Terminal([sys.executable, "-m", "toolwire", "chat", "--base-url", server.url,
+                     "--model", "m", "--workspace", str(workspace),
+                     "--tool-choice", "write_file"], env=env, cwd=tmp_path)
+    try:
+        term.expect(PROMPT)
+        server.enqueue(answer("A."))
+        term.line("/read-only on")
+        said = term.expect("read-only is on")
+        assert "'write_file'" in said and "auto" in said
+        term.line("look")
+        term.expect("A.")
+    finally:
+        term.close()
+    (request,) = server.requests
+    assert "tool_choice" not in request.body  # auto, the default, is not sent
+    assert "write_file" not in [t["function"]["name"] for t in request.body["tools"]]

@@ -19,6 +19,8 @@ from pathlib import Path
 from typing import Any, ClassVar, TextIO
 
 from ...conversation.chat import Chat
+from ...grammar.choice import resolve_tool_choice
+from ...grammar.errors import ToolChoiceError
 
 __all__ = ["COMMANDS", "HISTORY_VARIABLE", "LineEditing", "Repl", "read_message"]
 
@@ -230,10 +232,25 @@ class Repl:
     def _read_only(self, rest: str) -> None:
         if rest.lower() in ("on", "off"):
             self.chat.read_only = rest.lower() == "on"
+            self._fit_tool_choice()
         elif rest:
             self._say("usage: /read-only on|off")
             return
         self._say(f"read-only is {'on' if self.chat.read_only else 'off'}")
+
+    def _fit_tool_choice(self) -> None:
+        """A tool choice the offered tools can no longer meet goes back to auto, said once."""
+        choice = self.chat.tool_choice
+        if choice in ("auto", "none"):
+            return
+        offered = [t.name for t in self.chat.dispatcher.offered_tools()]
+        try:
+            resolve_tool_choice(choice, offered)
+        except ToolChoiceError:
+            wanted = "a tool call" if isinstance(choice, str) else repr(choice["function"]["name"])
+            self.chat.tool_choice = "auto"
+            self._say(f"(--tool-choice asked for {wanted}, which read-only mode does not "
+                      "offer: the model chooses again, as with --tool-choice auto)")
 
     def _save(self, rest: str) -> None:
         target = _one_path(rest)
