@@ -128,8 +128,13 @@ class ArgumentWriter:
     # -- JSON objects ----------------------------------------------------------------
 
     def json_object(self) -> str:
-        """The arguments as one JSON object of the declared parameters (``{}`` if none)."""
-        if not self.properties:
+        """The arguments as one JSON object of the declared parameters.
+
+        With no declared parameters it is ``{}``, unless ``additionalProperties``
+        admits other keys (``true`` or a schema; the dispatcher refuses undeclared
+        keys only when it is absent or ``false``): then any keys, values of that schema.
+        """
+        if not self.properties and not self.parameters.get("additionalProperties", False):
             return '"{}"'
         return self.json.object(self.parameters, "")
 

@@ -120,7 +120,7 @@ def call_problems(calls: Sequence[tuple[str, Mapping[str, Any]]],
             problems.append(f"{name!r} is not an offered tool")
             continue
         unknown = set(arguments) - set(schema.get("properties") or {})
-        if unknown:
+        if unknown and not schema.get("additionalProperties", False):  # as the dispatcher
             problems.append(f"{name}: unknown parameters {sorted(unknown)}")
         for error in jsonschema.Draft202012Validator(schema).iter_errors(dict(arguments)):
             problems.append(f"{name}: {error.message}")

@@ -119,3 +119,38 @@ def test_values_full_of_markup_characters_still_read_back(
 @given(name=NAMES)
 def test_names_strategy_never_draws_reserved_words(name: str) -> None:
     assert name not in {"all", "workspace"}
+
+
+JSON_RECORD_FAMILIES = [f for f in RECORD_FAMILIES
+                        if type(plugins().parser(f).format.arguments).__name__ == "JsonArguments"]
+
+
+@pytest.mark.parametrize("family", JSON_RECORD_FAMILIES)
+@pytest.mark.parametrize("extra", [True, {"type": "string"}, {"type": "integer"}])
+def test_a_free_form_arguments_object_takes_any_keys_in_json_families(
+        family: str, extra: Any) -> None:
+    # no declared parameters, other keys admitted: the dispatcher accepts them, so the
+    # grammar must too (it used to allow only {}); every sentence is still a valid call
+    tools = [{"name": "set_env", "parameters": {"type": "object",
+                                                 "additionalProperties": extra}}]
+    grammar = grammar_for(family, tools, plugins=plugins(), parallel_tool_calls=False)
+    sampler = GbnfSampler(grammar.gbnf, _markup_chars(family))
+    rng = random.Random(7)
+    keyed = 0
+    for _ in range(40):
+        calls, spoken, notes = _replies(family, tools, sampler.sentence(rng), rng.randrange(9))
+        assert calls and spoken.strip() == "" and notes == []
+        assert call_problems(calls, tools) == []
+        keyed += any(arguments for _, arguments in calls)
+    assert keyed > 0
+
+
+@pytest.mark.parametrize("family", JSON_RECORD_FAMILIES)
+def test_no_declared_parameters_and_no_other_keys_is_the_empty_object(family: str) -> None:
+    tools = [{"name": "ping", "parameters": {"type": "object", "properties": {}}}]
+    grammar = grammar_for(family, tools, plugins=plugins(), parallel_tool_calls=False)
+    sampler = GbnfSampler(grammar.gbnf, _markup_chars(family))
+    rng = random.Random(3)
+    for _ in range(10):
+        calls, _, _ = _replies(family, tools, sampler.sentence(rng), rng.randrange(9))
+        assert calls == [("ping", {})]
