@@ -555,7 +555,8 @@ class CallObjectsReader(_JsonReader):
             return MORE, at
         if status == FAIL:
             if (not eof and item.complete_but_unclosed and not self._in_list
-                    and any(c.startswith(data[at:]) for c in self._closers)):
+                    and any(len(data) - at < len(c) and c.startswith(data[at:])
+                            for c in self._closers)):
                 return MORE, at  # the section's end may be arriving: decide with it
             if self._repairable(item, data, at, eof) and item.force_close(out):
                 self.raw = []

@@ -133,6 +133,8 @@ class TokenSet:
 
     def is_prefix(self, data: str, start: int) -> bool:
         """Whether ``data[start:]`` is a proper prefix of a token (more text may complete it)."""
+        if len(data) - start >= self.longest:  # too long to be a proper prefix (no slice)
+            return False
         return data[start:] in self._prefixes
 
 

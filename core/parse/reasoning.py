@@ -8,6 +8,7 @@ reply), it waits to see whether a closing tag comes without an opening one.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Collection
 from typing import Literal
 
@@ -15,6 +16,14 @@ from ..events import Event, ReasoningEvent, TextEvent
 from ..hooks.specs import hookimpl
 from .protocol import FilterContext, StreamFilter, StreamFilterSpec
 from .streaming import HeldWhitespace, partial_tag_start
+
+_SPACE = re.compile(r"\s*")
+
+
+def _skip_space(data: str, pos: int) -> int:
+    """The first position at or after ``pos`` that is not whitespace (no copy of the rest)."""
+    match = _SPACE.match(data, pos)
+    return match.end() if match else pos
 
 __all__ = [
     "ReasoningBlockFilter",
@@ -58,15 +67,14 @@ class ReasoningBlockFilter:
         while pos < len(data):
             if self._state == "text":
                 if self._lead:
-                    stripped = data[pos:].lstrip()
-                    pos = len(data) - len(stripped)
+                    pos = _skip_space(data, pos)
                     if pos == len(data):
                         break
                     if data.startswith(self._open, pos):
                         pos += len(self._open)
                         self._state = "reasoning"
                         continue
-                    if self._open.startswith(data[pos:]):
+                    if len(data) - pos < len(self._open) and self._open.startswith(data[pos:]):
                         self._pending = data[pos:]
                         return out
                     self._lead = False
@@ -80,8 +88,7 @@ class ReasoningBlockFilter:
 
     def _scan_reasoning(self, data: str, pos: int, out: list[Event]) -> int:
         if self._lead:
-            stripped = data[pos:].lstrip()
-            pos = len(data) - len(stripped)
+            pos = _skip_space(data, pos)
             if pos == len(data):
                 return pos
             self._lead = False
@@ -105,15 +112,15 @@ class ReasoningBlockFilter:
         # Undecided: a closing tag with no opening one means the reply began
         # inside the block. Hold the text (as parts, never rescanned) until then.
         if not self._auto_text_seen:
-            stripped = data[pos:].lstrip()
-            if not stripped:
+            k = _skip_space(data, pos)
+            if k == len(data):
                 self._auto_parts.append(data[pos:])
                 return len(data)
-            if stripped.startswith(self._open):
+            if data.startswith(self._open, k):
                 self._auto_parts = []
                 self._state = "text"
-                return len(data) - len(stripped)
-            if self._open.startswith(stripped):
+                return k
+            if len(data) - k < len(self._open) and self._open.startswith(data[k:]):
                 self._pending = data[pos:]
                 return len(data)
             self._auto_text_seen = True
