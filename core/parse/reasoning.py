@@ -125,7 +125,10 @@ class ReasoningBlockFilter:
                 return len(data)
             self._auto_text_seen = True
         end = data.find(self._close, pos)
-        if self._calls.complete_call_in(data[pos:end if end >= 0 else len(data)]):
+        # what this feed consumes: up to the closing tag, or up to a partial one (held
+        # and fed again next time, so the call watch must not see it twice)
+        safe = end if end >= 0 else partial_tag_start(data, pos, (self._close,))
+        if self._calls.complete_call_in(data[pos:safe]):
             # a finished call before any closing tag: the reply did not begin inside
             # reasoning, and a closing tag later cannot make the call reasoning
             held = "".join(self._auto_parts)
@@ -144,7 +147,6 @@ class ReasoningBlockFilter:
             self._state = "text"
             self._lead = True
             return end + len(self._close)
-        safe = partial_tag_start(data, pos, (self._close,))
         if safe > pos:
             self._auto_parts.append(data[pos:safe])
         self._pending = data[safe:]

@@ -302,3 +302,34 @@ def test_a_finished_call_is_never_relabelled_as_reasoning(family: str) -> None:
     assert not any(isinstance(d, DiagnosticEvent) and d.code == "parser_error"
                    for d in _read(family, stored, tools, "")[1])
     assert ToolCallEvent  # the call event type the rule is about
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_undecided_reasoning_reads_the_same_wherever_the_reply_is_cut(family: str) -> None:
+    # found by the fuzzer: a cut just after a '<' (a possible start of the closing
+    # reasoning tag) inside the call's closing marker made the held '<' reach the call
+    # watch twice, so the call never looked finished and it became reasoning
+    if family in CHANNELS:
+        pytest.skip("harmony routes reasoning by channel headers, with no doubt to resolve")
+    close = _reasoning_close(family)
+    if close is None:
+        pytest.skip(f"the {family} template has no reasoning block")
+    tools = [_tool({"a": {"type": "string"}})]
+    _, reply = _reply(family, [("f", {"a": "x"})], tools)
+    fmt = _record(family)
+    ends = [m for m in (fmt.call_close if fmt is not None else ()) if m.strip() and m in reply]
+    if ends:  # the call finished, the section not yet: only the call's end can decide
+        at = max(reply.rfind(m) + len(m) for m in ends)
+        reply = reply[:at]
+    head, found, rest = reply.partition(close)
+    if found and "f" not in head:  # a rendered turn may open with the closed block: drop it
+        reply = rest
+    stored = "Sure." + reply + f"\nlater a stray {close} and words"
+    whole = _read(family, stored, tools, "")[0]
+    assert [c.name for c in whole.tool_calls] == ["f"], stored
+    for cut in range(1, len(stored)):
+        events = parse(family, [stored[:cut], stored[cut:]], tools,
+                       template=template_source(TEMPLATES[family]), prompt_tail="")
+        got = collect_reply(events)
+        assert (got.content, got.reasoning, got.tool_calls) == \
+            (whole.content, whole.reasoning, whole.tool_calls), (cut, stored[:cut][-20:])
