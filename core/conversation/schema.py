@@ -15,6 +15,7 @@ import ast
 import json
 import math
 import re
+import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -25,6 +26,7 @@ __all__ = [
     "json_type_of",
     "normalize_schema",
     "parameter_schemas",
+    "parse_model_literal",
     "resolve_ref",
     "schema_types",
     "tool_parameters_by_name",
@@ -259,12 +261,28 @@ def _lenient_number(text: str, types: frozenset[str]) -> int | float | None:
     return None
 
 
+_LITERAL_FILENAME = "<toolwire model literal>"
+# Model text such as ``[1and 2]`` or ``'\d'`` makes the compiler warn on stderr; it is
+# untrusted input, not code, so those warnings (and only those) are silenced.
+for _category in (SyntaxWarning, DeprecationWarning):
+    warnings.filterwarnings("ignore", category=_category, module=re.escape(_LITERAL_FILENAME))
+
+
+def parse_model_literal(text: str) -> ast.Expression:
+    """``text`` (model output) as a Python expression tree, compiled without warnings.
+
+    :raises SyntaxError: (and ``ValueError``, ``RecursionError``, ``MemoryError``)
+        when it is not one.
+    """
+    return ast.parse(text, _LITERAL_FILENAME, mode="eval")
+
+
 def _python_literal(text: str) -> list[Any] | dict[Any, Any] | None:
     """A dict or list some templates write with Python's repr (``{'a': True}``)."""
     if text[:1] not in ("{", "[") or len(text) > 100_000:
         return None
     try:
-        value = ast.literal_eval(text)
+        value = ast.literal_eval(parse_model_literal(text))
     except (ValueError, SyntaxError, RecursionError, MemoryError, TypeError):
         return None
     return value if isinstance(value, dict | list) else None

@@ -392,8 +392,9 @@ class CallParser:
         k = skip_blanks(data, at)
         if k >= len(data):
             return False if eof else None
-        return data[k] in '{"' or data.startswith("```", k) or (
-            not eof and len(data) - k < 3 and "```".startswith(data[k:]))
+        if not eof and len(data) - k < 3 and "```".startswith(data[k:]):
+            return None  # a code fence, or a backtick of prose: the next text decides
+        return data[k] in '{"' or data.startswith("```", k)
 
     def _header_from(self, data: str, start: int,
                      eof: bool) -> tuple[HeaderFields, int, str] | int | None:

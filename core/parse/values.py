@@ -15,8 +15,6 @@
 from __future__ import annotations
 
 import ast
-import re
-import warnings
 from collections.abc import Mapping
 from typing import Any, Final
 
@@ -24,6 +22,7 @@ from ..conversation.schema import (
     allows_null,
     coerce_text_value,
     json_type_of,
+    parse_model_literal,
     resolve_ref,
     schema_types,
 )
@@ -96,13 +95,6 @@ def _literal_node(node: ast.AST) -> Any:
     raise ValueError(f"not a literal: {type(node).__name__}")
 
 
-_LITERAL_FILENAME: Final = "<toolwire model literal>"
-# Model text such as ``[1and 2]`` or ``'\d'`` makes the compiler warn on stderr; it is
-# untrusted input, not code, so those warnings (and only those) are silenced.
-for _category in (SyntaxWarning, DeprecationWarning):
-    warnings.filterwarnings("ignore", category=_category, module=re.escape(_LITERAL_FILENAME))
-
-
 def python_literal(text: str) -> Any:
     """Read a Python (or JSON) literal without evaluating anything.
 
@@ -113,7 +105,7 @@ def python_literal(text: str) -> Any:
     if len(text) > _MAX_LITERAL:
         return NOT_LITERAL
     try:
-        tree = ast.parse(text.strip(), _LITERAL_FILENAME, mode="eval")
+        tree = parse_model_literal(text.strip())
         return _literal_node(tree.body)
     except (SyntaxError, ValueError, TypeError, RecursionError, MemoryError):
         return NOT_LITERAL

@@ -376,3 +376,15 @@ def test_the_json_plugins_register_cleanly_in_strict_mode() -> None:
     filters = {spec.name for spec in manager.stream_filters()}
     assert {"mistral_think", "apriel_reasoning", "apertus_reasoning",
             "command_r7b_reasoning"} <= filters
+
+
+@pytest.mark.parametrize("body", ["`{\"path\": \"b.py\"}", "``", "`",
+                                  "```json\n{\"path\": \"b\"}\n```"])
+def test_functionary_v32_a_backtick_after_the_name_reads_the_same_however_cut(body: str) -> None:
+    # found by the fuzzer: a lone backtick cut off after a call's name looked like the
+    # start of a code fence, so the call was announced (tool_call_start) and then taken
+    # back as text; parsed whole it was text from the start
+    text = "Sure.>>>write_\n\n" + body
+    whole = merge_events(parse("functionary_v3_2", [text], ()))
+    for cut in range(1, len(text)):
+        assert merge_events(parse("functionary_v3_2", [text[:cut], text[cut:]], ())) == whole, cut
