@@ -36,6 +36,7 @@ _SCALARS: Final[dict[str, Any]] = {"true": True, "false": False, "null": None,
                                    "True": True, "False": False, "None": None}
 _BLANKS = re.compile(r"[ \t\r\n]*")
 _SCALAR_END = re.compile(r"[,}\]]")
+_BARE_KEY_FORBIDDEN = re.compile(r'[,{}\[\]"]')
 _MAX_DEPTH: Final = 200
 
 
@@ -88,6 +89,8 @@ class _Decoder:
             name = self.text[self.pos:end].strip()
             if len(name) > 1 and name[0] == name[-1] == '"':  # a JSON key inside the notation
                 name = _json_word(name, name)
+            elif _BARE_KEY_FORBIDDEN.search(name) or any(q in name for q in self.quotes):
+                raise ValueError("not a bare key")  # structure or a string inside: malformed
             self.pos = end
         self.blanks()
         if not name or not self.text.startswith(":", self.pos):

@@ -12,15 +12,16 @@ values as argument deltas; :func:`read_gemma_object` decodes a complete body.
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any, Final
 
 from toolwire.conversation.schema import allows_null
 from toolwire.events import Event
+from toolwire.parse.literal_reader import read_object_literal
 from toolwire.parse.readers import DONE, MORE, CallContext, ReaderBase
+from toolwire.parse.record import ObjectLiteral
 
-__all__ = ["QUOTE", "GemmaArgsReader", "read_gemma_object"]
+__all__ = ["QUOTE", "SYNTAX", "GemmaArgsReader", "read_gemma_object"]
 
 QUOTE: Final = '<|"|>'
 _SCALARS: Final[dict[str, Any]] = {"true": True, "false": False, "null": None, "None": None,
@@ -31,126 +32,13 @@ _BLANKS = re.compile(r"\s*")
 _KEY_FORBIDDEN = re.compile(r'[,{}\[\]"]|<\|')
 
 
-class _Reader:
-    """Recursive descent over a complete body."""
-
-    def __init__(self, text: str) -> None:
-        self.text = text
-        self.pos = 0
-
-    def blanks(self) -> None:
-        match = _BLANKS.match(self.text, self.pos)
-        if match:
-            self.pos = match.end()
-
-    def value(self, depth: int) -> Any:
-        if depth > 200:
-            raise ValueError("nested too deeply")
-        self.blanks()
-        text = self.text
-        if text.startswith(QUOTE, self.pos):
-            return self.string()
-        if text.startswith("{", self.pos):
-            return self.mapping(depth)
-        if text.startswith("[", self.pos):
-            return self.sequence(depth)
-        return self.scalar()
-
-    def string(self) -> str:
-        start = self.pos + len(QUOTE)
-        end = self.text.find(QUOTE, start)
-        if end < 0:
-            raise ValueError("unterminated string")
-        self.pos = end + len(QUOTE)
-        return self.text[start:end]
-
-    def key(self) -> str:
-        self.blanks()
-        if self.text.startswith(QUOTE, self.pos):
-            name = self.string()
-        else:
-            end = self.text.find(":", self.pos)
-            if end < 0:
-                raise ValueError("key without ':'")
-            name = self.text[self.pos:end].strip()
-            if _KEY_FORBIDDEN.search(name):
-                raise ValueError("bad key")
-            self.pos = end
-        self.blanks()
-        if not self.text.startswith(":", self.pos) or not name:
-            raise ValueError("bad key")
-        self.pos += 1
-        return name
-
-    def mapping(self, depth: int) -> dict[str, Any]:
-        self.pos += 1
-        out: dict[str, Any] = {}
-        self.blanks()
-        if self.text.startswith("}", self.pos):
-            self.pos += 1
-            return out
-        while True:
-            name = self.key()
-            out[name] = self.value(depth + 1)
-            self.blanks()
-            if self.text.startswith(",", self.pos):
-                self.pos += 1
-                continue
-            if self.text.startswith("}", self.pos):
-                self.pos += 1
-                return out
-            raise ValueError("expected ',' or '}'")
-
-    def sequence(self, depth: int) -> list[Any]:
-        self.pos += 1
-        out: list[Any] = []
-        self.blanks()
-        if self.text.startswith("]", self.pos):
-            self.pos += 1
-            return out
-        while True:
-            out.append(self.value(depth + 1))
-            self.blanks()
-            if self.text.startswith(",", self.pos):
-                self.pos += 1
-                continue
-            if self.text.startswith("]", self.pos):
-                self.pos += 1
-                return out
-            raise ValueError("expected ',' or ']'")
-
-    def scalar(self) -> Any:
-        match = _SCALAR_END.search(self.text, self.pos)
-        end = match.start() if match else len(self.text)
-        word = self.text[self.pos:end].strip()
-        self.pos = end
-        if not word:
-            raise ValueError("empty value")
-        if word in _SCALARS:
-            return _SCALARS[word]
-        try:
-            number = json.loads(word)
-        except ValueError:
-            return word  # an unquoted word: the model meant text
-        if isinstance(number, int | float) and not isinstance(number, bool):
-            return number
-        return word
+SYNTAX: Final = ObjectLiteral(quote=QUOTE, escapes=False)
+"""The notation as the core's object-literal decoder reads it (derived records share it)."""
 
 
 def read_gemma_object(text: str) -> dict[str, Any] | None:
     """Decode a complete ``{key:value,...}`` body (``None`` when it is not one)."""
-    reader = _Reader(text)
-    try:
-        reader.blanks()
-        if not text.startswith("{", reader.pos):
-            return None
-        value = reader.mapping(0)
-        reader.blanks()
-    except (ValueError, RecursionError):
-        return None
-    if reader.pos != len(text):
-        return None
-    return value
+    return read_object_literal(SYNTAX, text)
 
 
 class GemmaArgsReader(ReaderBase):
