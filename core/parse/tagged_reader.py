@@ -135,19 +135,10 @@ class TaggedArgsReader(ReaderBase):
                     return None
                 break
         self.raw.append(text)
-        held = self._blanks  # what _value_text does, inline: this runs once per token
-        if text[-1] in _BLANKS:
-            whole = held + text if held else text
-            text = whole.rstrip(_BLANKS)
-            held = whole[len(text):]
-            if len(held) > MAX_GAP:  # a run of blanks that long is value, not layout
-                text, held = whole[:len(whole) - MAX_GAP], whole[len(whole) - MAX_GAP:]
-            self._blanks = held
+        if self._blanks or text[-1] in _BLANKS:  # the common case skips the call
+            text = self._hold_blanks(text)
             if not text:
                 return []
-        elif held:
-            text = held + text
-            self._blanks = ""
         self._parts.append(text)
         if not self._string:
             return []
@@ -463,19 +454,24 @@ class TaggedArgsReader(ReaderBase):
             self.raw.append(piece)
             self._value_text(piece, out)
 
+    def _hold_blanks(self, piece: str) -> str:
+        """``piece`` after the blanks held before it, less its own trailing blanks,
+        which are held until more value text comes (they may be layout before a tag)."""
+        held = self._blanks
+        text = held + piece if held else piece
+        if piece[-1] not in _BLANKS:
+            self._blanks = ""
+            return text
+        kept = text.rstrip(_BLANKS)
+        held = text[len(kept):]
+        if len(held) > MAX_GAP:  # a run of blanks that long is value, not layout
+            kept, held = text[:len(text) - MAX_GAP], text[len(text) - MAX_GAP:]
+        self._blanks = held
+        return kept
+
     def _value_text(self, piece: str, out: list[Event]) -> None:
         """Value text (consumed); its trailing blanks wait until more value text comes."""
-        held = self._blanks
-        if piece[-1] in _BLANKS:
-            text = held + piece if held else piece
-            kept = text.rstrip(_BLANKS)
-            held = text[len(kept):]
-            if len(held) > MAX_GAP:  # a run of blanks that long is value, not layout
-                kept, held = text[:len(text) - MAX_GAP], text[len(text) - MAX_GAP:]
-            self._blanks = held
-        else:
-            kept = held + piece if held else piece
-            self._blanks = ""
+        kept = self._hold_blanks(piece)
         if kept:
             self._parts.append(kept)
             if self._string:
