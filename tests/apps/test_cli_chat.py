@@ -11,8 +11,6 @@ import sys
 import time
 from pathlib import Path
 
-import pytest
-
 from tests.support.openai_wire_server import Stream, WireServer, reply_chunks
 
 
@@ -26,20 +24,6 @@ def chat(*args: str, stdin: str | None = None, cwd: Path | None = None,
 
 def events_of(run: subprocess.CompletedProcess[str]) -> list[dict[str, object]]:
     return [json.loads(line) for line in run.stdout.splitlines() if line.strip()]
-
-
-@pytest.fixture
-def server() -> WireServer:
-    with WireServer() as wire:
-        yield wire
-
-
-@pytest.fixture
-def workspace(tmp_path: Path) -> Path:
-    root = tmp_path / "ws"
-    root.mkdir()
-    (root / "notes.md").write_text("alex: maintains the parsers\n")
-    return root
 
 
 def remote(server: WireServer, workspace: Path, *extra: str) -> list[str]:

@@ -26,20 +26,6 @@ def events_of(run: subprocess.CompletedProcess[str]) -> list[dict[str, object]]:
     return [json.loads(line) for line in run.stdout.splitlines() if line.strip()]
 
 
-@pytest.fixture
-def server() -> WireServer:
-    with WireServer() as wire:
-        yield wire
-
-
-@pytest.fixture
-def workspace(tmp_path: Path) -> Path:
-    root = tmp_path / "ws"
-    root.mkdir()
-    (root / "notes.md").write_text("alex: maintains the parsers\n")
-    return root
-
-
 def remote(server: WireServer, workspace: Path, *extra: str) -> list[str]:
     return ["--provider", "custom", "--base-url", server.url, "--model", "m",
             "--workspace", str(workspace), "--json", "--message", "who is alex?", *extra]

@@ -19,20 +19,6 @@ PROMPT = "> "
 
 
 @pytest.fixture
-def server() -> Iterator[WireServer]:
-    with WireServer() as wire:
-        yield wire
-
-
-@pytest.fixture
-def workspace(tmp_path: Path) -> Path:
-    root = tmp_path / "ws"
-    root.mkdir()
-    (root / "notes.md").write_text("alex: maintains the parsers\n")
-    return root
-
-
-@pytest.fixture
 def terminal(server: WireServer, workspace: Path, tmp_path: Path) -> Iterator[Terminal]:
     env = {**os.environ, "TOOLWIRE_LOAD_PLUGINS": "", "HOME": str(tmp_path),
            "TOOLWIRE_HISTORY_FILE": str(tmp_path / "history"), "TERM": "dumb"}

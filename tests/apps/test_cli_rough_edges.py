@@ -14,7 +14,6 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -29,12 +28,6 @@ def toolwire(*args: str, stdin: str | None = "", cwd: Path | None = None,
     full = {**os.environ, "TOOLWIRE_LOAD_PLUGINS": "", **(env or {})}
     return subprocess.run([sys.executable, "-m", "toolwire", *args], input=stdin,
                           capture_output=True, text=True, timeout=180, env=full, cwd=cwd)
-
-
-@pytest.fixture
-def server() -> Iterator[WireServer]:
-    with WireServer() as wire:
-        yield wire
 
 
 @pytest.fixture
