@@ -283,8 +283,8 @@ def _reasoning_close(family: str) -> str | None:
     return "</think>" if "</think>" in source else None
 
 
-@pytest.mark.parametrize("family", FAMILIES)
-def test_a_finished_call_is_never_relabelled_as_reasoning(family: str) -> None:
+def _one_call_and_reasoning_close(family: str) -> tuple[str, list[dict[str, Any]], str]:
+    """The family's closing reasoning tag, a tool, and a reply calling it (or a skip)."""
     if family in CHANNELS:
         pytest.skip("harmony routes reasoning by channel headers, with no doubt to resolve")
     close = _reasoning_close(family)
@@ -292,6 +292,12 @@ def test_a_finished_call_is_never_relabelled_as_reasoning(family: str) -> None:
         pytest.skip(f"the {family} template has no reasoning block")
     tools = [_tool({"a": {"type": "string"}})]
     _, reply = _reply(family, [("f", {"a": "x"})], tools)
+    return close, tools, reply
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_a_finished_call_is_never_relabelled_as_reasoning(family: str) -> None:
+    close, tools, reply = _one_call_and_reasoning_close(family)
     stored = reply + f"\nlater a stray {close} and words"
     for step in (0, 3):
         # a stored reply: no prompt tail says whether it began inside reasoning
@@ -309,13 +315,7 @@ def test_undecided_reasoning_reads_the_same_wherever_the_reply_is_cut(family: st
     # found by the fuzzer: a cut just after a '<' (a possible start of the closing
     # reasoning tag) inside the call's closing marker made the held '<' reach the call
     # watch twice, so the call never looked finished and it became reasoning
-    if family in CHANNELS:
-        pytest.skip("harmony routes reasoning by channel headers, with no doubt to resolve")
-    close = _reasoning_close(family)
-    if close is None:
-        pytest.skip(f"the {family} template has no reasoning block")
-    tools = [_tool({"a": {"type": "string"}})]
-    _, reply = _reply(family, [("f", {"a": "x"})], tools)
+    close, tools, reply = _one_call_and_reasoning_close(family)
     fmt = _record(family)
     ends = [m for m in (fmt.call_close if fmt is not None else ()) if m.strip() and m in reply]
     if ends:  # the call finished, the section not yet: only the call's end can decide
