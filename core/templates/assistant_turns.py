@@ -19,6 +19,7 @@ from ..errors import (
 )
 from ..parse.protocol import default_call_id
 from .chat_template import get_chat_template
+from .history_shape import HISTORY_SHAPES
 
 __all__ = ["AssistantTurnRenderer", "RenderedReply"]
 
@@ -273,21 +274,21 @@ class AssistantTurnRenderer:
         JSON string.
         """
         failure = "it renders no call"
-        for string_arguments in (False, True):
-            self.string_arguments = string_arguments
-            for empty in ("", None):
-                self._empty = empty
-                try:
-                    rendered = self.render(one, tools=tools, ids=self._probe_ids[:1])
-                except TemplateError as exc:
-                    failure = str(exc)
-                    continue
-                if _PROBE_TOOL in rendered.text:
-                    if empty is None:
-                        self.notes.append("the template renders calls only when content is None")
-                    if string_arguments:
-                        self.notes.append("the template renders arguments only as a JSON string")
-                    return empty
+        for shape in HISTORY_SHAPES:  # the forms a conversation's earlier calls may take
+            self.string_arguments = shape.arguments_as_json
+            empty = None if shape.empty_content_none else ""
+            self._empty = empty
+            try:
+                rendered = self.render(one, tools=tools, ids=self._probe_ids[:1])
+            except TemplateError as exc:
+                failure = str(exc)
+                continue
+            if _PROBE_TOOL in rendered.text:
+                if empty is None:
+                    self.notes.append("the template renders calls only when content is None")
+                if shape.arguments_as_json:
+                    self.notes.append("the template renders arguments only as a JSON string")
+                return empty
         self.string_arguments = False
         raise TemplateError(f"the template cannot render an assistant tool call: {failure}")
 

@@ -22,7 +22,7 @@ import attrs
 from ..errors import TemplateError
 from .chat_template import ChatTemplate
 
-__all__ = ["HistoryShape", "apply_history_shape", "history_shape"]
+__all__ = ["HISTORY_SHAPES", "HistoryShape", "apply_history_shape", "history_shape"]
 
 _PROBE_VALUE = "toolwire-history-probe-7f3a"
 _PROBE_TOOL = {"type": "function", "function": {
@@ -45,8 +45,10 @@ class HistoryShape:
 
 
 _DEFAULT = HistoryShape()
-_SHAPES = (_DEFAULT, HistoryShape(empty_content_none=True), HistoryShape(arguments_as_json=True),
-           HistoryShape(arguments_as_json=True, empty_content_none=True))
+HISTORY_SHAPES: tuple[HistoryShape, ...] = (
+    _DEFAULT, HistoryShape(empty_content_none=True), HistoryShape(arguments_as_json=True),
+    HistoryShape(arguments_as_json=True, empty_content_none=True))
+"""The forms a template may want, in the order they are tried (the usual one first)."""
 _VERDICTS: dict[str, HistoryShape] = {}
 _LOCK = threading.Lock()
 
@@ -60,8 +62,8 @@ def history_shape(template: ChatTemplate, **render_options: Any) -> HistoryShape
         known = _VERDICTS.get(template.source_hash)
     if known is not None:
         return known
-    found = next((shape for shape in _SHAPES if _renders_call(template, shape, render_options)),
-                 _DEFAULT)
+    found = next((shape for shape in HISTORY_SHAPES
+                  if _renders_call(template, shape, render_options)), _DEFAULT)
     with _LOCK:
         _VERDICTS[template.source_hash] = found
     return found
