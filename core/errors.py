@@ -9,6 +9,7 @@ catch generically (``except LookupError``)::
     │   ├── PluginLoadError                 a plugin failed to import or register
     │   └── PluginConflictError (ValueError) two plugins registered the same name
     ├── ToolDefinitionError (TypeError)     a tool's schema or signature is unusable
+    │   └── ToolSchemaBudgetError           a tool's schema is over a size budget
     ├── DuplicateToolError (ValueError)     a registry already holds that tool name
     ├── ToolCallError                       one call of the model failed; the text
     │   │                                   becomes the tool result the model reads
@@ -71,6 +72,7 @@ __all__ = [
     "ToolDeniedError",
     "ToolExecutionError",
     "ToolPermissionError",
+    "ToolSchemaBudgetError",
     "ToolTimeoutError",
     "ToolwireError",
     "UnknownToolError",
@@ -109,6 +111,30 @@ class PluginConflictError(PluginError, ValueError):
 
 class ToolDefinitionError(ToolwireError, TypeError):
     """A tool's schema, signature or annotations cannot describe a tool."""
+
+
+class ToolSchemaBudgetError(ToolDefinitionError):
+    """A tool's schema is over one of the size budgets every tool schema is held to
+    (see :mod:`toolwire.conversation.schema_budget`); the tool is refused where it
+    enters (created, sent in a request, listed by an MCP server).
+
+    :ivar tool: the tool's name.
+    :ivar budget: which budget: ``nodes`` (JSON values in the schema), ``depth``
+        (nesting), ``expansion`` (subschemas applied to one value through
+        ``$ref``/``anyOf``/``allOf``/...) or ``cycle`` (a subschema applied to
+        a value through itself, or a schema object that contains itself).
+    :ivar limit: the budget's value (``0`` for ``cycle``).
+    :ivar found: what the schema has; counting stops once past the limit, so it
+        may be more.
+    """
+
+    def __init__(self, message: str, *, tool: str, budget: str, limit: int,
+                 found: int) -> None:
+        super().__init__(message)
+        self.tool = tool
+        self.budget = budget
+        self.limit = limit
+        self.found = found
 
 
 class DuplicateToolError(ToolwireError, ValueError):

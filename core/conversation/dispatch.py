@@ -5,7 +5,10 @@ This is core policy, not a hook. For each call the dispatcher:
 1. drops a model-supplied ``workspace`` argument (the session's is used);
 2. refuses an unknown tool, and a write tool in read-only mode, by name;
 3. validates the arguments against the tool's schema (missing required,
-   unknown parameters, wrong types), with a validator compiled once per tool;
+   unknown parameters, wrong types), with a validator compiled once per tool
+   that resolves no reference outside the schema and gives up after a number
+   of steps linear in the arguments' size (see
+   :mod:`toolwire.conversation.validation`);
 4. asks the session's approver, if it has one, before a tool that is not
    read-only runs (see :mod:`toolwire.conversation.approval`);
 5. runs the tool with a timeout (in a bounded pool of threads, see
@@ -38,6 +41,7 @@ from typing import Any
 
 import attrs
 import jsonschema
+import referencing.exceptions
 from jsonschema.exceptions import ValidationError
 from jsonschema.protocols import Validator
 from jsonschema.validators import validator_for
@@ -59,6 +63,12 @@ from .cancel import CancelToken
 from .history import ToolCall
 from .tool_threads import ToolThreadPool, tool_threads
 from .tools import WORKSPACE_PARAMETER, Tool, ToolRegistry
+from .validation import (
+    ValidationStepsExceeded,
+    bounded_validator,
+    step_allowance,
+    validation_steps,
+)
 
 __all__ = ["DEFAULT_MAX_OUTPUT_CHARS", "MAX_ARGUMENT_DEPTH", "DispatchResult", "Dispatcher",
            "RunningCall", "current_call", "format_tool_output", "limit_output"]
@@ -263,8 +273,8 @@ class Dispatcher:
             validator = self._validators.get(tool)
             if validator is None:
                 schema = dict(tool.parameters)
-                cls = validator_for(schema, default=jsonschema.Draft202012Validator)
-                validator = cls(schema)
+                base = validator_for(schema, default=jsonschema.Draft202012Validator)
+                validator = bounded_validator(schema, base)
                 self._validators[tool] = validator
         return validator
 
@@ -288,10 +298,7 @@ class Dispatcher:
                 self._fast_checks[tool] = fast
             if fast is not None and fast(arguments):
                 return  # certainly valid; jsonschema is only needed to explain failures
-        validator = self._validator(tool)
-        errors = sorted(validator.iter_errors(dict(arguments)),
-                        key=lambda e: [str(p) for p in e.path])
-        for error in errors:
+        for error in self._schema_errors(tool, arguments):
             if error.validator == "required" and not error.path:
                 continue  # reported above, by name
             if error.validator == "additionalProperties" and not error.path:
@@ -305,6 +312,23 @@ class Dispatcher:
                 f"invalid arguments for {tool.name!r}: {text}. "
                 f"Expected parameters: {_signature(tool)}.",
                 tool=tool.name, problems=tuple(problems))
+
+    def _schema_errors(self, tool: Tool, arguments: Mapping[str, Any]) -> list[ValidationError]:
+        """jsonschema's errors for the arguments, in path order, within the step budget."""
+        validator = self._validator(tool)
+        try:
+            with validation_steps(step_allowance(arguments)):
+                return sorted(validator.iter_errors(dict(arguments)),
+                              key=lambda e: [str(p) for p in e.path])
+        except ValidationStepsExceeded as exc:
+            problem = (f"checking them against the schema took more than {exc.steps:,} "
+                       "steps (the schema's branches multiply with the arguments' depth)")
+        except referencing.exceptions.Unresolvable as exc:
+            problem = (f"the tool's schema refers to {exc.ref!r}, which is not inside it "
+                       "(references are never fetched), so they cannot be checked")
+        raise ToolArgumentsError(
+            f"invalid arguments for {tool.name!r}: {problem}; the tool was not run. "
+            f"Expected parameters: {_signature(tool)}.", tool=tool.name, problems=(problem,))
 
     def _run(self, tool: Tool, arguments: dict[str, Any], call: ToolCall,
              cancel: CancelToken | None) -> str:

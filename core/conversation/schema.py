@@ -53,30 +53,53 @@ def normalize_schema(schema: Any, notes: list[str] | None = None, path: str = ""
 
     ``dict`` -> ``object``, ``float`` -> ``number``, ``tuple`` -> ``array``, ``any`` ->
     no type constraint. Each change is appended to ``notes`` (when given) as a
-    human-readable line naming the location.
+    human-readable line naming the location. A Python object used in several
+    places is copied once (the copies share it too), noted where first met.
     """
-    if isinstance(schema, list):
-        return [normalize_schema(item, notes, f"{path}/{i}") for i, item in enumerate(schema)]
-    if not isinstance(schema, Mapping):
-        return schema
-    out: dict[str, Any] = {}
-    for key, value in schema.items():
-        where = f"{path}/{key}"
-        if key == "type":
-            out_type = _normalize_type(value, notes, where)
-            if out_type is not None:
-                out["type"] = out_type
-            continue
-        if key in ("properties", "$defs", "definitions", "patternProperties") and isinstance(
-            value, Mapping
-        ):
-            out[key] = {name: normalize_schema(sub, notes, f"{where}/{name}")
-                        for name, sub in value.items()}
-        elif key in ("enum", "const", "default", "examples", "required"):
-            out[key] = value
+    return _Normalizer(notes).copy(schema, path)
+
+
+class _Normalizer:
+    """One :func:`normalize_schema` copy: each object copied once, by identity."""
+
+    __slots__ = ("copies", "notes")
+
+    def __init__(self, notes: list[str] | None) -> None:
+        self.notes = notes
+        self.copies: dict[int, tuple[Any, Any]] = {}
+
+    def copy(self, schema: Any, path: str) -> Any:
+        if not isinstance(schema, list | Mapping):
+            return schema
+        known = self.copies.get(id(schema))
+        if known is not None:
+            return known[1]
+        out: Any
+        if isinstance(schema, list):
+            out = [self.copy(item, f"{path}/{i}") for i, item in enumerate(schema)]
         else:
-            out[key] = normalize_schema(value, notes, where)
-    return out
+            out = self._mapping(schema, path)
+        self.copies[id(schema)] = (schema, out)
+        return out
+
+    def _mapping(self, schema: Mapping[str, Any], path: str) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for key, value in schema.items():
+            where = f"{path}/{key}"
+            if key == "type":
+                out_type = _normalize_type(value, self.notes, where)
+                if out_type is not None:
+                    out["type"] = out_type
+                continue
+            if key in ("properties", "$defs", "definitions", "patternProperties") and \
+                    isinstance(value, Mapping):
+                out[key] = {name: self.copy(sub, f"{where}/{name}")
+                            for name, sub in value.items()}
+            elif key in ("enum", "const", "default", "examples", "required"):
+                out[key] = value
+            else:
+                out[key] = self.copy(value, where)
+        return out
 
 
 def _normalize_type(value: Any, notes: list[str] | None, where: str) -> Any:
@@ -131,39 +154,69 @@ def schema_types(schema: Any, root: Any = None) -> frozenset[str]:
     """Return the set of JSON types a (sub)schema admits; empty means "anything".
 
     Looks through ``$ref``, ``anyOf``/``oneOf``/``allOf``, type lists, ``enum`` and
-    ``const`` values.
+    ``const`` values. Each subschema is looked at once (by identity, after its
+    ``$ref`` is followed), so a chain of references shared by several branches
+    costs its length, not 2 to the power of it; a branch that leads back to a
+    subschema being looked at adds nothing.
     """
-    schema = resolve_ref(schema, schema if root is None else root)
-    if not isinstance(schema, Mapping):
-        return frozenset()
-    found: set[str] = set()
-    declared = schema.get("type")
-    if isinstance(declared, str):
-        found.add(declared)
-    elif isinstance(declared, list):
-        found.update(t for t in declared if isinstance(t, str))
-    for key in ("anyOf", "oneOf"):
-        branches = schema.get(key)
-        if isinstance(branches, list):
-            for branch in branches:
-                sub = schema_types(branch, root if root is not None else schema)
-                if not sub:
-                    return frozenset()
-                found |= sub
-    all_of = schema.get("allOf")
-    if isinstance(all_of, list) and not found:
-        for branch in all_of:
-            found |= schema_types(branch, root if root is not None else schema)
-    for key in ("enum", "const"):
-        values = schema.get(key) if key == "enum" else [schema.get(key)] if key in schema else None
-        if isinstance(values, list) and not declared:
-            found.update(json_type_of(v) for v in values)
-    if not found:
-        if "properties" in schema:
-            found.add("object")
-        elif "items" in schema:
-            found.add("array")
-    return frozenset(found)
+    return _TypeWalk(schema if root is None else root).types(schema)
+
+
+class _TypeWalk:
+    """One :func:`schema_types` question: each subschema's types, computed once."""
+
+    __slots__ = ("memo", "root")
+
+    def __init__(self, root: Any) -> None:
+        self.root = root
+        # id -> (the object, so the id stays its own; its types, None while computed)
+        self.memo: dict[int, tuple[Any, frozenset[str] | None]] = {}
+
+    def types(self, schema: Any) -> frozenset[str] | None:
+        """The types of ``schema``; ``None`` for one whose types are being computed."""
+        schema = resolve_ref(schema, self.root)
+        if not isinstance(schema, Mapping):
+            return frozenset()
+        known = self.memo.get(id(schema))
+        if known is not None:
+            return known[1]
+        self.memo[id(schema)] = (schema, None)
+        found = self._types_of(schema)
+        self.memo[id(schema)] = (schema, found)
+        return found
+
+    def _types_of(self, schema: Mapping[str, Any]) -> frozenset[str]:
+        found: set[str] = set()
+        declared = schema.get("type")
+        if isinstance(declared, str):
+            found.add(declared)
+        elif isinstance(declared, list):
+            found.update(t for t in declared if isinstance(t, str))
+        for key in ("anyOf", "oneOf"):
+            branches = schema.get(key)
+            if isinstance(branches, list):
+                for branch in branches:
+                    sub = self.types(branch)
+                    if sub is None:
+                        continue
+                    if not sub:
+                        return frozenset()
+                    found |= sub
+        all_of = schema.get("allOf")
+        if isinstance(all_of, list) and not found:
+            for branch in all_of:
+                found |= self.types(branch) or frozenset()
+        for key in ("enum", "const"):
+            values = schema.get(key) if key == "enum" else [schema.get(key)] \
+                if key in schema else None
+            if isinstance(values, list) and not declared:
+                found.update(json_type_of(v) for v in values)
+        if not found:
+            if "properties" in schema:
+                found.add("object")
+            elif "items" in schema:
+                found.add("array")
+        return frozenset(found)
 
 
 def allows_null(schema: Any, root: Any = None) -> bool:
@@ -171,9 +224,11 @@ def allows_null(schema: Any, root: Any = None) -> bool:
 
     Besides ``"null"`` among its types (a type list, ``anyOf``/``oneOf``), an
     OpenAPI-style ``"nullable": true`` and a ``"default": null`` count: real
-    tool schemas mark optional parameters that way all the time.
+    tool schemas mark optional parameters that way all the time. As cheap as
+    :func:`schema_types`.
     """
-    resolved = resolve_ref(schema, schema if root is None else root)
+    root = schema if root is None else root
+    resolved = resolve_ref(schema, root)
     if not isinstance(resolved, Mapping):
         return False
     if resolved.get("nullable") is True or ("default" in resolved
@@ -318,12 +373,13 @@ class ToolSchemaIndex:
     parameters are strings.
     """
 
-    __slots__ = ("_cache", "_params", "_tools")
+    __slots__ = ("_cache", "_params", "_refuses_null", "_tools")
 
     def __init__(self, tools: Mapping[str, Any]) -> None:
         self._tools = tools
         self._params: dict[str, dict[str, Any] | None] = {}
         self._cache: dict[tuple[str, str], frozenset[str]] = {}
+        self._refuses_null: dict[tuple[str, str], bool] = {}
 
     def parameters(self, tool: str) -> dict[str, Any] | None:
         """``{parameter: schema}`` of a tool, or ``None`` when the tool is unknown."""
@@ -349,6 +405,17 @@ class ToolSchemaIndex:
         """Whether the parameter takes text verbatim (``null`` aside)."""
         types = self.types(tool, param)
         return types == _STRING_ONLY or types == _STRING_OR_NULL
+
+    def refuses_null(self, tool: str, param: str) -> bool:
+        """Whether a known parameter's schema does not admit ``null`` (see
+        :func:`allows_null`); ``False`` for unknown tools and parameters."""
+        key = (tool, param)
+        found = self._refuses_null.get(key)
+        if found is None:
+            schema = self.schema(tool, param)
+            found = schema is not None and not allows_null(schema, self._tools.get(tool))
+            self._refuses_null[key] = found
+        return found
 
     def schema(self, tool: str, param: str) -> Any:
         """The parameter's schema, or ``None`` when the tool or parameter is unknown."""

@@ -32,6 +32,7 @@ from jsonschema.validators import validator_for
 
 from ..errors import DuplicateToolError, ToolDefinitionError
 from .schema import normalize_schema
+from .schema_budget import check_schema_budget
 
 __all__ = ["WORKSPACE_PARAMETER", "Tool", "ToolRegistry", "tool"]
 
@@ -50,6 +51,8 @@ def _check_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
     params = schema.get("parameters", {"type": "object", "properties": {}})
     if not isinstance(params, Mapping):
         raise ToolDefinitionError(f"tool {name!r}: 'parameters' must be an object schema")
+    # before anything walks it: every later walk is linear once these bounds hold
+    check_schema_budget(params, tool=name)
     notes: list[str] = []
     params = normalize_schema(dict(params), notes)
     params.setdefault("type", "object")
@@ -91,7 +94,11 @@ class Tool:
 
     :ivar schema: ``{"name", "description", "parameters"}`` (normalised; a
         ``workspace`` parameter is removed from what the model sees). An OpenAI
-        ``{"type": "function", "function": {...}}`` entry is accepted too.
+        ``{"type": "function", "function": {...}}`` entry is accepted too. The
+        parameters are held to the schema budgets
+        (:mod:`toolwire.conversation.schema_budget`): a schema over one raises
+        :class:`~toolwire.errors.ToolSchemaBudgetError` (a
+        :class:`~toolwire.errors.ToolDefinitionError`).
     :ivar function: called with the validated arguments as keyword arguments.
     :ivar read_only: ``True`` when the tool changes nothing; read-only sessions
         offer and run only these.

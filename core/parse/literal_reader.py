@@ -23,7 +23,6 @@ import json
 import re
 from typing import Any, Final
 
-from ..conversation.schema import allows_null
 from ..events import Event
 from .markers import skip_blanks
 from .readers import DONE, MORE, CallContext, ReaderBase
@@ -274,9 +273,7 @@ class LiteralObjectReader(ReaderBase):
         """``None`` stays ``None`` only where the parameter's schema allows null."""
         schemas, name = self._call.schemas, self._call.name
         for key, value in arguments.items():
-            schema = schemas.schema(name, key)
-            if value is None and schema is not None and \
-                    not allows_null(schema, schemas.root(name)):
+            if value is None and schemas.refuses_null(name, key):
                 arguments[key] = "None"
         return arguments
 

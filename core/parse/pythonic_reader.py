@@ -26,7 +26,7 @@ from __future__ import annotations
 import re
 from typing import Any, Final
 
-from ..conversation.schema import ToolSchemaIndex, allows_null
+from ..conversation.schema import ToolSchemaIndex
 from ..events import (
     DiagnosticEvent,
     Event,
@@ -265,10 +265,8 @@ class PythonicCallsReader(ReaderBase):
         self._state = _AFTER_CALL
 
     def _set_argument(self, value: Any, text: str) -> None:
-        if value is None:
-            schema = self._schemas.schema(self._name, self._param)
-            if schema is not None and not allows_null(schema, self._schemas.root(self._name)):
-                value = text.strip()
+        if value is None and self._schemas.refuses_null(self._name, self._param):
+            value = text.strip()
         self._args[self._param] = value
         self._state = _AFTER_ARG
 

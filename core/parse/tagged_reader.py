@@ -593,11 +593,12 @@ class TaggedArgsReader(ReaderBase):
                 return json.loads(raw)
             except (ValueError, RecursionError):
                 pass
+        types = call.schemas.types(call.name, self._param)
         if self._string:
             if is_null_text(raw, python=args.python_values) and schema is not None:
-                return typed_value(raw, schema, root, python=args.python_values)
+                return typed_value(raw, schema, root, python=args.python_values, types=types)
             return raw
-        return typed_value(raw, schema, root, python=args.python_values)
+        return typed_value(raw, schema, root, python=args.python_values, types=types)
 
 
 def _partial(data: str, start: int, token: str) -> int:

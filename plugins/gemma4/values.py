@@ -15,7 +15,6 @@ from __future__ import annotations
 import re
 from typing import Any, Final
 
-from toolwire.conversation.schema import allows_null
 from toolwire.events import Event
 from toolwire.parse.literal_reader import read_object_literal
 from toolwire.parse.readers import DONE, MORE, CallContext, ReaderBase
@@ -118,9 +117,7 @@ class GemmaArgsReader(ReaderBase):
         schemas = self._call.schemas
         name = self._call.name
         for key, value in arguments.items():
-            schema = schemas.schema(name, key)
-            if value is None and schema is not None and not allows_null(schema,
-                                                                         schemas.root(name)):
+            if value is None and schemas.refuses_null(name, key):
                 arguments[key] = "None"
         return arguments
 

@@ -1,0 +1,377 @@
+"""The size budgets every tool schema is held to, checked once when the tool enters.
+
+A tool schema is untrusted input (an HTTP client's ``tools``, an MCP server's
+listing), and what toolwire does with it (validate arguments with jsonschema,
+type the values a parser reads, write a grammar) costs time in its size. Two
+numbers bound that cost, and both are counted in time linear in the schema:
+
+* **nodes**: the JSON values the schema holds (objects, arrays and scalars, as
+  its JSON text would have them; a Python object used in several places counts
+  at each) and **depth**, how deeply its objects and arrays nest;
+* **expansion**: how many subschemas are applied to *one* value, following the
+  keywords that apply a subschema to the same value (``$ref``, ``$dynamicRef``,
+  ``allOf``, ``anyOf``, ``oneOf``, ``not``, ``if``/``then``/``else``,
+  ``dependentSchemas``) and not those that move to a part of it
+  (``properties``, ``items``...). References are resolved as jsonschema
+  resolves them (JSON pointers, anchors, embedded ``$id`` resources), and each
+  subschema's count is computed once (a walk of the reference graph), so a chain
+  of 40 levels of ``{"anyOf": [{"$ref": next}, {"$ref": next}]}``, whose
+  expansion is 2^41, is refused after a few dozen steps. A subschema applied to
+  a value through itself (``{"$defs": {"a": {"anyOf": [{"$ref": "#/$defs/a"}]}}}``)
+  is refused as a ``cycle``: jsonschema would recurse on it for ever. A
+  recursive schema whose reference descends first (a tree:
+  ``{"items": {"$ref": "#"}}``) is fine.
+
+The expansion bounds the validator's work on each value of the arguments; the
+dispatcher also bounds a whole validation (see
+:func:`toolwire.conversation.validation.step_allowance`), since branches that
+each descend can still multiply with the value's depth.
+
+:func:`check_schema_budget` raises :class:`~toolwire.errors.ToolSchemaBudgetError`
+(naming the tool and the budget); :class:`toolwire.Tool` calls it on every
+schema, before anything else walks it. The defaults are in ``docs/security.md``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Final
+
+import attrs
+import referencing
+import referencing.exceptions
+import referencing.jsonschema
+
+from ..errors import ToolSchemaBudgetError
+
+if TYPE_CHECKING:
+    from typing import TypeAlias
+
+    from referencing._core import Resolver
+
+    _Resolver: TypeAlias = Resolver[Any] | None
+
+__all__ = ["DEFAULT_BUDGET", "DEFAULT_MAX_DEPTH", "DEFAULT_MAX_EXPANSION", "DEFAULT_MAX_NODES",
+           "SchemaBudget", "SchemaSize", "check_schema_budget"]
+
+DEFAULT_MAX_NODES: Final = 20_000
+"""The most JSON values one tool's parameters schema may hold."""
+DEFAULT_MAX_DEPTH: Final = 64
+"""The deepest nesting of objects and arrays in one tool's parameters schema."""
+DEFAULT_MAX_EXPANSION: Final = 1_000
+"""The most subschemas a tool's parameters schema may apply to one value."""
+
+_REFERENCES: Final = ("$ref", "$dynamicRef", "$recursiveRef")
+_IN_PLACE_LISTS: Final = ("allOf", "anyOf", "oneOf")
+_IN_PLACE_SINGLE: Final = ("not", "if", "then", "else")
+_IN_PLACE_MAPS: Final = ("dependentSchemas", "dependencies")
+_SUBSCHEMA_SINGLE: Final = ("additionalProperties", "additionalItems", "contains",
+                            "propertyNames", "unevaluatedItems", "unevaluatedProperties",
+                            "contentSchema", "items", *_IN_PLACE_SINGLE)
+_SUBSCHEMA_LISTS: Final = ("prefixItems", "items", *_IN_PLACE_LISTS)
+_SUBSCHEMA_MAPS: Final = ("properties", "patternProperties", "$defs", "definitions",
+                          *_IN_PLACE_MAPS)
+_RESOURCE_KEYS: Final = ("$id", "id", "$schema")
+
+
+@attrs.frozen
+class SchemaBudget:
+    """The bounds one tool's parameters schema is held to.
+
+    :ivar max_nodes: the most JSON values.
+    :ivar max_depth: the deepest nesting of objects and arrays.
+    :ivar max_expansion: the most subschemas applied to one value.
+    """
+
+    max_nodes: int = DEFAULT_MAX_NODES
+    max_depth: int = DEFAULT_MAX_DEPTH
+    max_expansion: int = DEFAULT_MAX_EXPANSION
+
+
+DEFAULT_BUDGET: Final = SchemaBudget()
+
+
+@attrs.frozen
+class SchemaSize:
+    """What a schema measured.
+
+    :ivar nodes: its JSON values.
+    :ivar depth: its deepest nesting of objects and arrays.
+    :ivar expansion: the most subschemas it applies to one value.
+    """
+
+    nodes: int
+    depth: int
+    expansion: int
+
+
+class _Over(Exception):
+    """A budget was passed (internal: becomes a ToolSchemaBudgetError)."""
+
+    def __init__(self, budget: str, found: int, where: str, *, contained: bool = False) -> None:
+        super().__init__(budget)
+        self.budget = budget
+        self.found = found
+        self.where = where
+        self.contained = contained
+
+
+def check_schema_budget(schema: Any, *, tool: str,
+                        budget: SchemaBudget = DEFAULT_BUDGET) -> SchemaSize:
+    """Measure a tool's parameters schema against ``budget``.
+
+    :returns: its size, when within the budget.
+    :raises ToolSchemaBudgetError: over a budget, or a cycle (naming the tool,
+        the budget and where in the schema it was found).
+    """
+    paths: dict[int, str] = {}
+    try:
+        nodes, depth, refers = _tree_size(schema, budget, paths)
+        expansion = _Expansion(schema, budget.max_expansion, paths, refers).largest()
+    except _Over as over:
+        raise _error(tool, budget, over) from None
+    return SchemaSize(nodes, depth, expansion)
+
+
+def _error(tool: str, budget: SchemaBudget, over: _Over) -> ToolSchemaBudgetError:
+    where = over.where or "/"
+    if over.budget == "nodes":
+        limit = budget.max_nodes
+        why = f"holds more than {limit:,} JSON values"
+    elif over.budget == "depth":
+        limit = budget.max_depth
+        why = f"nests objects and arrays more than {limit:,} levels deep (at {where})"
+    elif over.budget == "expansion":
+        limit = budget.max_expansion
+        why = (f"applies more than {limit:,} subschemas to one value through $ref, anyOf, "
+               f"oneOf, allOf, not or if/then/else (at least {over.found:,} at {where}); "
+               "validating or typing a value by it would take exponential time")
+    elif over.contained:
+        limit = 0
+        why = f"contains itself (at {where}): as JSON it would never end"
+    else:
+        limit = 0
+        why = (f"applies {where} to a value through itself (a $ref cycle that never "
+               "descends into a property or item); validation would never end")
+    return ToolSchemaBudgetError(
+        f"tool {tool!r}: its parameters schema {why}; it is refused (schema budget "
+        f"{over.budget!r}, see docs/security.md)",
+        tool=tool, budget=over.budget, limit=limit, found=over.found)
+
+
+_SCALARS: Final = (str, int, float, type(None))
+
+
+def _is_map(value: Any) -> bool:
+    """``isinstance(value, Mapping)``, without the ABC check for JSON's own types."""
+    return isinstance(value, dict) or (not isinstance(value, (*_SCALARS, list))
+                                       and isinstance(value, Mapping))
+
+
+def _is_container(value: Any) -> bool:
+    return isinstance(value, dict | list | tuple) or (not isinstance(value, _SCALARS)
+                                                      and isinstance(value, Mapping))
+
+
+def _containers(value: Any) -> list[tuple[str, Any]]:
+    if isinstance(value, list | tuple):
+        return [(str(i), item) for i, item in enumerate(value)]
+    return [(str(key), item) for key, item in value.items()]
+
+
+def _tree_size(schema: Any, budget: SchemaBudget,
+               paths: dict[int, str]) -> tuple[int, int, bool]:
+    """``(values, depth, refers)`` of ``schema`` as JSON text would hold it
+    (iterative; each object measured once, however often it is used); ``refers``:
+    some object in it has a reference keyword."""
+    if not _is_container(schema):
+        return 1, 0, False
+    refers = False
+    sizes: dict[int, tuple[int, int]] = {}
+    kept: list[Any] = []  # ids stay valid while their objects live
+    started: set[int] = set()
+    paths[id(schema)] = ""
+    stack: list[tuple[Any, bool]] = [(schema, False)]
+    while stack:
+        value, finished = stack.pop()
+        key = id(value)
+        if finished:
+            count, deepest = 1, 1
+            for _, item in _containers(value):
+                if _is_container(item):
+                    inner, below = sizes[id(item)]
+                    count += inner
+                    deepest = max(deepest, below + 1)
+                else:
+                    count += 1
+            started.discard(key)
+            sizes[key] = (count, deepest)
+            if count > budget.max_nodes:
+                raise _Over("nodes", count, paths.get(key, ""))
+            if deepest > budget.max_depth:
+                raise _Over("depth", deepest, paths.get(key, ""))
+            continue
+        if key in sizes:
+            continue
+        if key in started:
+            raise _Over("cycle", 0, paths.get(key, ""), contained=True)
+        started.add(key)
+        kept.append(value)
+        stack.append((value, True))
+        where = paths.get(key, "")
+        if not refers and _is_map(value):
+            refers = any(isinstance(value.get(k), str) for k in _REFERENCES)
+        for name, item in _containers(value):
+            if _is_container(item):
+                if id(item) in started:
+                    raise _Over("cycle", 0, paths.get(id(item), ""), contained=True)
+                paths.setdefault(id(item), f"{where}/{name}")
+                if id(item) not in sizes:
+                    stack.append((item, False))
+    nodes, depth = sizes[id(schema)]
+    return nodes, depth, refers
+
+
+class _Expansion:
+    """The expansion of every subschema of one schema, each computed once.
+
+    References are resolved by ``referencing`` (what jsonschema resolves with),
+    only when the schema has some: without, no resolver is made.
+    """
+
+    def __init__(self, schema: Any, limit: int, paths: Mapping[int, str],
+                 refers: bool) -> None:
+        self.root = schema
+        self.limit = limit
+        self.paths = paths
+        self.memo: dict[int, int] = {}
+        self.kept: list[Any] = []
+        dialect = schema.get("$schema") if isinstance(schema, Mapping) else None
+        self.spec = referencing.jsonschema.specification_with(
+            dialect if isinstance(dialect, str) else "",
+            default=referencing.jsonschema.DRAFT202012)
+        self.resolver: _Resolver = None
+        if refers and isinstance(schema, Mapping):
+            try:
+                resource = self.spec.create_resource(schema)
+                uri = resource.id() or ""
+                registry: referencing.Registry[Any] = \
+                    referencing.Registry().with_resource(uri, resource).crawl()
+                self.resolver = registry.resolver(base_uri=uri)
+            except Exception:  # a schema jsonschema cannot load either
+                self.resolver = None
+
+    def largest(self) -> int:
+        """The most subschemas any subschema applies to one value."""
+        if not isinstance(self.root, Mapping):
+            return 1
+        best = 0
+        seen: set[int] = set()
+        stack: list[tuple[Any, _Resolver]] = [(self.root, self.resolver)]
+        while stack:
+            schema, resolver = stack.pop()
+            if id(schema) in seen:
+                continue
+            seen.add(id(schema))
+            best = max(best, self.of(schema, resolver))
+            for sub in _lexical_subschemas(schema):
+                stack.append((sub, self._enter(sub, resolver)))
+        return best
+
+    def _enter(self, schema: Any, resolver: _Resolver) -> _Resolver:
+        """The resolver inside ``schema`` (another base URI when it has an ``$id``)."""
+        if resolver is None or not _is_map(schema) \
+                or not any(key in schema for key in _RESOURCE_KEYS):
+            return resolver
+        try:
+            resource = referencing.Resource.from_contents(schema,
+                                                          default_specification=self.spec)
+            return resolver.in_subresource(resource)
+        except Exception:  # an unusable $id or $schema: keep the base
+            return resolver
+
+    def _in_place(self, schema: Mapping[str, Any], resolver: _Resolver
+                  ) -> list[tuple[Any, _Resolver]]:
+        """The subschemas applied to the same value as ``schema``."""
+        out: list[tuple[Any, _Resolver]] = []
+        for keyword in _REFERENCES:
+            ref = schema.get(keyword)
+            if not isinstance(ref, str) or resolver is None:
+                continue
+            try:
+                resolved = resolver.lookup("#" if keyword == "$recursiveRef" else ref)
+            except Exception:  # jsonschema cannot follow it either
+                continue
+            if isinstance(resolved.contents, Mapping | bool):
+                out.append((resolved.contents, resolved.resolver))
+        for keyword in _IN_PLACE_LISTS:
+            branches = schema.get(keyword)
+            if isinstance(branches, list):
+                out.extend((b, self._enter(b, resolver)) for b in branches
+                           if isinstance(b, bool) or _is_map(b))
+        for keyword in _IN_PLACE_SINGLE:
+            branch = schema.get(keyword)
+            if branch is not None and (isinstance(branch, bool) or _is_map(branch)):
+                out.append((branch, self._enter(branch, resolver)))
+        for keyword in _IN_PLACE_MAPS:
+            branches = schema.get(keyword)
+            if branches is not None and _is_map(branches):
+                out.extend((b, self._enter(b, resolver)) for b in branches.values()
+                           if _is_map(b))
+        return out
+
+    def of(self, schema: Any, resolver: _Resolver) -> int:
+        """The subschemas applied to one value by ``schema`` (itself included)."""
+        known = self.memo.get(id(schema))
+        if known is not None:
+            return known
+        started: set[int] = set()
+        stack: list[list[Any]] = [[schema, resolver, None]]
+        while stack:
+            entry = stack[-1]
+            current, current_resolver, children = entry
+            key = id(current)
+            if children is None:
+                if key in self.memo:
+                    stack.pop()
+                    continue
+                if key in started:
+                    raise _Over("cycle", 0, self.paths.get(key, ""))
+                started.add(key)
+                self.kept.append(current)
+                children = (self._in_place(current, current_resolver)
+                            if _is_map(current) else [])
+                entry[2] = children
+                for child, child_resolver in children:
+                    if id(child) in started:
+                        raise _Over("cycle", 0, self.paths.get(id(child), ""))
+                    if id(child) not in self.memo:
+                        stack.append([child, child_resolver, None])
+                continue
+            stack.pop()
+            started.discard(key)
+            total = 1 + sum(self.memo[id(child)] for child, _ in children)
+            self.memo[key] = total
+            if total > self.limit:
+                raise _Over("expansion", total, self.paths.get(key, ""))
+        return self.memo[id(schema)]
+
+
+def _lexical_subschemas(schema: Any) -> list[Any]:
+    """The subschemas written inside ``schema`` (not those it refers to)."""
+    if not _is_map(schema):
+        return []
+    out: list[Any] = []
+    for keyword in _SUBSCHEMA_SINGLE:
+        sub = schema.get(keyword)
+        if sub is not None and _is_map(sub):
+            out.append(sub)
+    for keyword in _SUBSCHEMA_LISTS:
+        subs = schema.get(keyword)
+        if isinstance(subs, list):
+            out.extend(s for s in subs if _is_map(s))
+    for keyword in _SUBSCHEMA_MAPS:
+        subs = schema.get(keyword)
+        if subs is not None and _is_map(subs):
+            out.extend(s for s in subs.values() if _is_map(s))
+    return out

@@ -1,0 +1,162 @@
+"""jsonschema validation of a call's arguments, bounded in work and kept local.
+
+The dispatcher validates with jsonschema, which applies keywords without
+remembering what it already checked: ``anyOf`` branches that each descend into
+the same part of a value multiply with the value's depth (two branches, 40
+levels: 2^40 steps), even for a schema small enough for every budget of
+:mod:`toolwire.conversation.schema_budget`. So a validator from
+:func:`bounded_validator` counts every keyword it applies and, inside
+:func:`validation_steps`, stops with :class:`ValidationStepsExceeded` once a
+validation has taken its allowance: :data:`VALIDATION_STEPS` and
+:data:`VALIDATION_STEPS_PER_VALUE` for each JSON value of the arguments
+(:func:`step_allowance`; an ordinary call takes a few dozen steps, about 15 for
+each value of a large one).
+
+It also never fetches a ``$ref`` from the network (jsonschema's default
+registry would, with ``urllib`` and no timeout): a remote reference is
+unresolvable, and the dispatcher says so to the model. A ``$schema`` inside a
+subschema would make jsonschema switch to another draft's validator, one that
+does not count; the copy the validator checks against leaves it out (the
+root's ``$schema`` chooses the draft, as before).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import threading
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any, Final
+
+import jsonschema
+import referencing
+from jsonschema.protocols import Validator
+from jsonschema.validators import extend, validator_for
+
+__all__ = ["VALIDATION_STEPS", "VALIDATION_STEPS_PER_VALUE", "ValidationStepsExceeded",
+           "bounded_validator", "step_allowance", "validation_steps"]
+
+VALIDATION_STEPS: Final = 20_000
+"""The keywords any validation of a call's arguments may apply (jsonschema takes
+about half a second for them on a busy 2-core machine)..."""
+VALIDATION_STEPS_PER_VALUE: Final = 100
+"""... and the keywords it may apply in addition for each JSON value the arguments
+hold, so large arguments are checked in time linear in their size."""
+
+_DATA_KEYWORDS: Final = frozenset({"enum", "const", "default", "examples"})
+_NAMED_SCHEMAS: Final = frozenset({"properties", "patternProperties", "$defs", "definitions",
+                                   "dependentSchemas", "dependencies"})
+
+
+class ValidationStepsExceeded(Exception):
+    """A validation inside :func:`validation_steps` took more keywords than allowed.
+
+    :ivar steps: the allowance that was used up.
+    """
+
+    def __init__(self, steps: int) -> None:
+        super().__init__(f"validation took more than {steps:,} steps")
+        self.steps = steps
+
+
+class _Allowance:
+    __slots__ = ("left", "steps")
+
+    def __init__(self, steps: int) -> None:
+        self.steps = steps
+        self.left = steps
+
+
+_ALLOWANCE: contextvars.ContextVar[_Allowance | None] = contextvars.ContextVar(
+    "toolwire_validation_steps", default=None)
+
+
+def step_allowance(arguments: Any) -> int:
+    """The steps a validation of ``arguments`` may take (see the module doc)."""
+    values = 0
+    stack = [arguments]
+    while stack:
+        value = stack.pop()
+        values += 1
+        if isinstance(value, Mapping):
+            stack.extend(value.values())
+        elif isinstance(value, list | tuple):
+            stack.extend(value)
+    return VALIDATION_STEPS + VALIDATION_STEPS_PER_VALUE * values
+
+
+@contextlib.contextmanager
+def validation_steps(steps: int) -> Iterator[None]:
+    """Bound the validations of bounded validators in this block to ``steps`` keywords.
+
+    :raises ValidationStepsExceeded: from inside the block, once they are used up.
+    """
+    token = _ALLOWANCE.set(_Allowance(steps))
+    try:
+        yield
+    finally:
+        _ALLOWANCE.reset(token)
+
+
+KeywordFunction = Callable[[Any, Any, Any, Any], Any]
+
+
+def _counted(function: KeywordFunction) -> KeywordFunction:
+    def counted(validator: Any, value: Any, instance: Any, schema: Any) -> Any:
+        allowance = _ALLOWANCE.get()
+        if allowance is not None:
+            allowance.left -= 1
+            if allowance.left < 0:
+                raise ValidationStepsExceeded(allowance.steps)
+        return function(validator, value, instance, schema)
+
+    return counted
+
+
+_CLASSES: dict[type[Any], type[Any]] = {}
+_CLASSES_LOCK = threading.Lock()
+
+
+def _counting_class(base: type[Any]) -> type[Any]:
+    with _CLASSES_LOCK:
+        made = _CLASSES.get(base)
+        if made is None:
+            made = extend(base, validators={keyword: _counted(function) for keyword, function
+                                            in base.VALIDATORS.items()})
+            _CLASSES[base] = made
+        return made
+
+
+def bounded_validator(schema: Mapping[str, Any], base: type[Any] | None = None) -> Validator:
+    """A validator of ``schema`` that counts its steps and resolves only references
+    inside the schema (and the JSON Schema metaschemas).
+
+    :param base: the jsonschema validator class to count the steps of (default:
+        the one of the schema's ``$schema``, 2020-12 without one).
+    """
+    copy = _without_inner_dialects(schema, root=True)
+    if base is None:
+        base = validator_for(copy, default=jsonschema.Draft202012Validator)
+    cls = _counting_class(base)
+    validator: Validator = cls(copy, registry=referencing.Registry())
+    return validator
+
+
+def _without_inner_dialects(value: Any, *, root: bool = False) -> Any:
+    """A copy of a schema without ``$schema`` below its root (data kept as it is)."""
+    if isinstance(value, list):
+        return [_without_inner_dialects(item) for item in value]
+    if not isinstance(value, Mapping):
+        return value
+    out: dict[str, Any] = {}
+    for key, item in value.items():
+        if key == "$schema" and isinstance(item, str) and not root:
+            continue
+        if key in _DATA_KEYWORDS:
+            out[key] = item
+        elif key in _NAMED_SCHEMAS and isinstance(item, Mapping):
+            # names here are the schema's own (a property called "enum" is a schema)
+            out[key] = {name: _without_inner_dialects(sub) for name, sub in item.items()}
+        else:
+            out[key] = _without_inner_dialects(item)
+    return out
