@@ -103,6 +103,10 @@ class ArgumentWriter:
         self.properties: Mapping[str, Any] = properties if isinstance(properties, Mapping) else {}
         self.required = set(parameters.get("required") or ())
         self.json = JsonValues(rules, family=family, tool=tool, root=parameters)
+        # writers by the markers their values avoid: the parameters that share them
+        # share the rules of the definitions they refer to
+        self._tagged_writers: dict[tuple[str, ...], JsonValues] = {}
+        self._nested_writers: dict[str, Any] = {}
         # the arguments object is written from its properties, and a string parameter
         # of a tagged or pythonic call as raw text: a keyword that would shape either
         # some other way cannot be left out silently
@@ -206,18 +210,26 @@ class ArgumentWriter:
         return avoiding_text(self.rules, words, hint=f"{hint}-text", after=after)
 
     def _tagged_json(self, schema: Any, words: list[str], path: str) -> str:
-        firsts = first_chars(words)
-        writer = JsonValues(self.rules, family=self.family, tool=self.tool,
-                            root=self.parameters, string_excluded=firsts,
-                            literal_ok=lambda text: not any(w in text for w in words))
+        key = tuple(words)
+        writer = self._tagged_writers.get(key)
+        if writer is None:
+            writer = JsonValues(self.rules, family=self.family, tool=self.tool,
+                                root=self.parameters, string_excluded=first_chars(words),
+                                literal_ok=lambda text: not any(w in text for w in key))
+            self._tagged_writers[key] = writer
         return writer.value(schema, path)
 
     def _nested(self, ns: str, schema: Any, path: str) -> str:
         """A value written as nested elements (``ns<key>...ns</key>``, lists as ``item``)."""
         from .nested import NestedValues
 
-        return NestedValues(self.rules, ns=ns, family=self.family, tool=self.tool,
-                            root=self.parameters).value(schema, path)
+        writer = self._nested_writers.get(ns)
+        if writer is None:
+            writer = NestedValues(self.rules, ns=ns, family=self.family, tool=self.tool,
+                                  root=self.parameters)
+            self._nested_writers[ns] = writer
+        value: str = writer.value(schema, path)
+        return value
 
     # -- pythonic calls ----------------------------------------------------------------
 

@@ -28,11 +28,13 @@ from typing import Any, Final
 import attrs
 
 from ..conversation.schema import normalize_schema
+from ..conversation.schema_budget import check_schema_budget
+from ..errors import ToolSchemaBudgetError
 from ..parse.record import CallFormat
 from .avoid import avoiding_text, bounded_text
 from .calls import CallsWriter
 from .choice import ResolvedChoice, ToolChoice, resolve_tool_choice
-from .errors import GrammarError, GrammarFormatError, ToolChoiceError
+from .errors import GrammarError, GrammarFormatError, GrammarSchemaError, ToolChoiceError
 from .gbnf import RuleSet, alternatives, char_class, literal, sequence
 
 __all__ = ["CACHE_SIZE", "ToolGrammar", "build_grammar", "clear_grammar_cache",
@@ -89,7 +91,13 @@ class ToolGrammar:
 
 def tool_shapes(tools: Sequence[Any]) -> list[tuple[str, Mapping[str, Any]]]:
     """``(name, parameters)`` of each tool: a :class:`toolwire.Tool`, an OpenAI
-    ``{"type": "function", "function": {...}}`` or a bare ``{"name", "parameters"}``."""
+    ``{"type": "function", "function": {...}}`` or a bare ``{"name", "parameters"}``.
+
+    A schema given as a mapping is held to the schema budgets here (a
+    :class:`toolwire.Tool` was when it was made).
+
+    :raises GrammarSchemaError: a schema over a budget (``keyword`` names it).
+    """
     out: list[tuple[str, Mapping[str, Any]]] = []
     for item in tools:
         name = getattr(item, "name", None)
@@ -98,7 +106,13 @@ def tool_shapes(tools: Sequence[Any]) -> list[tuple[str, Mapping[str, Any]]]:
             inner = item.get("function")
             function: Mapping[str, Any] = inner if isinstance(inner, Mapping) else item
             name = function.get("name")
-            params = normalize_schema(function.get("parameters") or {"type": "object"})
+            raw = function.get("parameters") or {"type": "object"}
+            try:
+                check_schema_budget(raw, tool=str(name))
+            except ToolSchemaBudgetError as exc:
+                raise GrammarSchemaError(str(exc), tool=str(name), path="/",
+                                         keyword=exc.budget) from None
+            params = normalize_schema(raw)
         if not isinstance(name, str) or not name:
             raise GrammarError(f"a tool without a name: {item!r:.80}")
         out.append((name, params if isinstance(params, Mapping) else {"type": "object"}))

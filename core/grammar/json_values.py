@@ -16,6 +16,13 @@ values a schema admits:
 * ``anyOf``/``oneOf`` (as alternatives), ``allOf`` (merged), local ``$ref``
   (recursion included), and the empty schema (any JSON value).
 
+Each referenced definition is one rule, written once and named wherever it is
+used (recursion goes through that name), and each subschema is written once
+(by identity; one met again is reused, as a rule when its text is long), so
+the work and the grammar grow with the schema, never with the number of paths
+through it (a chain of ``anyOf`` branches that share their references).
+``allOf`` is merged from every subschema its branches reach, each once.
+
 Relaxed, so that the grammar admits a little more than the schema and
 dispatch's validation has the last word: ``pattern``, ``format``, other
 numeric bounds (``maximum``, ``multipleOf``...), ``uniqueItems``,
@@ -33,6 +40,7 @@ exponent; whitespace is at most one space after ``:`` and ``,`` (as
 from __future__ import annotations
 
 import json
+from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
@@ -71,6 +79,8 @@ _HANDLED: Final = frozenset({
 _TYPES: Final = ("string", "integer", "number", "boolean", "null", "object", "array")
 _MAX_ENUMERATED_RANGE: Final = 64
 _MAX_REPEAT: Final = 256
+_INLINE_REUSE: Final = 40
+"""A subschema's expression met again is named as a rule when it is longer than this."""
 
 
 def json_text(value: Any) -> str:
@@ -101,6 +111,9 @@ class JsonValues:
         self.root = root
         self.literal_ok = literal_ok or (lambda text: True)
         self._refs: dict[str, str] = {}
+        # id -> (the subschema, kept so its id stays its own; its expression, None while
+        # it is being written)
+        self._written: dict[int, tuple[Any, str | None]] = {}
         raw = char_class('"\\' + string_excluded + "\x7F", negate=True, ranges="\\x00-\\x1F")
         # no "\\/": JSON reads it as "/", a Python literal (pythonic calls) as two characters
         escape = ('"\\\\" (["\\\\bfnrt] | "u" ([0-9a-cA-Ce-fE-F] [0-9a-fA-F]{3} '
@@ -130,6 +143,25 @@ class JsonValues:
         ref = schema.get("$ref")
         if isinstance(ref, str):
             return self._reference(ref, schema, path)
+        known = self._written.get(id(schema))
+        if known is not None:
+            return self._again(schema, known[1], path)
+        self._written[id(schema)] = (schema, None)
+        expression = self._value(schema, path)
+        self._written[id(schema)] = (schema, expression)
+        return expression
+
+    def _again(self, schema: Mapping[str, Any], expression: str | None, path: str) -> str:
+        """A subschema met a second time: its expression, named when long."""
+        if expression is None:
+            raise self._refuse(path, "$ref", "the schema contains itself")
+        if len(expression) <= _INLINE_REUSE:
+            return expression
+        name = self.rules.add("shared", expression)
+        self._written[id(schema)] = (schema, name)
+        return name
+
+    def _value(self, schema: Mapping[str, Any], path: str) -> str:
         for keyword in schema:
             if keyword in REFUSED:
                 raise self._refuse(path, keyword, "the grammar cannot express this keyword")
@@ -138,8 +170,11 @@ class JsonValues:
         for key in ("anyOf", "oneOf"):
             branches = schema.get(key)
             if isinstance(branches, list):
-                rest = {k: v for k, v in schema.items() if k not in ("anyOf", "oneOf")}
-                options = [self.value({**rest, **b} if isinstance(b, Mapping) else b,
+                rest = {k: v for k, v in schema.items()
+                        if k not in ("anyOf", "oneOf") and k not in ANNOTATIONS}
+                # without a shape beside the branches each is written as itself, so a
+                # branch several schemas share is written once
+                options = [self.value({**rest, **b} if rest and isinstance(b, Mapping) else b,
                                       f"{path}/{key}/{i}") for i, b in enumerate(branches)]
                 if not options:
                     raise self._refuse(path, key, "no branch admits a value")
@@ -196,20 +231,30 @@ class JsonValues:
         return name
 
     def _merged(self, schema: Mapping[str, Any], path: str) -> dict[str, Any]:
+        """``schema`` with its ``allOf`` merged in: every subschema the branches reach
+        (through references and inner ``allOf``), each once, nearest first."""
         merged: dict[str, Any] = {k: v for k, v in schema.items() if k != "allOf"}
-        for i, branch in enumerate(schema.get("allOf") or []):
+        seen = {id(schema)}
+        queue: deque[tuple[str, Any]] = deque(
+            (f"{path}/allOf/{i}", b) for i, b in enumerate(schema.get("allOf") or []))
+        while queue:
+            where, branch = queue.popleft()
             if isinstance(branch, Mapping) and "$ref" in branch:
                 branch = resolve_ref(dict(branch), self.root)
             if not isinstance(branch, Mapping):
-                raise self._refuse(f"{path}/allOf/{i}", "allOf", "a branch is not a schema")
+                raise self._refuse(where, "allOf", "a branch is not a schema")
+            if id(branch) in seen:
+                continue
+            seen.add(id(branch))
             for key, value in branch.items():
-                if key == "properties" and isinstance(value, Mapping):
+                if key == "allOf" and isinstance(value, list):
+                    queue.extend((f"{where}/allOf/{i}", b) for i, b in enumerate(value))
+                elif key == "properties" and isinstance(value, Mapping):
                     merged["properties"] = {**(merged.get("properties") or {}), **value}
                 elif key == "required" and isinstance(value, list):
                     merged["required"] = [*(merged.get("required") or []), *value]
                 elif key in merged and merged[key] != value and key not in ANNOTATIONS:
-                    raise self._refuse(f"{path}/allOf/{i}", "allOf",
-                                       f"branches disagree on {key!r}")
+                    raise self._refuse(where, "allOf", f"branches disagree on {key!r}")
                 else:
                     merged[key] = value
         return merged

@@ -6,6 +6,10 @@ elements, and a leaf as text typed by its schema; so a leaf is raw text in
 which the prefix token ``ns`` never occurs, a number or a boolean as JSON
 spells it, or ``null``. A free-form object is written empty (its keys cannot
 be told from the schema).
+
+Each referenced definition is one rule, written once and named wherever it is
+used, so a recursive schema (a tree) is a recursive grammar and a chain of
+branches sharing references costs its length.
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ class NestedValues:
         self.root = root
         self.scalars = JsonValues(rules, family=family, tool=tool, root=root)
         self.text = avoiding_text(rules, [ns], hint="nested-text", after=ns)
+        self._refs: dict[str, str] = {}
 
     def _refuse(self, path: str, keyword: str, why: str) -> GrammarSchemaError:
         return GrammarSchemaError(f"{self.family}: tool {self.tool!r}, {path}: {why} "
@@ -52,8 +57,8 @@ class NestedValues:
 
     def value(self, schema: Any, path: str) -> str:
         """The nested-element spelling of the values ``schema`` admits."""
-        if isinstance(schema, Mapping) and "$ref" in schema:
-            schema = resolve_ref(dict(schema), self.root)
+        if isinstance(schema, Mapping) and isinstance(schema.get("$ref"), str):
+            return self._reference(schema["$ref"], schema, path)
         if not isinstance(schema, Mapping):
             return self.text
         for keyword in schema:
@@ -80,6 +85,16 @@ class NestedValues:
             kinds = ["object"] if "properties" in schema else ["array"] if "items" in schema \
                 else ["string"]
         return alternatives(*(self._typed(str(k), schema, path) for k in kinds))
+
+    def _reference(self, ref: str, schema: Mapping[str, Any], path: str) -> str:
+        """The rule of a referenced definition (made on first use)."""
+        name = self._refs.get(ref)
+        if name is None:
+            name = self.rules.reserve(f"nested-ref-{ref.rsplit('/', 1)[-1]}")
+            self._refs[ref] = name
+            self.rules.define(name, self.value(resolve_ref(dict(schema), self.root),
+                                               path + "/$ref"))
+        return name
 
     def _typed(self, kind: str, schema: Mapping[str, Any], path: str) -> str:
         if kind == "object":
