@@ -5,7 +5,9 @@ Every field is checked; a bad one is a ``400`` :class:`RequestError` naming it
 do. The messages are read by :func:`toolwire.conversation.openai_messages.
 messages_from_openai` (``developer`` messages count as ``system``); the tools
 become :class:`toolwire.Tool` objects whose function is never called: the client
-runs its tools, this endpoint only generates and parses.
+runs its tools, this endpoint only generates and parses. A tool whose schema is
+over a schema budget (:mod:`toolwire.conversation.schema_budget`) is a ``400``
+with code ``tool_schema_too_complex``, naming the tool and the budget.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import attrs
 from ...conversation.history import Message
 from ...conversation.openai_messages import messages_from_openai
 from ...conversation.tools import Tool
-from ...errors import ToolDefinitionError
+from ...errors import ToolDefinitionError, ToolSchemaBudgetError
 from .chat_request import check_request_size
 from .http_input import RequestError
 from .limits import ServerLimits
@@ -121,6 +123,9 @@ def _tools(value: Any, limits: ServerLimits) -> tuple[Tool, ...]:
             raise _bad(where, 'must be {"type": "function", "function": {...}}')
         try:
             tool = Tool(schema=entry["function"], function=_never_called)
+        except ToolSchemaBudgetError as exc:
+            raise RequestError(400, f"{where}: {exc}", param=f"{where}.function.parameters",
+                               code="tool_schema_too_complex") from None
         except ToolDefinitionError as exc:
             raise _bad(where, str(exc)) from None
         if any(t.name == tool.name for t in tools):
