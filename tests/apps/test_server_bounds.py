@@ -10,6 +10,7 @@ Raw sockets on 127.0.0.1 play the slow and vanishing clients.
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import socket
 import subprocess
@@ -25,7 +26,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from starlette.applications import Starlette
 
-from tests.apps.test_server import json_request, scripted_app, user, wait_for
+from tests.apps.test_server import GatedBackend, json_request, scripted_app, user, wait_for
 from toolwire.apps.cli.common import UsageError
 from toolwire.apps.cli.serve import allowed_hosts_for, limits_from_args, model_id_for
 from toolwire.apps.cli.serve import register as add_serve_command
@@ -176,18 +177,34 @@ def test_a_slow_header_on_a_kept_alive_connection_is_closed_too(fast_server: int
     assert closed and answer == b""
 
 
-def test_connections_beyond_the_limit_get_503(fast_server: int) -> None:
-    idle = [raw_connection(fast_server) for _ in range(FAST.max_connections)]
-    try:
-        time.sleep(0.1)
-        extra = raw_connection(fast_server)
-        extra.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
-        _, answer = closed_by_server(extra, within=5)
-        extra.close()
-        assert answer.startswith(b"HTTP/1.1 503")
-    finally:
-        for conn in idle:
-            conn.close()
+def test_requests_beyond_the_limit_get_503_and_idle_connections_do_not_count() -> None:
+    backend = GatedBackend(["done"] * FAST.max_connections)
+    body = json.dumps({"model": "scripted", "messages": [user("hi")]}).encode()
+    with bounded_server(scripted_app(backend, limits=FAST), FAST) as port:
+        idle = [raw_connection(port) for _ in range(FAST.max_connections + 2)]
+        running = []
+        try:
+            for _ in range(FAST.max_connections):  # one on the model, the rest queued
+                conn = raw_connection(port)
+                conn.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                             b"Content-Type: application/json\r\nContent-Length: "
+                             + str(len(body)).encode() + b"\r\n\r\n" + body)
+                running.append(conn)
+            assert backend.started.wait(5)
+            time.sleep(0.2)
+            extra = raw_connection(port)
+            extra.sendall(b"GET /v1/models HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+            extra.settimeout(5)
+            answer = b""
+            while b"server_busy" not in answer and (chunk := extra.recv(4096)):
+                answer += chunk
+            extra.close()
+            assert answer.startswith(b"HTTP/1.1 503")
+            assert b"retry-after: 1" in answer and b'"code": "server_busy"' in answer
+        finally:
+            backend.release.set()
+            for conn in idle + running:
+                conn.close()
 
 
 def test_an_oversized_request_head_is_refused_whole_or_in_pieces(fast_server: int) -> None:

@@ -57,11 +57,18 @@ _LIMIT_OPTIONS = (
     ("--max-chars", "max_chars", int, "characters of message text one request may carry"),
     ("--max-body-bytes", "max_body_bytes", int, "bytes of one request body"),
     ("--queue-size", "max_waiting", int, "requests that may wait for the model (then 429)"),
-    ("--max-connections", "max_connections", int, "open connections (then 503)"),
+    ("--max-connections", "max_connections", int,
+     "requests being answered at once (then 503; idle connections do not count)"),
+    ("--max-idle-connections", "max_idle_connections", int,
+     "idle or half-sent connections of all clients (then the longest-waiting close)"),
+    ("--max-idle-per-client", "max_idle_per_client", int,
+     "idle or half-sent connections of one client address (then its longest-waiting close)"),
     ("--header-timeout", "header_timeout", float, "seconds to send a request's headers"),
     ("--body-timeout", "body_timeout", float, "seconds to send a request's body (then 408)"),
     ("--keep-alive-timeout", "keep_alive_timeout", float,
      "seconds an idle connection stays open"),
+    ("--linger-timeout", "linger_timeout", float,
+     "seconds a connection closed before its body arrived drains what the client sends"),
 )
 
 
@@ -97,8 +104,10 @@ def register(
     limits = p.add_argument_group("request and connection bounds")
     defaults = ServerLimits()
     for flag, field, kind, what in _LIMIT_OPTIONS:
+        default = getattr(defaults, field)
+        shown = f"{default:g}" if kind is float else str(default)
         limits.add_argument(flag, type=kind, dest=f"limit_{field}", metavar="N",
-                            help=f"{what} (default {getattr(defaults, field):g})")
+                            help=f"{what} (default {shown})")
     p.set_defaults(run=run_serve)
     return p
 

@@ -37,8 +37,17 @@ class ServerLimits:
     :ivar header_timeout: seconds a client has to send a request's headers once
         the connection is open (or its first byte has come); then it is closed.
     :ivar keep_alive_timeout: seconds an idle keep-alive connection stays open.
-    :ivar max_connections: open connections (and running requests) before new
-        requests get ``503``.
+    :ivar max_connections: requests being answered at once (their request has
+        fully arrived); a request arriving past it gets ``503``. Connections that
+        wait on their client do not count (the next two bound them).
+    :ivar max_idle_connections: connections waiting on their client (idle, a
+        request head or body half-sent, or closing after an answer), all clients
+        together; past it the ones that have waited longest are closed.
+    :ivar max_idle_per_client: such connections from one client address (an
+        IPv6 ``/64``); past it that client's longest-waiting ones are closed.
+    :ivar linger_timeout: seconds a connection closed after an answer, while
+        its client may still be sending, keeps reading and discarding (so the
+        answer is not lost to a reset) before it is cut.
     :ivar max_header_bytes: the largest request head (request line and headers);
         a larger one gets ``400``.
     """
@@ -53,4 +62,7 @@ class ServerLimits:
     header_timeout: float = attrs.field(default=10.0, validator=_positive)
     keep_alive_timeout: float = attrs.field(default=5.0, validator=_positive)
     max_connections: int = attrs.field(default=64, validator=_positive)
+    max_idle_connections: int = attrs.field(default=256, validator=_positive)
+    max_idle_per_client: int = attrs.field(default=32, validator=_positive)
+    linger_timeout: float = attrs.field(default=5.0, validator=_positive)
     max_header_bytes: int = attrs.field(default=16 * 1024, validator=_positive)
