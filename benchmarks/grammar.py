@@ -44,12 +44,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from tests.support.paths import SHARED_TEMPLATES
+
 from .harness import print_table
 
 __all__ = ["run"]
 
 BENCHMARK = "grammar"
-SHARED_TEMPLATES = Path(__file__).resolve().parents[2] / "shared" / "templates"
 BUILD_FAMILIES = ("qwen_xml", "hermes_json", "llama3_json", "pythonic")
 RATE_TEMPLATES = {"qwen_xml": "Qwen3.5-4B.jinja",
                   "hermes_json": "NousResearch-Hermes-3-Llama-3.1-8B-tool_use.jinja"}

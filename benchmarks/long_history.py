@@ -18,6 +18,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from tests.support.paths import SHARED_TEMPLATES
 from toolwire import Message, ModelRequest
 from toolwire.conversation.history import ToolCall
 
@@ -27,7 +28,7 @@ __all__ = ["history", "run"]
 
 BENCHMARK = "long_history"
 SIZES = (4_000, 16_000, 32_000)
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "templates" / "Qwen3.5-4B.jinja"
+SHARED = SHARED_TEMPLATES / "Qwen3.5-4B.jinja"
 N_CTX = 4096
 MAX_TOKENS = 512
 

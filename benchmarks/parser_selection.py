@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import statistics
 import time
-from pathlib import Path
 from typing import Any
 
+from tests.support.paths import SHARED_TEMPLATES
 from toolwire.errors import ParserConflictError, ParserNotFoundError
 from toolwire.hooks.manager import default_plugin_manager
 from toolwire.templates.chat_template import get_chat_template
@@ -26,7 +26,6 @@ from .harness import print_table
 __all__ = ["run"]
 
 BENCHMARK = "parser_selection"
-SHARED_TEMPLATES = Path(__file__).resolve().parents[2] / "shared" / "templates"
 
 
 def _ms(func: Any) -> float:

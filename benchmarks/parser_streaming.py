@@ -18,9 +18,9 @@ import statistics
 import sys
 import time
 from collections.abc import Callable, Iterable
-from pathlib import Path
 from typing import Any
 
+from tests.support.paths import SHARED_TEMPLATES
 from toolwire.parse.protocol import ParserSpec, StreamParser
 from toolwire.testing import isolated_plugin_manager
 
@@ -63,7 +63,6 @@ FAMILY_TEMPLATES: dict[str, str] = {
 }
 """Other built-in families, measured on the headline cases with calls rendered through a
 real template from ``shared/templates`` (skipped when that folder is absent)."""
-SHARED_TEMPLATES = Path(__file__).resolve().parents[2] / "shared" / "templates"
 
 
 def _repeat_to(unit: str, size: int) -> str:

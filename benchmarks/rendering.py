@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
+from tests.support.paths import SHARED_TEMPLATES
 from toolwire.errors import TemplateError
 from toolwire.templates.chat_template import ChatTemplate, RenderLimits, get_chat_template
 
@@ -27,7 +27,7 @@ from .harness import print_table, time_runs, write_results
 __all__ = ["conversation", "run"]
 
 BENCHMARK = "rendering"
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "templates" / "Qwen3.5-4B.jinja"
+SHARED = SHARED_TEMPLATES / "Qwen3.5-4B.jinja"
 
 
 def _template() -> tuple[str, str]:

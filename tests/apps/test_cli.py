@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.templates import SHARED_TEMPLATES, shared_template
+from tests.support.templates import shared_template, template_path
 
 REPLY = ("Looking.\n\n<tool_call>\n<function=search>\n<parameter=query>\nalex\n</parameter>\n"
          "<parameter=limit>\n10\n</parameter>\n</function>\n</tool_call>")
@@ -51,7 +51,7 @@ def test_parse_output_does_not_depend_on_chunk_size(tmp_path: Path, chunk: str) 
 
 def test_parse_with_a_template_selects_its_parser(tmp_path: Path) -> None:
     shared_template("Qwen3.5-4B.jinja")
-    run = toolwire("parse", "--template", str(SHARED_TEMPLATES / "Qwen3.5-4B.jinja"),
+    run = toolwire("parse", "--template", str(template_path("Qwen3.5-4B.jinja")),
                    stdin=REPLY)
     assert run.returncode == 0, run.stderr
     assert json.loads(run.stdout)["tool_calls"][0]["arguments"]["limit"] == "10"
@@ -75,7 +75,7 @@ def test_detect_reads_a_gguf_and_a_template_file(tmp_path: Path) -> None:
     from toolwire.plugins.llama_cpp.tiny_model import write_tiny_gguf
 
     model = write_tiny_gguf(tmp_path / "m.gguf", template)
-    for path in (model, SHARED_TEMPLATES / "Qwen3-Coder.jinja"):
+    for path in (model, template_path("Qwen3-Coder.jinja")):
         run = toolwire("detect", str(path), "--json")
         assert run.returncode == 0, run.stderr
         result = json.loads(run.stdout)
@@ -99,7 +99,7 @@ def test_render_prints_the_exact_prompt(tmp_path: Path) -> None:
     messages.write_text(json.dumps([{"role": "user", "content": "hi"}]))
     tools = tmp_path / "tools.json"
     tools.write_text(json.dumps(TOOLS))
-    run = toolwire("render", str(SHARED_TEMPLATES / "Qwen3.5-4B.jinja"), "--messages",
+    run = toolwire("render", str(template_path("Qwen3.5-4B.jinja")), "--messages",
                    str(messages), "--tools", str(tools), "--no-enable-thinking")
     assert run.returncode == 0, run.stderr
     assert '"name": "search"' in run.stdout

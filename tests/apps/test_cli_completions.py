@@ -18,13 +18,13 @@ from tests.support.completions_wire_server import (
     models_listing,
 )
 from tests.support.openai_wire_server import Stream
-from tests.support.paths import REPO
+from tests.support.paths import MISSING_TEMPLATES, SHARED_TEMPLATES
 from toolwire import PluginManager
 from toolwire.apps.cli.main import _parser
 from toolwire.apps.cli.serve import make_chat_factory
 from toolwire.plugins.completions.backend import CompletionsBackend
 
-QWEN = REPO.parent / "shared" / "templates" / "Qwen3.5-4B.jinja"
+QWEN = SHARED_TEMPLATES / "Qwen3.5-4B.jinja"
 CALL = ("<tool_call>\n<function=search_text>\n<parameter=pattern>\nalex\n</parameter>\n"
         "</function>\n</tool_call>")
 
@@ -38,7 +38,7 @@ def chat(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
 @pytest.fixture
 def engine() -> Iterator[EngineStandIn]:
     if not QWEN.is_file():
-        pytest.skip(f"real chat templates not available ({QWEN} is absent)")
+        pytest.skip(MISSING_TEMPLATES)
     with EngineStandIn({("GET", "/v1/models"): (200, models_listing("vllm", "qwen", 8192)),
                         ("POST", "/tokenize"): (200, {"count": 100})}) as server:
         yield server

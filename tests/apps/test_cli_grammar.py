@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.templates import SHARED_TEMPLATES, shared_template
+from tests.support.templates import shared_template, template_path
 
 TOOLS = [{"type": "function", "function": {
     "name": "search", "description": "Search the notes.",
@@ -64,7 +64,7 @@ def test_a_named_choice_without_parallel_calls_names_only_that_tool(tmp_path: Pa
 
 def test_a_template_selects_its_family(tmp_path: Path) -> None:
     shared_template("Qwen3.5-4B.jinja")
-    run = grammar("--template", str(SHARED_TEMPLATES / "Qwen3.5-4B.jinja"),
+    run = grammar("--template", str(template_path("Qwen3.5-4B.jinja")),
                   "--tools", tools_file(tmp_path), "--json")
     assert run.returncode == 0, run.stderr
     assert json.loads(run.stdout)["family"] == "qwen_xml"

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.openai_wire_server import Fail, Stream, WireServer, reply_chunks
-from tests.support.templates import SHARED_TEMPLATES, shared_template
+from tests.support.templates import shared_template, template_path
 from toolwire.apps.cli.main import COMMANDS
 
 
@@ -44,7 +44,7 @@ def remote(server: WireServer, workspace: Path, *extra: str) -> list[str]:
 
 def qwen() -> Path:
     shared_template("Qwen3.5-4B.jinja")
-    return SHARED_TEMPLATES / "Qwen3.5-4B.jinja"
+    return template_path("Qwen3.5-4B.jinja")
 
 
 # -- output piped to a reader that goes away -----------------------------------------------

@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from tests.support.families import parse, plugins
-from tests.support.templates import SHARED_TEMPLATES
+from tests.support.templates import template_path
 from toolwire.apps.server.completion_stream import CompletionBuilder, StopMatcher
 from toolwire.apps.server.sse import json_text
 from toolwire.apps.server.tool_arguments import (
@@ -187,7 +187,7 @@ def test_stop_strings_cut_the_text_at_the_first_one_whatever_the_cuts(
 
 
 def _family_case(family: str) -> tuple[AssistantTurnRenderer, Any]:
-    path = SHARED_TEMPLATES / FAMILY_TEMPLATES[family]
+    path = template_path(FAMILY_TEMPLATES[family])
     if not path.exists():
         pytest.fail(f"shared template {path} is missing")
     spec = plugins().parser(family)

@@ -15,7 +15,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import toolwire
-from tests.support.paths import REPO
+from tests.support.paths import MISSING_TEMPLATES, SHARED_TEMPLATES
 from toolwire.errors import BackendError
 from toolwire.plugins.completions import create
 from toolwire.plugins.completions.engine import EngineInfo, api_root, estimate_tokens
@@ -29,14 +29,14 @@ from toolwire.plugins.completions.tail import EndMarkerTrim
 from toolwire.plugins.completions.wire import grammar_fields, special_token_fields
 from toolwire.templates.chat_template import get_chat_template
 
-TEMPLATES = REPO.parent / "shared" / "templates"
+TEMPLATES = SHARED_TEMPLATES
 MARKERS = ("<|im_end|>", "<|eot_id|>", "</s>")
 
 
 def template(name: str) -> str:
     path = TEMPLATES / name
     if not path.is_file():
-        pytest.skip(f"real chat templates not available ({path} is absent)")
+        pytest.skip(MISSING_TEMPLATES)
     return path.read_text(encoding="utf-8")
 
 

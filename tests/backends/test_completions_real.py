@@ -28,7 +28,7 @@ pytest.importorskip("llama_cpp.server.app")
 
 import toolwire
 from tests.support.llama_cpp_server import LlamaCppServer
-from tests.support.paths import REPO
+from tests.support.paths import MISSING_TEMPLATES, SHARED_TEMPLATES
 from toolwire import (
     CancelToken,
     Chat,
@@ -47,7 +47,7 @@ from toolwire.testing.scripted import isolated_plugin_manager
 
 pytestmark = pytest.mark.llama
 
-QWEN = REPO.parent / "shared" / "templates" / "Qwen3.5-4B.jinja"
+QWEN = SHARED_TEMPLATES / "Qwen3.5-4B.jinja"
 N_CTX = 4096
 CALL = ("<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n"
         "<parameter=days>\n3\n</parameter>\n</function>\n</tool_call>")
@@ -81,7 +81,7 @@ class Script:
 @pytest.fixture(scope="module")
 def model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     if not QWEN.is_file():
-        pytest.skip(f"real chat templates not available ({QWEN} is absent)")
+        pytest.skip(MISSING_TEMPLATES)
     return write_tiny_gguf(tmp_path_factory.mktemp("engine") / "qwen-tiny.gguf",
                            QWEN.read_text(encoding="utf-8"))
 

@@ -27,7 +27,7 @@ from tests.support.completions_wire_server import (
     models_listing,
 )
 from tests.support.openai_wire_server import Stream
-from tests.support.paths import REPO
+from tests.support.paths import MISSING_TEMPLATES, SHARED_TEMPLATES
 from toolwire import (
     CancelToken,
     ErrorEvent,
@@ -42,11 +42,11 @@ from toolwire.grammar import grammar_for
 from toolwire.plugins.completions.backend import CompletionsBackend
 from toolwire.testing.scripted import isolated_plugin_manager
 
-QWEN = REPO.parent / "shared" / "templates" / "Qwen3.5-4B.jinja"
+QWEN = SHARED_TEMPLATES / "Qwen3.5-4B.jinja"
 QWEN_SOURCE = QWEN.read_text(encoding="utf-8") if QWEN.is_file() else ""
 # the real engine's model speaks Hermes JSON: random weights close a JSON string with
 # one likely token, a Qwen XML value only with an unlikely run of them
-HERMES = REPO.parent / "shared" / "templates" / "Qwen-Qwen2.5-7B-Instruct.jinja"
+HERMES = SHARED_TEMPLATES / "Qwen-Qwen2.5-7B-Instruct.jinja"
 OWN_MAX_TOKENS = 500
 
 
@@ -76,7 +76,7 @@ TOOLS = (get_weather, count_lines)
 @pytest.fixture(autouse=True)
 def _needs_templates() -> None:
     if not QWEN_SOURCE:
-        pytest.skip(f"real chat templates not available ({QWEN} is absent)")
+        pytest.skip(MISSING_TEMPLATES)
 
 
 def request(sampling: SamplingOverrides | None = None, **options: Any) -> ModelRequest:
@@ -185,7 +185,7 @@ def engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Any, Path
     from toolwire.testing import write_tiny_gguf
 
     if not HERMES.is_file():
-        pytest.skip(f"real chat templates not available ({HERMES} is absent)")
+        pytest.skip(MISSING_TEMPLATES)
     source = HERMES.read_text(encoding="utf-8")
     extra = sorted({c for c in source if ord(c) > 127})
     # sample_bytes=False: llama.cpp's grammar lets some invalid UTF-8 through, which

@@ -25,6 +25,7 @@ from hypothesis import given, reject, settings
 from hypothesis import strategies as st
 
 from tests.support.grammar_schemas import call_problems, tool_lists
+from tests.support.paths import MISSING_TEMPLATES
 from tests.support.templates import SHARED_TEMPLATES
 from toolwire import (
     CancelToken,
@@ -115,7 +116,7 @@ def _source(key: str) -> str:
         return TEMPLATES[key]
     path = SHARED_TEMPLATES / key
     if not path.exists():
-        pytest.skip(f"real chat templates not available ({SHARED_TEMPLATES} is absent)")
+        pytest.skip(MISSING_TEMPLATES)
     return path.read_text(encoding="utf-8")
 
 
@@ -129,9 +130,8 @@ class _Models:
 
     def get(self, key: str, folder: Path) -> LlamaCppBackend:
         if key != self.key or self.backend is None:
-            if self.backend is not None:
-                self.backend.close()
-            source = _source(key)
+            source = _source(key)  # may skip: the cached backend stays open until replaced
+            self.release()
             extra = sorted({c for c in source if ord(c) > 127} | set("é中🙂"))
             path = write_tiny_gguf(folder / f"{abs(hash(key))}.gguf", source,
                                    sample_bytes=False, extra_tokens=extra)
@@ -141,6 +141,12 @@ class _Models:
             self.key = key
         return self.backend
 
+    def release(self) -> None:
+        """Close the cached backend and forget it (never hand out a closed one)."""
+        backend, self.backend, self.key = self.backend, None, ""
+        if backend is not None:
+            backend.close()
+
 
 _MODELS = _Models()
 
@@ -149,10 +155,7 @@ _MODELS = _Models()
 def models(tmp_path_factory: pytest.TempPathFactory) -> Iterator[functools.partial[Any]]:
     folder = tmp_path_factory.mktemp("grammar-models")
     yield functools.partial(_MODELS.get, folder=folder)
-    if _MODELS.backend is not None:
-        _MODELS.backend.close()
-        _MODELS.backend = None
-        _MODELS.key = ""
+    _MODELS.release()
 
 
 def _never(**arguments: Any) -> str:

@@ -23,7 +23,7 @@ import pytest
 pytest.importorskip("llama_cpp")
 
 import toolwire
-from tests.support.paths import REPO
+from tests.support.paths import MISSING_TEMPLATES, SHARED_TEMPLATES
 from toolwire import (
     BackendError,
     CancelToken,
@@ -52,7 +52,7 @@ from toolwire.testing.scripted import isolated_plugin_manager
 
 pytestmark = pytest.mark.llama
 
-TEMPLATES = REPO.parent / "shared" / "templates"
+TEMPLATES = SHARED_TEMPLATES
 QWEN = "Qwen3.5-4B.jinja"
 
 
@@ -60,7 +60,7 @@ QWEN = "Qwen3.5-4B.jinja"
 def qwen_template() -> str:
     path = TEMPLATES / QWEN
     if not TEMPLATES.is_dir():
-        pytest.skip(f"real chat templates not available ({TEMPLATES} is absent)")
+        pytest.skip(MISSING_TEMPLATES)
     return path.read_text(encoding="utf-8")
 
 

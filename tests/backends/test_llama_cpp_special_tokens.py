@@ -19,7 +19,7 @@ import pytest
 pytest.importorskip("llama_cpp")
 
 from tests.support.families import plugins as family_plugins
-from tests.support.templates import SHARED_TEMPLATES
+from tests.support.templates import shared_template
 from toolwire import Message, ModelRequest, tool
 from toolwire.backends.prompt_pieces import ContentShield, ShieldRules
 from toolwire.conversation.history import ToolCall
@@ -121,7 +121,7 @@ def backend_for(path: Path, family: str) -> LlamaCppBackend:
 def test_a_tool_result_holding_the_familys_tokens_writes_none_of_them(
         family: str, tmp_path: Path) -> None:
     template_name, tokens = FAMILY_TOKENS[family]
-    template = (SHARED_TEMPLATES / template_name).read_text(encoding="utf-8")
+    template = shared_template(template_name)
     path = write_tiny_gguf(tmp_path / f"{family}.gguf", template, control_tokens=tokens)
     backend = backend_for(path, family)
     try:
@@ -156,7 +156,7 @@ def test_every_family_with_a_parser_is_covered() -> None:
 def test_a_prompt_without_special_text_in_messages_tokenizes_as_before(
         family: str, tmp_path: Path) -> None:
     template_name, tokens = FAMILY_TOKENS[family]
-    template = (SHARED_TEMPLATES / template_name).read_text(encoding="utf-8")
+    template = shared_template(template_name)
     path = write_tiny_gguf(tmp_path / f"{family}.gguf", template, control_tokens=tokens)
     backend = backend_for(path, family)
     try:
@@ -167,7 +167,7 @@ def test_a_prompt_without_special_text_in_messages_tokenizes_as_before(
 
 
 def test_a_long_prompt_cut_into_pieces_tokenizes_as_one_call(tmp_path: Path) -> None:
-    template = (SHARED_TEMPLATES / "Qwen3.5-4B.jinja").read_text(encoding="utf-8")
+    template = shared_template("Qwen3.5-4B.jinja")
     path = write_tiny_gguf(tmp_path / "qwen.gguf", template)
     backend = backend_for(path, "qwen_xml")
     try:

@@ -104,12 +104,12 @@ llama_cpp = pytest.importorskip("llama_cpp")
 
 @pytest.fixture(scope="module")
 def backend(tmp_path_factory: pytest.TempPathFactory) -> object:
-    from tests.support.templates import SHARED_TEMPLATES
+    from tests.support.templates import shared_template
     from toolwire.plugins.llama_cpp.backend import LlamaCppBackend
     from toolwire.plugins.llama_cpp.tiny_model import TINY_BACKEND_OPTIONS, write_tiny_gguf
     from toolwire.testing import isolated_plugin_manager
 
-    template = (SHARED_TEMPLATES / "Qwen3.5-4B.jinja").read_text(encoding="utf-8")
+    template = shared_template("Qwen3.5-4B.jinja")
     path: Path = write_tiny_gguf(tmp_path_factory.mktemp("long") / "tiny.gguf", template)
     made = LlamaCppBackend(path, n_ctx=4096, max_tokens=512, progress=False,
                            plugins=isolated_plugin_manager(), **TINY_BACKEND_OPTIONS)

@@ -22,16 +22,20 @@ from typing import Any
 import jsonschema
 import pytest
 
-from tests.support.paths import REPO
+from tests.support.paths import (
+    MISSING_SCHEMAS,
+    MISSING_TEMPLATES,
+    SHARED_SCHEMAS,
+    SHARED_TEMPLATES,
+)
 from toolwire.conversation.schema import normalize_schema, tool_parameters_by_name
 from toolwire.parse.protocol import collect_reply
 from toolwire.templates.selection import build_pipeline
 from toolwire.testing import AssistantTurnRenderer, isolated_plugin_manager
 from toolwire.testing.strategies import json_dumps
 
-SHARED = REPO.parent / "shared"
-SCHEMAS = SHARED / "schemas"
-TEMPLATES = SHARED / "templates"
+SCHEMAS = SHARED_SCHEMAS
+TEMPLATES = SHARED_TEMPLATES
 
 PLUGINS = isolated_plugin_manager()
 
@@ -149,7 +153,7 @@ def _concrete_call(record_id: str, name: str, acceptable: Mapping[str, list[Any]
 @pytest.fixture(scope="module")
 def bfcl_available() -> None:
     if not SCHEMAS.is_dir() or not TEMPLATES.is_dir():
-        pytest.skip(f"BFCL schemas or real templates not available ({SHARED} is absent)")
+        pytest.skip(MISSING_TEMPLATES if not TEMPLATES.is_dir() else MISSING_SCHEMAS)
 
 
 def test_every_registered_family_has_a_template() -> None:

@@ -13,7 +13,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tests.support.templates import SHARED_TEMPLATES, shared_template
+from tests.support.paths import MISSING_TEMPLATES
+from tests.support.templates import (
+    SHARED_TEMPLATES,
+    shared_template,
+    template_names,
+    template_params,
+)
 from toolwire import Chat, DiagnosticEvent, ParserNotFoundError, merge_events, parse_reply, tool
 from toolwire.parse.engine import CallParser
 from toolwire.parse.record import CallFormat, Header, JsonArguments, TaggedArguments
@@ -190,7 +196,8 @@ def _all_templates() -> list[Path]:
     return sorted(SHARED_TEMPLATES.glob("*.jinja"))
 
 
-@pytest.mark.parametrize("path", _all_templates(), ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", [SHARED_TEMPLATES / name for name in template_names()]
+                         or template_params(), ids=lambda p: getattr(p, "stem", "absent"))
 def test_every_real_template_derives_or_says_why(path: Path) -> None:
     source = path.read_text(encoding="utf-8")
     try:
@@ -208,7 +215,7 @@ def test_every_real_template_derives_or_says_why(path: Path) -> None:
 def test_every_real_template_that_renders_calls_derives() -> None:
     paths = _all_templates()
     if not paths:
-        pytest.skip(f"real chat templates not available ({SHARED_TEMPLATES} is absent)")
+        pytest.skip(MISSING_TEMPLATES)
     refused = {}
     for path in paths:
         try:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from tests.support.families import TAGGED_PLUGINS, plugins, template_source
-from tests.support.templates import SHARED_TEMPLATES
+from tests.support.templates import require_templates, template_names
 from toolwire.errors import ParserNotFoundError
 from toolwire.parse.protocol import FilterContext
 from toolwire.templates.selection import score_parsers, select_parser
@@ -48,7 +48,8 @@ RENDERS_NO_CALL = frozenset({
 
 
 def _all_templates() -> list[str]:
-    return sorted(p.name for p in SHARED_TEMPLATES.glob("*.jinja"))
+    require_templates()
+    return template_names()
 
 
 @pytest.mark.parametrize("name", sorted(TAGGED_TEMPLATES))

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from tests.support.families import parse, plugins, template_source
+from tests.support.paths import MISSING_TEMPLATES
 from tests.support.tagged_families import render
 from tests.support.templates import SHARED_TEMPLATES
 from toolwire.events import DiagnosticEvent, ReasoningEvent, TextEvent, ToolCallEvent
@@ -82,7 +83,7 @@ def _reply(family: str, calls: list[tuple[str, dict[str, Any]]],
            tools: list[dict[str, Any]]) -> tuple[str, str]:
     name = TEMPLATES[family]
     if not (SHARED_TEMPLATES / name).exists():
-        pytest.skip(f"real chat templates not available ({SHARED_TEMPLATES} is absent)")
+        pytest.skip(MISSING_TEMPLATES)
     return render(name, calls, tools)
 
 

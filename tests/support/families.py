@@ -24,7 +24,7 @@ import jsonschema
 from hypothesis import settings
 
 import toolwire
-from tests.support.templates import SHARED_TEMPLATES
+from tests.support.templates import SHARED_SCHEMAS, require_schemas, shared_template
 from toolwire.conversation.schema import normalize_schema, tool_parameters_by_name
 from toolwire.events import Event
 from toolwire.hooks.manager import PluginManager
@@ -52,7 +52,7 @@ TAGGED_PLUGINS: tuple[ModuleType, ...] = (seed_xml, glm_xml, invoke_xml, kimi, h
                                           pythonic, solar)
 JSON_PLUGINS: tuple[ModuleType, ...] = (hermes_json, llama3_json, mistral, deepseek,
                                         json_wrappers)
-SCHEMAS = SHARED_TEMPLATES.parent / "schemas"
+SCHEMAS = SHARED_SCHEMAS
 BFCL_KINDS = ("simple_python", "multiple", "parallel", "parallel_multiple")
 
 Call = tuple[str, dict[str, Any]]
@@ -153,7 +153,7 @@ def conformance_examples() -> int:
 
 def template_source(name: str) -> str:
     """The source of a real template."""
-    return (SHARED_TEMPLATES / name).read_text(encoding="utf-8")
+    return shared_template(name)
 
 
 def _jsonl(path: Path) -> list[dict[str, Any]]:
@@ -176,6 +176,7 @@ def bfcl_cases(kind: str) -> list[tuple[list[dict[str, Any]], list[Call]]]:
     whose only value is ``""`` is left out); schemas are normalised (``dict`` ->
     ``object``), as the leaderboard does before sending them.
     """
+    require_schemas()
     questions = {r["id"]: r for r in _jsonl(SCHEMAS / f"BFCL_v4_{kind}.json")}
     cases = []
     for answer in _jsonl(SCHEMAS / "possible_answer" / f"BFCL_v4_{kind}.json"):

@@ -29,7 +29,7 @@ from tests.support.families import (
     plugins,
     template_source,
 )
-from tests.support.templates import SHARED_TEMPLATES
+from tests.support.templates import template_params, template_path
 from toolwire import get_chat_template, merge_events
 from toolwire.errors import ParserNotFoundError, TemplateError
 from toolwire.events import DiagnosticEvent
@@ -49,9 +49,9 @@ USER = "toolwire-user-turn"
 
 
 
-def template_names() -> list[str]:
-    """Every real template file name (empty when the shared folder is absent)."""
-    return sorted(p.name for p in SHARED_TEMPLATES.glob("*.jinja"))
+def template_names() -> list[Any]:
+    """Every real template file name as a parameter (one that skips when they are absent)."""
+    return template_params()
 
 
 
@@ -69,7 +69,7 @@ def selected_family(name: str) -> str | None:
 def conformance(plugin: ModuleType, name: str, *, markers: Sequence[str] | None = None,
                 tools_strategy: st.SearchStrategy[Case] | None = None) -> ConformanceReport:
     """``check_parser`` through a real template; raises ``ConformanceError`` on a failure."""
-    return check_parser(plugin, SHARED_TEMPLATES / name, examples=conformance_examples(),
+    return check_parser(plugin, template_path(name), examples=conformance_examples(),
                         markers=markers, plugins=plugins(), tools_strategy=tools_strategy)
 
 

@@ -35,7 +35,7 @@ from tests.support.families import (
     template_source,
     without,
 )
-from tests.support.templates import SHARED_TEMPLATES
+from tests.support.templates import template_path
 from toolwire.parse.protocol import collect_reply
 from toolwire.parse.record import CallFormat, TaggedArguments
 from toolwire.testing import (
@@ -73,7 +73,7 @@ def markers(fmt: CallFormat | None, *extra: str) -> tuple[str, ...]:
 def conformance(plugin: ModuleType, name: str, marks: Sequence[str], *,
                 keep: Keep | None = None, raise_on_failure: bool = True) -> ConformanceReport:
     """``check_parser`` through a real template, among all family plugins."""
-    return check_parser(plugin, SHARED_TEMPLATES / name, examples=conformance_examples(),
+    return check_parser(plugin, template_path(name), examples=conformance_examples(),
                         markers=marks, keep=keep if keep is not None else without(marks),
                         plugins=plugins(), raise_on_failure=raise_on_failure, seed=1234)
 

@@ -19,7 +19,7 @@ pytest.importorskip("llama_cpp")
 pytest.importorskip("mcp")
 
 from tests.support.mcp_fixtures import logged, stdio_server
-from tests.support.paths import REPO
+from tests.support.paths import MISSING_TEMPLATES, SHARED_TEMPLATES
 from toolwire import Chat, DoneEvent, ModelRequest, TextEvent, ToolResultEvent
 from toolwire.conversation.tools import Tool
 from toolwire.plugins.llama_cpp.backend import LlamaCppBackend
@@ -29,7 +29,7 @@ from toolwire.testing.scripted import isolated_plugin_manager
 
 pytestmark = pytest.mark.llama
 
-TEMPLATES = REPO.parent / "shared" / "templates"
+TEMPLATES = SHARED_TEMPLATES
 
 
 class Script:
@@ -48,7 +48,7 @@ class Script:
 def qwen_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     template = TEMPLATES / "Qwen3.5-4B.jinja"
     if not template.exists():
-        pytest.skip(f"real chat templates not available ({TEMPLATES} is absent)")
+        pytest.skip(MISSING_TEMPLATES)
     return write_tiny_gguf(tmp_path_factory.mktemp("tiny") / "qwen-tiny.gguf",
                            template.read_text(encoding="utf-8"))
 

@@ -23,7 +23,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import toolwire
-from tests.support.templates import SHARED_TEMPLATES
+from tests.support.templates import shared_template
 from tests.unit.test_plugin_manager import Site
 from toolwire import (
     CancelToken,
@@ -413,7 +413,7 @@ def test_a_parser_whose_detect_raises_does_not_stop_selection_for_others() -> No
         raise SystemExit("detect exits")
 
     plugins = isolated_plugin_manager(parser_plugin(lambda: None, detect))
-    template = (SHARED_TEMPLATES / "Qwen3.5-4B.jinja").read_text(encoding="utf-8")
+    template = shared_template("Qwen3.5-4B.jinja")
     with pytest.warns(PluginWarning, match="parser 'fragile_family' detect raised SystemExit"):
         backend = ScriptedBackend(["hi"], chat_template=template, plugins=plugins)
     assert backend.make_call_id(0)  # qwen_xml claimed the template

@@ -10,13 +10,13 @@ from typing import Any
 
 import pytest
 
-from tests.support.paths import REPO
+from tests.support.paths import MISSING_TEMPLATES, REPO, SHARED_TEMPLATES
 from toolwire.errors import TemplateError, TemplateSecurityError
 from toolwire.templates.chat_template import ChatTemplate, get_chat_template
 
-TEMPLATES_DIR = REPO.parent / "shared" / "templates"
+TEMPLATES_DIR = SHARED_TEMPLATES
 DOCS_FILE = REPO / "docs" / "templates.md"
-NO_TEMPLATES = f"real chat templates not found at {TEMPLATES_DIR}"
+NO_TEMPLATES = MISSING_TEMPLATES
 
 # Templates that cannot render the standard tool conversation below. Every reason
 # is repeated verbatim in docs/templates.md (checked by a test).

@@ -28,7 +28,7 @@ from hypothesis import strategies as st
 import toolwire
 import toolwire.plugins.qwen_xml as qwen_xml
 from tests.support.paths import REPO
-from tests.support.templates import SHARED_TEMPLATES, shared_template
+from tests.support.templates import shared_template, template_path
 from toolwire import (
     DiagnosticEvent,
     Event,
@@ -78,7 +78,7 @@ def bracket_calls() -> ModuleType:
 @pytest.mark.parametrize("template_name", ["Qwen3.5-4B.jinja", "Qwen3-Coder.jinja"])
 def test_qwen_xml_passes_every_property_through_the_real_template(template_name: str) -> None:
     shared_template(template_name)
-    report = check_parser(qwen_xml, SHARED_TEMPLATES / template_name, examples=EXAMPLES)
+    report = check_parser(qwen_xml, template_path(template_name), examples=EXAMPLES)
     assert report.statuses == dict.fromkeys(PROPERTIES, "passed")
     assert (report.family, report.plugin, report.template) == \
         ("qwen_xml", "toolwire.plugins.qwen_xml", template_name)

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.paths import MISSING_TEMPLATES
 from tests.support.templates import SHARED_TEMPLATES
 from toolwire import Message, ToolCall
 from toolwire.conversation.history import to_template_messages
@@ -73,7 +74,7 @@ def test_applying_a_shape_keeps_other_messages_and_the_arguments() -> None:
 def test_real_templates_that_need_the_wire_form_get_it(name: str, shape: HistoryShape) -> None:
     path = SHARED_TEMPLATES / name
     if not path.exists():
-        pytest.skip(f"real chat templates not available ({SHARED_TEMPLATES} is absent)")
+        pytest.skip(MISSING_TEMPLATES)
     template = get_chat_template(path.read_text(encoding="utf-8"))
     assert history_shape(template) == shape
     records = apply_history_shape(to_template_messages(HISTORY), shape)

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.support.paths import REPO
+from tests.support.paths import MISSING_TEMPLATES, SHARED_TEMPLATES
 from toolwire.backends.prompt_pieces import (
     SPECIAL_TOKENS_PER_PIECE,
     ContentShield,
@@ -26,7 +26,7 @@ from toolwire.errors import TemplateError
 from toolwire.templates.chat_template import ChatTemplate
 from toolwire.templates.history_shape import apply_history_shape, history_shape
 
-TEMPLATES_DIR = REPO.parent / "shared" / "templates"
+TEMPLATES_DIR = SHARED_TEMPLATES
 CONTROL = ("<|im_start|>", "<|im_end|>", "<|eot_id|>", "[INST]", "<｜end▁of▁sentence｜>")
 USER_DEFINED = ("<tool_call>", "</tool_call>", "<|start|>", "   ")
 TOKENS = SpecialTokens(frozenset(CONTROL), frozenset(USER_DEFINED))
@@ -137,7 +137,7 @@ def test_a_template_that_trims_or_encodes_content_still_gets_a_safe_prompt() -> 
 
 def _real_templates() -> list[Any]:
     if not TEMPLATES_DIR.is_dir():
-        return [pytest.param(None, marks=pytest.mark.skip(reason="no shared templates"))]
+        return [pytest.param(None, marks=pytest.mark.skip(reason=MISSING_TEMPLATES))]
     return [pytest.param(p, id=p.stem) for p in sorted(TEMPLATES_DIR.glob("*.jinja"))]
 
 

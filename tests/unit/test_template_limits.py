@@ -17,13 +17,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from jinja2.sandbox import ImmutableSandboxedEnvironment, SandboxedEnvironment
 
-from tests.support.paths import REPO
+from tests.support.paths import MISSING_TEMPLATES, SHARED_TEMPLATES
 from toolwire.errors import TemplateError, TemplateSecurityError
 from toolwire.templates import chat_template
 from toolwire.templates.chat_template import ChatTemplate, RenderLimits
 from toolwire.templates.render_budget import RENDER_SECONDS_VARIABLE
 
-TEMPLATES_DIR = REPO.parent / "shared" / "templates"
+TEMPLATES_DIR = SHARED_TEMPLATES
 USER = [{"role": "user", "content": "hi"}]
 QUICK = RenderLimits(max_seconds=1.0)
 
@@ -258,7 +258,7 @@ def test_the_deadline_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch
 
 def _real_templates() -> list[Any]:
     if not TEMPLATES_DIR.is_dir():
-        return [pytest.param(None, marks=pytest.mark.skip(reason="no shared templates"))]
+        return [pytest.param(None, marks=pytest.mark.skip(reason=MISSING_TEMPLATES))]
     return [pytest.param(p, id=p.stem) for p in sorted(TEMPLATES_DIR.glob("*.jinja"))]
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.paths import SHARED_TEMPLATES
+from tests.support.templates import template_names, template_params
 from toolwire import parse_reply, select_parser
 from toolwire.errors import ParserNotFoundError
 from toolwire.hooks.manager import default_plugin_manager
@@ -173,7 +174,7 @@ def test_a_check_is_json_ready() -> None:
 
 # -- real templates --------------------------------------------------------------------------
 
-REAL = sorted(SHARED_TEMPLATES.glob("*.jinja")) if SHARED_TEMPLATES.is_dir() else []
+REAL = [SHARED_TEMPLATES / name for name in template_names()] or template_params()
 
 
 def _choice_name(source: str, verify: bool) -> str:
@@ -183,8 +184,7 @@ def _choice_name(source: str, verify: bool) -> str:
         return "(none)"
 
 
-@pytest.mark.skipif(not REAL, reason="../shared/templates is absent")
-@pytest.mark.parametrize("path", REAL, ids=[p.name for p in REAL])
+@pytest.mark.parametrize("path", REAL, ids=lambda p: getattr(p, "name", "absent"))
 def test_on_every_real_template_the_verified_choice_is_the_scored_choice(path: Path) -> None:
     source = path.read_text(encoding="utf-8")
     assert _choice_name(source, verify=True) == _choice_name(source, verify=False)
