@@ -100,7 +100,7 @@ def _measure(server: Any, model: Path, request: ModelRequest, reply: str, runs: 
     import openai
 
     from toolwire.plugins.completions.backend import CompletionsBackend
-    from toolwire.plugins.llama_cpp.tiny_model import grammar_for
+    from toolwire.testing.tiny_gguf import forcing_grammar as grammar_for
 
     grammar = grammar_for(reply)
     client = openai.OpenAI(api_key="unused", base_url=f"{server.root}/v1", max_retries=0)
@@ -142,8 +142,8 @@ def _measure(server: Any, model: Path, request: ModelRequest, reply: str, runs: 
 def run(quick: bool = False) -> list[dict[str, Any]]:
     """Time both paths on two reply sizes; one row per size, then the per-token slope."""
     from tests.support.llama_cpp_server import LlamaCppServer
-    from toolwire.plugins.llama_cpp.backend import DEFAULT_CHAT_TEMPLATE
-    from toolwire.plugins.llama_cpp.tiny_model import write_tiny_gguf
+    from toolwire.templates.default_template import DEFAULT_CHAT_TEMPLATE
+    from toolwire.testing.tiny_gguf import write_tiny_gguf
 
     runs = 3 if quick else 9
     sizes = (4, 12) if quick else (4, 24)

@@ -17,8 +17,8 @@ from typing import Any
 
 from tests.support.paths import SHARED_TEMPLATES
 from toolwire.errors import DerivationError
+from toolwire.families.derive import clear_derivation_cache, derive_format
 from toolwire.templates.chat_template import get_chat_template
-from toolwire.templates.derive import clear_derivation_cache, derive_format
 
 from .harness import print_table
 

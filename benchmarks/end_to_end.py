@@ -47,8 +47,10 @@ def _reply(lines: int) -> str:
 
 def run(quick: bool = False) -> list[dict[str, Any]]:
     """Time both paths on the same forced output."""
-    from toolwire.plugins.llama_cpp.backend import DEFAULT_CHAT_TEMPLATE, LlamaCppBackend
-    from toolwire.plugins.llama_cpp.tiny_model import grammar_for, write_tiny_gguf
+    from toolwire.plugins.llama_cpp.backend import LlamaCppBackend
+    from toolwire.templates.default_template import DEFAULT_CHAT_TEMPLATE
+    from toolwire.testing.tiny_gguf import forcing_grammar as grammar_for
+    from toolwire.testing.tiny_gguf import write_tiny_gguf
 
     reply = _reply(20 if quick else 60)
     grammar_text = grammar_for(reply)

@@ -8,15 +8,15 @@ It is generated once and cached outside the work tree (a multi-gigabyte file in
 the repository would be one ``git add -A`` away from disaster): in
 ``$TOOLWIRE_BENCH_CACHE`` if set, else in ``<tempdir>/toolwire-bench``.
 
-Targets: :func:`toolwire.templates.gguf.read_gguf_metadata` takes at most 30 ms
+Targets: :func:`toolwire.gguf.metadata.read_gguf_metadata` takes at most 30 ms
 and is at least 50 times faster than ``GGUFReader(path)`` plus reading the
 template out of it.
 
 The hostile rows read files built to cost the most the caps allow (issue 23,
-item 10): as many one-byte keys as :data:`~toolwire.templates.gguf.MAX_KEYS`, as
-many one-byte strings as :data:`~toolwire.templates.gguf.MAX_ARRAY_STRINGS` (the
+item 10): as many one-byte keys as :data:`~toolwire.gguf.metadata.MAX_KEYS`, as
+many one-byte strings as :data:`~toolwire.gguf.metadata.MAX_ARRAY_STRINGS` (the
 walk's slowest shape), and keys and string values adding up to
-:data:`~toolwire.templates.gguf.MAX_STRING_BYTES`. Target: each under 1 s and
+:data:`~toolwire.gguf.metadata.MAX_STRING_BYTES`. Target: each under 1 s and
 100 MB (peak traced allocations). One more row reads the issue's attack, a
 million one-byte keys (10.6 s and 268 MB before the caps), which is now refused
 at the header.
@@ -41,7 +41,7 @@ import gguf
 import numpy as np
 
 from toolwire.errors import GGUFError
-from toolwire.templates.gguf import (
+from toolwire.gguf.metadata import (
     MAX_ARRAY_STRINGS,
     MAX_KEYS,
     MAX_STRING_BYTES,

@@ -97,7 +97,8 @@ def _llama_parse_ms(gbnf: str, vocab: Any, runs: int) -> float:
 
 def build_rows(runs: int, vocab: Any) -> list[dict[str, Any]]:
     """First and cached build times per family, tool count and choice."""
-    from toolwire.grammar import clear_grammar_cache, grammar_for
+    from toolwire import grammar_for
+    from toolwire.grammar import clear_grammar_cache
     from toolwire.hooks.manager import default_plugin_manager
 
     plugins = default_plugin_manager()
@@ -236,8 +237,7 @@ def _big_vocabulary(size: int) -> list[str]:
 def rate_rows(runs: int, count: int, folder: Path, big_vocab: int) -> list[dict[str, Any]]:
     """Decode cost per token: the sampler under the grammar (the tiny vocabulary and a
     ``big_vocab`` one), and the backend's lazy switch under "auto"."""
-    from toolwire import Tool
-    from toolwire.grammar import grammar_for
+    from toolwire import Tool, grammar_for
     from toolwire.hooks.manager import default_plugin_manager
     from toolwire.plugins.llama_cpp import LlamaCppBackend
     from toolwire.testing import write_tiny_gguf
@@ -347,7 +347,7 @@ def _token_times(llama: Any, prompt: list[int], count: int, sampler: Any | None,
 
 def lazy_rows(runs: int, count: int, folder: Path) -> list[dict[str, Any]]:
     """Per-token time of free text by reply position: lazy patterns against none."""
-    from toolwire.grammar import grammar_for
+    from toolwire import grammar_for
     from toolwire.hooks.manager import default_plugin_manager
 
     backend = _tiny_backend("qwen_xml", folder, count)

@@ -20,7 +20,7 @@ from typing import Any
 
 from tests.support.paths import SHARED_TEMPLATES
 from toolwire import Message, ModelRequest
-from toolwire.conversation.history import ToolCall
+from toolwire.vocabulary.history import ToolCall
 
 from .harness import fit_exponent, print_table, time_runs, write_results
 
@@ -52,7 +52,7 @@ def history(n_messages: int) -> tuple[Message, ...]:
 def _template() -> tuple[str, str]:
     if SHARED.exists():
         return "Qwen3.5-4B.jinja", SHARED.read_text(encoding="utf-8")
-    from toolwire.plugins.llama_cpp.backend import DEFAULT_CHAT_TEMPLATE
+    from toolwire.templates.default_template import DEFAULT_CHAT_TEMPLATE
 
     return "default (qwen xml)", DEFAULT_CHAT_TEMPLATE
 
@@ -60,8 +60,8 @@ def _template() -> tuple[str, str]:
 def run(quick: bool = False) -> list[dict[str, Any]]:
     """Time ``fit_prompt`` on each history size."""
     from toolwire.plugins.llama_cpp.backend import LlamaCppBackend
-    from toolwire.plugins.llama_cpp.tiny_model import write_tiny_gguf
     from toolwire.testing import isolated_plugin_manager
+    from toolwire.testing.tiny_gguf import write_tiny_gguf
 
     name, source = _template()
     model = write_tiny_gguf(Path(tempfile.mkdtemp(prefix="toolwire-bench-")) / "tiny.gguf",

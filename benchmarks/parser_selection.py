@@ -17,9 +17,9 @@ from typing import Any
 
 from tests.support.paths import SHARED_TEMPLATES
 from toolwire.errors import ParserConflictError, ParserNotFoundError
+from toolwire.families.selection import clear_selection_cache, select_parser
 from toolwire.hooks.manager import default_plugin_manager
 from toolwire.templates.chat_template import get_chat_template
-from toolwire.templates.selection import clear_selection_cache, select_parser
 
 from .harness import print_table
 

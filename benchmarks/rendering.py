@@ -33,7 +33,7 @@ SHARED = SHARED_TEMPLATES / "Qwen3.5-4B.jinja"
 def _template() -> tuple[str, str]:
     if SHARED.exists():
         return "Qwen3.5-4B.jinja", SHARED.read_text(encoding="utf-8")
-    from toolwire.plugins.llama_cpp.backend import DEFAULT_CHAT_TEMPLATE
+    from toolwire.templates.default_template import DEFAULT_CHAT_TEMPLATE
 
     return "default (qwen xml)", DEFAULT_CHAT_TEMPLATE
 

@@ -13,26 +13,9 @@ docs name the path users import. The parts live in subpackages
 
 from __future__ import annotations
 
-from .backends.protocol import (
-    Backend,
-    BackendSpec,
-    ModelRequest,
-    SamplingOverrides,
-    TurnEnd,
-)
 from .conversation.approval import Approval, ApprovalRequest, Approver
-from .conversation.cancel import CancelToken
 from .conversation.chat import Chat
 from .conversation.dispatch import Dispatcher, DispatchResult
-from .conversation.history import (
-    Message,
-    ToolCall,
-    from_stored,
-    to_openai_messages,
-    to_stored,
-    to_template_messages,
-)
-from .conversation.tools import Tool, ToolRegistry, tool
 from .errors import (
     BackendError,
     BackendNotFoundError,
@@ -40,6 +23,9 @@ from .errors import (
     DerivationError,
     DuplicateToolError,
     GGUFError,
+    GrammarError,
+    GrammarFormatError,
+    GrammarSchemaError,
     ParserConflictError,
     ParserNotFoundError,
     PluginConflictError,
@@ -52,11 +38,13 @@ from .errors import (
     ToolBusyError,
     ToolCallError,
     ToolCancelledError,
+    ToolChoiceError,
     ToolDefinitionError,
     ToolDeniedError,
     ToolExecutionError,
     ToolPermissionError,
     ToolSchemaBudgetError,
+    ToolSourceNotFoundError,
     ToolTimeoutError,
     ToolwireError,
     UnknownToolError,
@@ -75,14 +63,10 @@ from .events import (
     ToolResultEvent,
     event_from_dict,
 )
-from .grammar import (
-    GrammarError,
-    GrammarFormatError,
-    GrammarSchemaError,
-    ToolChoiceError,
-    ToolGrammar,
-    grammar_for,
-)
+from .families.derive import derive_format
+from .families.grammar_lookup import grammar_for
+from .families.selection import ParserChoice, build_pipeline, parse_reply, select_parser
+from .grammar import ToolGrammar
 from .hooks.manager import PluginInfo, PluginManager, default_plugin_manager
 from .hooks.specs import hookimpl
 from .parse.protocol import (
@@ -105,8 +89,17 @@ from .parse.record import (
     TaggedArguments,
 )
 from .templates.chat_template import ChatTemplate, get_chat_template
-from .templates.derive import derive_format
-from .templates.selection import ParserChoice, build_pipeline, parse_reply, select_parser
+from .vocabulary.backend import Backend, BackendSpec, ModelRequest, SamplingOverrides, TurnEnd
+from .vocabulary.cancel import CancelToken
+from .vocabulary.history import (
+    Message,
+    ToolCall,
+    from_stored,
+    to_openai_messages,
+    to_stored,
+    to_template_messages,
+)
+from .vocabulary.tools import Tool, ToolRegistry, tool
 
 __version__ = "0.1.0"
 
@@ -183,6 +176,7 @@ __all__ = [
     "ToolRegistry",
     "ToolResultEvent",
     "ToolSchemaBudgetError",
+    "ToolSourceNotFoundError",
     "ToolTimeoutError",
     "ToolwireError",
     "TurnEnd",

@@ -25,10 +25,18 @@ catch generically (``except LookupError``)::
     ├── ParserConflictError (ValueError)    two parser plugins tie for a template
     ├── DerivationError (ValueError)        a template's call markup cannot be inferred
     ├── BackendNotFoundError (LookupError)
+    ├── ToolSourceNotFoundError (LookupError)  no tool source of that name is registered
     ├── TemplateError (ValueError)          a chat template failed to compile or raised
     │   ├── TemplateSecurityError           a template tried to leave the sandbox
     │   └── TemplateResourceError           a render passed its time, output or memory bound
     ├── GGUFError (ValueError)              a GGUF file is malformed or hostile
+    ├── GrammarError (ValueError)           no grammar can say this
+    │   ├── GrammarFormatError              the family's record (or parser) cannot be
+    │   │                                   written as a grammar
+    │   └── GrammarSchemaError              a tool's schema uses a keyword the grammar
+    │                                       cannot express, or a name the markup cannot carry
+    ├── ToolChoiceError (ValueError)        a tool_choice that is not one of the OpenAI forms,
+    │                                       or names a tool that is not offered
     ├── ConformanceError (AssertionError)   a parser failed check_parser (lives in
     │                                       toolwire.testing.conformance)
     └── BackendError                        a model backend failed (load, request, stream)
@@ -41,6 +49,11 @@ Which errors reach whom:
   ``tool_result`` event with ``is_error`` set).
 * :class:`BackendError` during a reply becomes an ``error`` event followed by a
   ``done`` event; the conversation stays usable.
+* :class:`GrammarError` and :class:`ToolChoiceError` reach the caller of
+  :func:`toolwire.grammar_for`; during a chat turn a backend turns a
+  :class:`GrammarError` into an ``error`` event (``tool_choice`` ``"required"`` or a
+  named tool) or a one-time ``grammar_unavailable`` diagnostic (``"auto"``, which then
+  runs unconstrained).
 * Everything else is raised to the caller, because it is a programming or setup
   mistake (a bad tool definition, a missing plugin, a broken template file).
 """
@@ -56,6 +69,9 @@ __all__ = [
     "DerivationError",
     "DuplicateToolError",
     "GGUFError",
+    "GrammarError",
+    "GrammarFormatError",
+    "GrammarSchemaError",
     "ParserConflictError",
     "ParserNotFoundError",
     "PluginConflictError",
@@ -68,11 +84,13 @@ __all__ = [
     "ToolBusyError",
     "ToolCallError",
     "ToolCancelledError",
+    "ToolChoiceError",
     "ToolDefinitionError",
     "ToolDeniedError",
     "ToolExecutionError",
     "ToolPermissionError",
     "ToolSchemaBudgetError",
+    "ToolSourceNotFoundError",
     "ToolTimeoutError",
     "ToolwireError",
     "UnknownToolError",
@@ -115,7 +133,7 @@ class ToolDefinitionError(ToolwireError, TypeError):
 
 class ToolSchemaBudgetError(ToolDefinitionError):
     """A tool's schema is over one of the size budgets every tool schema is held to
-    (see :mod:`toolwire.conversation.schema_budget`); the tool is refused where it
+    (see :mod:`toolwire.vocabulary.schema_budget`); the tool is refused where it
     enters (created, sent in a request, listed by an MCP server).
 
     :ivar tool: the tool's name.
@@ -203,7 +221,7 @@ class ParserConflictError(ToolwireError, ValueError):
 
 
 class DerivationError(ToolwireError, ValueError):
-    """A template's tool-call markup could not be inferred (see ``toolwire.templates.derive``).
+    """A template's tool-call markup could not be inferred (see ``toolwire.families.derive``).
 
     :ivar seen: what the template rendered, to show the user.
     """
@@ -215,6 +233,10 @@ class DerivationError(ToolwireError, ValueError):
 
 class BackendNotFoundError(ToolwireError, LookupError):
     """No backend plugin is registered under that name."""
+
+
+class ToolSourceNotFoundError(ToolwireError, LookupError):
+    """No tool source of that name is registered (its plugin or extra is missing)."""
 
 
 class TemplateError(ToolwireError, ValueError):
@@ -268,3 +290,46 @@ class ContextOverflowError(BackendError):
         super().__init__(message, kind="context", needed=needed, available=available)
         self.needed = needed
         self.available = available
+
+class GrammarError(ToolwireError, ValueError):
+    """No grammar can be written for this family, these tools and this choice.
+
+    :ivar family: the family whose calls were to be constrained.
+    """
+
+    def __init__(self, message: str, *, family: str = "") -> None:
+        super().__init__(message)
+        self.family = family
+
+
+class GrammarFormatError(GrammarError):
+    """The family's record (or its hand-written parser) cannot be written as a grammar.
+
+    :ivar feature: what the grammar cannot say (``GrammarArguments``, ``no record``...).
+    """
+
+    def __init__(self, message: str, *, family: str = "", feature: str = "") -> None:
+        super().__init__(message, family=family)
+        self.feature = feature
+
+
+class GrammarSchemaError(GrammarError):
+    """A tool's schema cannot be written as a grammar.
+
+    :ivar tool: the tool's name.
+    :ivar path: where in its parameters (``/properties/tags/items``).
+    :ivar keyword: the JSON-schema keyword (``patternProperties``...), or ``name``
+        for a tool or parameter name the family's markup cannot carry.
+    """
+
+    def __init__(self, message: str, *, family: str = "", tool: str = "", path: str = "",
+                 keyword: str = "") -> None:
+        super().__init__(message, family=family)
+        self.tool = tool
+        self.path = path
+        self.keyword = keyword
+
+
+class ToolChoiceError(ToolwireError, ValueError):
+    """A ``tool_choice`` that is not ``"auto"``, ``"required"``, ``"none"`` or
+    ``{"type": "function", "function": {"name": ...}}`` naming an offered tool."""

@@ -12,12 +12,18 @@ this module only gathers them.
 
 from __future__ import annotations
 
-from .backends.protocol import (
-    Backend,
-    BackendSpec,
-    ModelRequest,
-    SamplingOverrides,
-    TurnEnd,
+from .backends.prompt_pieces import PromptPiece, SpecialTokens
+from .backends.remote import (
+    RETRYABLE_STATUS,
+    ProviderPreset,
+    RequestContext,
+    ResolvedConnection,
+    SDKErrors,
+    classify_exception,
+    rejects_stream_options,
+    retry_after_seconds,
+    server_message,
+    status_of,
 )
 from .backends.templated import (
     EncodedPrompt,
@@ -27,11 +33,8 @@ from .backends.templated import (
     TemplatedBackend,
     TemplateSource,
 )
-from .conversation.cancel import CancelToken
 from .conversation.dispatch import RunningCall, current_call
-from .conversation.history import Message, ToolCall
-from .conversation.schema import ToolSchemaIndex, coerce_text_value, json_type_of
-from .conversation.tools import Tool, tool
+from .errors import BackendError, TemplateError, ToolCallError
 from .events import (
     DiagnosticEvent,
     ErrorEvent,
@@ -42,18 +45,25 @@ from .events import (
     ToolCallEvent,
     ToolCallStartEvent,
 )
-from .hooks.specs import hookimpl
+from .gguf.metadata import GGUFMetadata, read_gguf_metadata
+from .grammar import ToolGrammar
+from .grammar.lazy import TriggerWatch
+from .hooks.manager import PluginManager
+from .hooks.specs import (
+    RegisterBackend,
+    RegisterParser,
+    RegisterStreamFilter,
+    RegisterTool,
+    RegisterToolSource,
+    hookimpl,
+)
 from .parse.engine import CallParser
 from .parse.family import parser_spec, reasoning_filter, register_reasoning, template_mentions
-from .parse.protocol import (
-    FilterContext,
-    ParserSpec,
-    StreamFilter,
-    StreamFilterSpec,
-    StreamParser,
-    default_call_id,
-    nine_char_call_id,
-)
+from .parse.json_readers import double_encoded_note
+from .parse.literal_reader import read_object_literal
+from .parse.markers import TokenSet, valid_name
+from .parse.protocol import FilterContext, ParserSpec, StreamFilter, StreamFilterSpec, StreamParser
+from .parse.pythonic_reader import calls_from_source
 from .parse.readers import DONE, FAIL, MORE, BodyReader, CallContext, ReaderBase
 from .parse.reasoning import family_think_filter_spec
 from .parse.record import (
@@ -62,16 +72,30 @@ from .parse.record import (
     GrammarArguments,
     Header,
     JsonArguments,
+    ObjectLiteral,
     PythonicCalls,
     TaggedArguments,
 )
 from .parse.streaming import HeldWhitespace, partial_tag_start
+from .parse.values import json_arguments
+from .templates.chat_template import ChatTemplate, get_chat_template
+from .templates.default_template import DEFAULT_CHAT_TEMPLATE
+from .vocabulary.backend import Backend, BackendSpec, ModelRequest, SamplingOverrides, TurnEnd
+from .vocabulary.call_ids import default_call_id, nine_char_call_id
+from .vocabulary.cancel import CancelToken
+from .vocabulary.history import Message, ToolCall, to_openai_messages
+from .vocabulary.schema import ToolSchemaIndex, coerce_text_value, json_type_of
+from .vocabulary.tool_sources import ToolSource, ToolSourceSpec
+from .vocabulary.tools import Tool, tool
 
 __all__ = [
+    "DEFAULT_CHAT_TEMPLATE",
     "DONE",
     "FAIL",
     "MORE",
+    "RETRYABLE_STATUS",
     "Backend",
+    "BackendError",
     "BackendSpec",
     "BodyReader",
     "CallContext",
@@ -79,11 +103,13 @@ __all__ = [
     "CallObjects",
     "CallParser",
     "CancelToken",
+    "ChatTemplate",
     "DiagnosticEvent",
     "EncodedPrompt",
     "ErrorEvent",
     "Event",
     "FilterContext",
+    "GGUFMetadata",
     "GenerationEnd",
     "GenerationSetupError",
     "GrammarArguments",
@@ -92,38 +118,71 @@ __all__ = [
     "JsonArguments",
     "Message",
     "ModelRequest",
+    "ObjectLiteral",
     "ParserSpec",
+    "PluginManager",
+    "PromptPiece",
+    "ProviderPreset",
     "PythonicCalls",
     "ReaderBase",
     "ReasoningEvent",
+    "RegisterBackend",
+    "RegisterParser",
+    "RegisterStreamFilter",
+    "RegisterTool",
+    "RegisterToolSource",
+    "RequestContext",
+    "ResolvedConnection",
     "RunningCall",
+    "SDKErrors",
     "SamplingOverrides",
+    "SpecialTokens",
     "StreamFilter",
     "StreamFilterSpec",
     "StreamParser",
     "TaggedArguments",
     "TemplateChoice",
+    "TemplateError",
     "TemplateSource",
     "TemplatedBackend",
     "TextEvent",
+    "TokenSet",
     "Tool",
     "ToolCall",
     "ToolCallDeltaEvent",
+    "ToolCallError",
     "ToolCallEvent",
     "ToolCallStartEvent",
+    "ToolGrammar",
     "ToolSchemaIndex",
+    "ToolSource",
+    "ToolSourceSpec",
+    "TriggerWatch",
     "TurnEnd",
+    "calls_from_source",
+    "classify_exception",
     "coerce_text_value",
     "current_call",
     "default_call_id",
+    "double_encoded_note",
     "family_think_filter_spec",
+    "get_chat_template",
     "hookimpl",
+    "json_arguments",
     "json_type_of",
     "nine_char_call_id",
     "parser_spec",
     "partial_tag_start",
+    "read_gguf_metadata",
+    "read_object_literal",
     "reasoning_filter",
     "register_reasoning",
+    "rejects_stream_options",
+    "retry_after_seconds",
+    "server_message",
+    "status_of",
     "template_mentions",
+    "to_openai_messages",
     "tool",
+    "valid_name",
 ]

@@ -21,13 +21,13 @@ import attrs
 
 from toolwire import ParserSpec, hookimpl
 from toolwire.errors import DerivationError
+from toolwire.families.derive import derive_format
+from toolwire.families.selection import DERIVED_FAMILY
 from toolwire.hooks.manager import PluginManager
 from toolwire.parse import reasoning
 from toolwire.parse.family import parser_spec
-from toolwire.parse.protocol import nine_char_call_id
-from toolwire.templates.derive import derive_format
-from toolwire.templates.selection import DERIVED_FAMILY
 from toolwire.testing import check_parser
+from toolwire.vocabulary.call_ids import nine_char_call_id
 
 TEMPLATES = Path(__file__).resolve().parents[2] / "shared" / "templates"
 

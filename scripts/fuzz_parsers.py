@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from toolwire.errors import ParserConflictError, ParserNotFoundError
+from toolwire.families.selection import select_parser
 from toolwire.hooks.manager import default_plugin_manager
-from toolwire.templates.selection import select_parser
 from toolwire.testing.fuzz import fuzz_parser
 
 TEMPLATES = Path(__file__).resolve().parents[2] / "shared" / "templates"

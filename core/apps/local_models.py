@@ -233,7 +233,7 @@ def describe_model(model: LocalModel, plugins: PluginManager, *,
     :param verify: select the family as a chat does (renders the template; slower)
         instead of by the plugins' scores alone.
     """
-    from ..templates.gguf import read_gguf_metadata
+    from ..gguf.metadata import read_gguf_metadata
 
     guess = _quantization_from_name(model.path.name)
     try:
@@ -258,7 +258,7 @@ def describe_model(model: LocalModel, plugins: PluginManager, *,
 
 
 def _family(source: str, plugins: PluginManager, verify: bool) -> str | None:
-    from ..templates.selection import score_parsers, select_parser
+    from ..families.selection import score_parsers, select_parser
 
     if verify:
         return select_parser(source, plugins).spec.name

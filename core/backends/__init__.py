@@ -1,1 +1,1 @@
-"""toolwire.backends.protocol."""
+"""toolwire.vocabulary.backend."""

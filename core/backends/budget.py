@@ -28,8 +28,8 @@ from collections.abc import Callable, Sequence
 
 import attrs
 
-from toolwire.conversation.cancel import CancelToken
-from toolwire.conversation.history import Message
+from toolwire.vocabulary.cancel import CancelToken
+from toolwire.vocabulary.history import Message
 
 __all__ = ["CHARS_PER_TOKEN_BOUND", "FittingCancelled", "PruneResult", "prune_history",
            "removal_order"]

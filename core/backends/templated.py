@@ -38,21 +38,27 @@ from typing import Any, Final, cast
 
 import attrs
 
-from ..conversation.cancel import CancelToken
-from ..conversation.history import Message, to_template_messages
-from ..errors import ParserNotFoundError, TemplateError, TemplateResourceError
+from ..errors import (
+    GrammarError,
+    ParserNotFoundError,
+    TemplateError,
+    TemplateResourceError,
+    ToolChoiceError,
+)
 from ..events import DiagnosticEvent, ErrorEvent, Event, NoParserEvent, ToolCallEvent
+from ..families.selection import DERIVED_FAMILY, build_pipeline, select_parser
 from ..grammar.build import ToolGrammar
-from ..grammar.errors import GrammarError, ToolChoiceError
 from ..grammar.turn import grammar_failure, turn_grammar
 from ..hooks.manager import PluginManager, default_plugin_manager
-from ..parse.protocol import ParserSpec, default_call_id
+from ..parse.protocol import ParserSpec
 from ..templates.chat_template import ChatTemplate, get_chat_template
 from ..templates.history_shape import HistoryShape, apply_history_shape, history_shape
-from ..templates.selection import DERIVED_FAMILY, build_pipeline, select_parser
+from ..vocabulary.backend import ModelRequest, TurnEnd
+from ..vocabulary.call_ids import default_call_id
+from ..vocabulary.cancel import CancelToken
+from ..vocabulary.history import Message, to_template_messages
 from .budget import FittingCancelled, PruneResult, prune_history
 from .prompt_pieces import ContentShield, PromptPiece, ShieldRules, SpecialTokens
-from .protocol import ModelRequest, TurnEnd
 
 __all__ = [
     "PROMPT_TAIL_CHARS",

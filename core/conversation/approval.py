@@ -26,8 +26,8 @@ from collections.abc import Callable
 import attrs
 
 from ..errors import ToolDeniedError
-from .history import ToolCall
-from .tools import Tool
+from ..vocabulary.history import ToolCall
+from ..vocabulary.tools import Tool
 
 __all__ = ["Approval", "ApprovalGate", "ApprovalRequest", "Approver"]
 

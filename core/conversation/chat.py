@@ -22,7 +22,6 @@ from typing import Any
 
 import attrs
 
-from ..backends.protocol import Backend, ModelRequest, TurnEnd
 from ..boundaries import must_propagate
 from ..events import (
     DiagnosticEvent,
@@ -36,13 +35,14 @@ from ..events import (
     ToolCallStartEvent,
     ToolResultEvent,
 )
-from ..grammar.choice import ToolChoice, resolve_tool_choice
 from ..hooks.manager import PluginManager, default_plugin_manager
+from ..vocabulary.backend import Backend, ModelRequest, TurnEnd
+from ..vocabulary.cancel import CancelToken
+from ..vocabulary.history import Message, ToolCall, from_stored, to_stored
+from ..vocabulary.tool_choice import ToolChoice, resolve_tool_choice
+from ..vocabulary.tools import Tool, ToolRegistry
 from .approval import Approver
-from .cancel import CancelToken
 from .dispatch import DEFAULT_MAX_OUTPUT_CHARS, Dispatcher
-from .history import Message, ToolCall, from_stored, to_stored
-from .tools import Tool, ToolRegistry
 
 __all__ = ["DEFAULT_FINAL_ANSWER_PROMPT", "Chat"]
 

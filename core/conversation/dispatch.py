@@ -58,11 +58,11 @@ from ..errors import (
     ToolTimeoutError,
     UnknownToolError,
 )
+from ..vocabulary.cancel import CancelToken
+from ..vocabulary.history import ToolCall
+from ..vocabulary.tools import WORKSPACE_PARAMETER, Tool, ToolRegistry
 from .approval import ApprovalGate, Approver
-from .cancel import CancelToken
-from .history import ToolCall
 from .tool_threads import ToolThreadPool, tool_threads
-from .tools import WORKSPACE_PARAMETER, Tool, ToolRegistry
 from .validation import (
     ValidationStepsExceeded,
     bounded_validator,

@@ -4,7 +4,7 @@ The dispatcher validates with jsonschema, which applies keywords without
 remembering what it already checked: ``anyOf`` branches that each descend into
 the same part of a value multiply with the value's depth (two branches, 40
 levels: 2^40 steps), even for a schema small enough for every budget of
-:mod:`toolwire.conversation.schema_budget`. So a validator from
+:mod:`toolwire.vocabulary.schema_budget`. So a validator from
 :func:`bounded_validator` counts every keyword it applies and, inside
 :func:`validation_steps`, stops with :class:`ValidationStepsExceeded` once a
 validation has taken its allowance: :data:`VALIDATION_STEPS` and

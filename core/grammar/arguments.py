@@ -15,7 +15,7 @@
   which is a Python literal too (:meth:`ArgumentWriter.pythonic`).
 
 Names a family's markup cannot carry (a blank in an XML attribute, a dash in a
-Python keyword) raise :class:`~toolwire.grammar.errors.GrammarSchemaError`.
+Python keyword) raise :class:`~toolwire.errors.GrammarSchemaError`.
 """
 
 from __future__ import annotations
@@ -24,13 +24,14 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
-from ..conversation.schema import schema_types
+from ..errors import GrammarSchemaError
 from ..parse.markers import valid_name
 from ..parse.record import Header, TaggedArguments
+from ..vocabulary.schema import schema_types
 from .avoid import avoiding_text, bounded_text, first_chars
-from .errors import GrammarSchemaError
 from .gbnf import RuleSet, alternatives, literal, sequence
 from .json_values import REFUSED, JsonValues
+from .nested import NestedValues
 
 __all__ = ["GAP", "ArgumentWriter", "header_text"]
 
@@ -221,8 +222,6 @@ class ArgumentWriter:
 
     def _nested(self, ns: str, schema: Any, path: str) -> str:
         """A value written as nested elements (``ns<key>...ns</key>``, lists as ``item``)."""
-        from .nested import NestedValues
-
         writer = self._nested_writers.get(ns)
         if writer is None:
             writer = NestedValues(self.rules, ns=ns, family=self.family, tool=self.tool,

@@ -27,14 +27,19 @@ from typing import Any, Final
 
 import attrs
 
-from ..conversation.schema import normalize_schema
-from ..conversation.schema_budget import check_schema_budget
-from ..errors import ToolSchemaBudgetError
+from ..errors import (
+    GrammarError,
+    GrammarFormatError,
+    GrammarSchemaError,
+    ToolChoiceError,
+    ToolSchemaBudgetError,
+)
 from ..parse.record import CallFormat
+from ..vocabulary.schema import normalize_schema
+from ..vocabulary.schema_budget import check_schema_budget
+from ..vocabulary.tool_choice import ResolvedChoice, ToolChoice, resolve_tool_choice
 from .avoid import avoiding_text, bounded_text
 from .calls import CallsWriter
-from .choice import ResolvedChoice, ToolChoice, resolve_tool_choice
-from .errors import GrammarError, GrammarFormatError, GrammarSchemaError, ToolChoiceError
 from .gbnf import RuleSet, alternatives, char_class, literal, sequence
 
 __all__ = ["CACHE_SIZE", "ToolGrammar", "build_grammar", "clear_grammar_cache",

@@ -14,7 +14,7 @@ reply the parser reads back as calls:
 
 A record whose arguments the grammar cannot write (a
 :class:`~toolwire.parse.record.GrammarArguments` hook's own syntax) raises
-:class:`~toolwire.grammar.errors.GrammarFormatError`.
+:class:`~toolwire.errors.GrammarFormatError`.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ..errors import GrammarFormatError, GrammarSchemaError
 from ..parse.markers import valid_name
 from ..parse.record import (
     CallFormat,
@@ -32,7 +33,6 @@ from ..parse.record import (
     TaggedArguments,
 )
 from .arguments import GAP, ArgumentWriter, header_text
-from .errors import GrammarFormatError, GrammarSchemaError
 from .gbnf import RuleSet, alternatives, literal, optional, sequence
 from .json_values import json_text
 

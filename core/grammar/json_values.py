@@ -27,7 +27,7 @@ Relaxed, so that the grammar admits a little more than the schema and
 dispatch's validation has the last word: ``pattern``, ``format``, other
 numeric bounds (``maximum``, ``multipleOf``...), ``uniqueItems``,
 ``minProperties``/``maxProperties``, ``contains``, ``oneOf``'s exclusivity.
-Refused with :class:`~toolwire.grammar.errors.GrammarSchemaError`, because
+Refused with :class:`~toolwire.errors.GrammarSchemaError`, because
 the grammar would have to guess the shape: ``patternProperties``,
 ``prefixItems``, ``not``, ``if``/``then``/``else``, ``dependentSchemas``,
 ``unevaluatedProperties``, ``propertyNames``, remote ``$ref``.
@@ -44,8 +44,8 @@ from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
-from ..conversation.schema import resolve_ref
-from .errors import GrammarSchemaError
+from ..errors import GrammarSchemaError
+from ..vocabulary.schema import resolve_ref
 from .gbnf import RuleSet, alternatives, char_class, literal, optional, sequence
 
 __all__ = ["ANNOTATIONS", "REFUSED", "RELAXED", "JsonValues", "json_text"]

@@ -17,10 +17,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..conversation.schema import resolve_ref
+from ..errors import GrammarSchemaError
 from ..parse.markers import valid_name
+from ..vocabulary.schema import resolve_ref
 from .avoid import avoiding_text, bounded_text
-from .errors import GrammarSchemaError
 from .gbnf import RuleSet, alternatives, literal, sequence
 from .json_values import REFUSED, JsonValues, json_text
 

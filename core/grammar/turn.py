@@ -13,13 +13,14 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
+from ..errors import GrammarError, ToolChoiceError
 from ..events import DiagnosticEvent, ErrorEvent, Event
-from .choice import resolve_tool_choice
-from .errors import GrammarError, ToolChoiceError
+from ..vocabulary.tool_choice import resolve_tool_choice
+from .record_grammar import format_of, grammar_for_format
 
 if TYPE_CHECKING:
-    from ..backends.protocol import ModelRequest
     from ..parse.protocol import ParserSpec
+    from ..vocabulary.backend import ModelRequest
     from .build import ToolGrammar
 
 __all__ = ["grammar_failure", "turn_grammar"]
@@ -40,11 +41,11 @@ def turn_grammar(request: ModelRequest, parser: ParserSpec | None, *, template: 
     tools = request.offered_tools
     if not tools or parser is None:
         return None
-    from . import grammar_for
-
-    return grammar_for(parser, tools, template=template, tool_choice=request.tool_choice,
-                       parallel_tool_calls=request.parallel_tool_calls, prompt_tail=prompt_tail,
-                       end_markers=end_markers, max_reasoning_chars=max_reasoning_chars)
+    return grammar_for_format(format_of(parser), tools, template=template,
+                              tool_choice=request.tool_choice,
+                              parallel_tool_calls=request.parallel_tool_calls,
+                              prompt_tail=prompt_tail, end_markers=end_markers,
+                              max_reasoning_chars=max_reasoning_chars)
 
 
 def grammar_failure(exc: GrammarError | ToolChoiceError, request: ModelRequest,

@@ -27,7 +27,9 @@ from __future__ import annotations
 import functools
 import importlib
 import importlib.metadata
+import importlib.util
 import os
+import pkgutil
 import sys
 import warnings
 from collections.abc import Callable, Iterable, Mapping
@@ -36,37 +38,38 @@ from typing import Any
 import attrs
 import pluggy
 
-from ..backends.protocol import BackendSpec
 from ..boundaries import must_propagate
-from ..conversation.tools import Tool
-from ..errors import BackendNotFoundError, PluginConflictError, PluginLoadError
+from ..errors import (
+    BackendNotFoundError,
+    ParserNotFoundError,
+    PluginConflictError,
+    PluginLoadError,
+    ToolSourceNotFoundError,
+)
 from ..parse.protocol import FilterContext, ParserSpec, StreamFilterSpec
+from ..vocabulary.backend import BackendSpec
+from ..vocabulary.tool_sources import ToolSourceSpec
+from ..vocabulary.tools import Tool
 from . import specs as hookspecs
 
 __all__ = ["BUILTIN_PLUGINS", "PluginInfo", "PluginManager", "PluginWarning"]
 
-BUILTIN_PLUGINS: tuple[str, ...] = (
-    "toolwire.parse.reasoning",
-    "toolwire.plugins.qwen_xml",
-    "toolwire.plugins.openai_compat",
-    "toolwire.plugins.llama_cpp",
-    "toolwire.plugins.workspace_tools",
-    "toolwire.plugins.hermes_json",
-    "toolwire.plugins.llama3_json",
-    "toolwire.plugins.mistral",
-    "toolwire.plugins.deepseek",
-    "toolwire.plugins.json_wrappers",
-    "toolwire.plugins.seed_xml",
-    "toolwire.plugins.glm_xml",
-    "toolwire.plugins.invoke_xml",
-    "toolwire.plugins.kimi",
-    "toolwire.plugins.harmony",
-    "toolwire.plugins.gemma4",
-    "toolwire.plugins.pythonic",
-    "toolwire.plugins.solar",
-    "toolwire.plugins.completions",
-    "toolwire.plugins.mcp_tools",
-)
+def _builtin_plugins() -> tuple[str, ...]:
+    """The core's own plugin, then every package in ``toolwire.plugins`` (by name).
+
+    The folders under ``plugins/`` are the one list of built-in plugins: each is also
+    a ``toolwire`` entry point and a package in ``pyproject.toml``
+    (``tests/unit/test_layout.py`` holds the three together). They are found without
+    importing them, and registered explicitly, so they work without installed metadata.
+    """
+    spec = importlib.util.find_spec("toolwire.plugins")
+    folders = spec.submodule_search_locations if spec is not None else None
+    found = sorted(info.name for info in pkgutil.iter_modules(list(folders or ()))
+                   if info.ispkg)
+    return ("toolwire.hooks.builtin_reasoning", *(f"toolwire.plugins.{n}" for n in found))
+
+
+BUILTIN_PLUGINS: tuple[str, ...] = _builtin_plugins()
 """Modules registered by every plugin manager, before any entry point."""
 
 ENTRY_POINT_GROUP = "toolwire"
@@ -80,10 +83,12 @@ _BUILTIN_SHORT_NAMES: dict[str, str] = {
 _REGISTRATION_HOOKS: dict[str, tuple[type, str]] = {
     "parsers": (ParserSpec, "register_parsers"),
     "backends": (BackendSpec, "register_backends"),
+    "tool_sources": (ToolSourceSpec, "register_tool_sources"),
     "tools": (Tool, "register_tools"),
     "stream_filters": (StreamFilterSpec, "register_stream_filters"),
 }
 _LABELS = {"parsers": "parser", "backends": "backend", "tools": "tool",
+           "tool_sources": "tool source",
            "stream_filters": "stream filter"}
 
 
@@ -103,6 +108,7 @@ class PluginInfo:
     backends: tuple[str, ...] = ()
     tools: tuple[str, ...] = ()
     stream_filters: tuple[str, ...] = ()
+    tool_sources: tuple[str, ...] = ()
     error: str | None = None
 
 
@@ -365,6 +371,10 @@ class PluginManager:
         if isinstance(record, ParserSpec):
             return attrs.evolve(record, detect=_Guarded(
                 self, record.plugin, f"parser {record.name!r} detect", record.detect, 0.0))
+        if isinstance(record, ToolSourceSpec):
+            return attrs.evolve(record, origin=_Guarded(
+                self, record.plugin, f"tool source {record.name!r} origin", record.origin,
+                None))
         return record
 
     def _trace(self, impl: Any, arguments: str) -> None:
@@ -381,8 +391,6 @@ class PluginManager:
 
         :raises ParserNotFoundError: no plugin registered that family.
         """
-        from ..errors import ParserNotFoundError
-
         found = self._collect()["parsers"].get(family)
         if found is None:
             known = ", ".join(sorted(self._collect()["parsers"])) or "none"
@@ -411,6 +419,23 @@ class PluginManager:
     def tools(self) -> list[Tool]:
         """Every tool contributed by plugins."""
         return list(self._collect()["tools"].values())
+
+    def tool_sources(self) -> dict[str, ToolSourceSpec]:
+        """Every registered tool source, by name."""
+        return dict(self._collect()["tool_sources"])
+
+    def tool_source(self, name: str) -> ToolSourceSpec:
+        """The tool source called ``name``.
+
+        :raises ToolSourceNotFoundError: none is registered under that name.
+        """
+        found = self._collect()["tool_sources"].get(name)
+        if found is None:
+            known = ", ".join(sorted(self._collect()["tool_sources"])) or "none"
+            raise ToolSourceNotFoundError(f"no tool source {name!r} (registered: {known}); "
+                                          "is its extra installed?")
+        spec: ToolSourceSpec = found
+        return spec
 
     def stream_filters(self) -> list[StreamFilterSpec]:
         """Every stream filter, sorted by priority then name (never by load order)."""
@@ -455,7 +480,8 @@ class PluginManager:
                 name=name, distribution=info["distribution"], version=info["version"],
                 builtin=info["builtin"], parsers=tuple(mine.get("parsers", ())),
                 backends=tuple(mine.get("backends", ())), tools=tuple(mine.get("tools", ())),
-                stream_filters=tuple(mine.get("stream_filters", ())), error=info["error"]))
+                stream_filters=tuple(mine.get("stream_filters", ())),
+                tool_sources=tuple(mine.get("tool_sources", ())), error=info["error"]))
         return out
 
     @property

@@ -18,20 +18,45 @@ lists. Behaviour never depends on the order pluggy calls implementations in.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, TypeAlias
 
 import pluggy
 
-__all__ = ["PROJECT_NAME", "hookimpl", "hookspec"]
+from ..parse.protocol import ParserSpec, StreamFilterSpec
+from ..vocabulary.backend import BackendSpec
+from ..vocabulary.tool_sources import ToolSourceSpec
+from ..vocabulary.tools import Tool
+
+__all__ = [
+    "PROJECT_NAME",
+    "RegisterBackend",
+    "RegisterParser",
+    "RegisterStreamFilter",
+    "RegisterTool",
+    "RegisterToolSource",
+    "hookimpl",
+    "hookspec",
+]
 
 PROJECT_NAME = "toolwire"
 
 hookspec = pluggy.HookspecMarker(PROJECT_NAME)
 hookimpl = pluggy.HookimplMarker(PROJECT_NAME)
 
+RegisterParser: TypeAlias = Callable[[ParserSpec], None]
+"""The ``register`` callback of :func:`register_parsers`."""
+RegisterBackend: TypeAlias = Callable[[BackendSpec], None]
+"""The ``register`` callback of :func:`register_backends`."""
+RegisterTool: TypeAlias = Callable[[Tool], None]
+"""The ``register`` callback of :func:`register_tools`."""
+RegisterStreamFilter: TypeAlias = Callable[[StreamFilterSpec], None]
+"""The ``register`` callback of :func:`register_stream_filters`."""
+RegisterToolSource: TypeAlias = Callable[[ToolSourceSpec], None]
+"""The ``register`` callback of :func:`register_tool_sources`."""
+
 
 @hookspec
-def register_parsers(register: Callable[[Any], None]) -> None:
+def register_parsers(register: RegisterParser) -> None:
     """Register tool-call parser plugins for model families.
 
     Call ``register(spec)`` once per family with a :class:`toolwire.ParserSpec`:
@@ -48,7 +73,7 @@ def register_parsers(register: Callable[[Any], None]) -> None:
 
 
 @hookspec
-def register_backends(register: Callable[[Any], None]) -> None:
+def register_backends(register: RegisterBackend) -> None:
     """Register model backends (a local runtime, a remote provider protocol).
 
     Call ``register(spec)`` with a :class:`toolwire.BackendSpec`: a ``name`` and a
@@ -63,7 +88,7 @@ def register_backends(register: Callable[[Any], None]) -> None:
 
 
 @hookspec
-def register_tools(register: Callable[[Any], None]) -> None:
+def register_tools(register: RegisterTool) -> None:
     """Contribute tools that applications may offer to models.
 
     Call ``register(tool)`` with a :class:`toolwire.Tool` (build one with
@@ -79,7 +104,7 @@ def register_tools(register: Callable[[Any], None]) -> None:
 
 
 @hookspec
-def register_stream_filters(register: Callable[[Any], None]) -> None:
+def register_stream_filters(register: RegisterStreamFilter) -> None:
     """Register filters that run on a reply's text before the parser.
 
     Call ``register(spec)`` with a :class:`toolwire.StreamFilterSpec`: a ``name``,
@@ -92,6 +117,24 @@ def register_stream_filters(register: Callable[[Any], None]) -> None:
     :returns: nothing; use ``register``.
 
     .. versionadded:: 0.1
+    """
+
+
+@hookspec
+def register_tool_sources(register: RegisterToolSource) -> None:
+    """Register sources of tools that live outside the process (MCP servers).
+
+    Call ``register(spec)`` with a :class:`toolwire.plugin_api.ToolSourceSpec`: a
+    ``name``, ``open(**options) -> ToolSource`` (nothing is started before an
+    application opens the source) and ``origin(tool)`` naming where a tool it made
+    comes from. An application opens a source with the options its user gave and
+    offers the tools it lists; ``register_tools`` is for tools that cost nothing to
+    list, because it runs for every plugin manager.
+
+    :param register: the core's registration callback.
+    :returns: nothing; use ``register``.
+
+    .. versionadded:: 0.2
     """
 
 

@@ -32,7 +32,6 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ..conversation.schema import ToolSchemaIndex
 from ..events import (
     DiagnosticEvent,
     Event,
@@ -41,8 +40,10 @@ from ..events import (
     ToolCallEvent,
     ToolCallStartEvent,
 )
+from ..vocabulary.schema import ToolSchemaIndex
 from .compiled import NEED_MORE, choose_whole_syntax, compile_format
 from .json_readers import CallObjectsReader, JsonArgsReader
+from .literal_reader import LiteralObjectReader
 from .markers import MAX_GAP, MAX_NAME, HeaderFields, TokenSet, skip_blanks
 from .pythonic_reader import PythonicCallsReader
 from .readers import FAIL, MORE, NOT_A_CALL, BodyReader, CallContext, CallNumbering
@@ -51,6 +52,7 @@ from .record import (
     CallObjects,
     GrammarArguments,
     JsonArguments,
+    ObjectLiteral,
     TaggedArguments,
 )
 from .streaming import HeldWhitespace
@@ -448,7 +450,8 @@ class CallParser:
         elif isinstance(kind, JsonArguments):
             reader = JsonArgsReader(call, fence=kind.fence)
         elif isinstance(kind, GrammarArguments):
-            reader = kind.reader(call)
+            reader = LiteralObjectReader(kind.reader, call) \
+                if isinstance(kind.reader, ObjectLiteral) else kind.reader(call)
         else:  # pragma: no cover - CallFormat refuses this
             raise TypeError("a call header without a header-based arguments syntax")
         self._reader = reader

@@ -18,8 +18,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from ..vocabulary.call_ids import default_call_id
 from .engine import CallParser
-from .protocol import ParserSpec, StreamFilterSpec, StreamParser, default_call_id
+from .protocol import ParserSpec, StreamFilterSpec, StreamParser
 from .reasoning import family_think_filter_spec
 from .record import CallFormat
 

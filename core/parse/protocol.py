@@ -12,13 +12,12 @@ events is one. :class:`ReplyPipeline` chains filters and a parser.
 
 from __future__ import annotations
 
-import secrets
-import string
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 import attrs
 
+from ..boundaries import must_propagate
 from ..events import (
     DiagnosticEvent,
     Event,
@@ -27,6 +26,7 @@ from ..events import (
     ToolCallDeltaEvent,
     ToolCallEvent,
 )
+from ..vocabulary.call_ids import default_call_id
 
 __all__ = [
     "FilterContext",
@@ -37,9 +37,7 @@ __all__ = [
     "StreamFilterSpec",
     "StreamParser",
     "collect_reply",
-    "default_call_id",
     "merge_events",
-    "nine_char_call_id",
 ]
 
 
@@ -62,19 +60,6 @@ class StreamParser(Protocol):
 
 StreamFilter = StreamParser
 """A stream filter has the same shape as a parser: text in, events out."""
-
-
-def default_call_id(index: int) -> str:
-    """A fresh OpenAI-style call id (``call_`` and 24 random characters)."""
-    return "call_" + secrets.token_hex(12)
-
-
-_ALNUM = string.ascii_letters + string.digits
-
-
-def nine_char_call_id(index: int) -> str:
-    """A 9-character alphanumeric id, as Mistral templates demand."""
-    return "".join(secrets.choice(_ALNUM) for _ in range(9))
 
 
 @attrs.frozen
@@ -202,8 +187,6 @@ class ReplyPipeline:
 
     def _failed(self, index: int, method: str, exc: BaseException, text: str) -> list[Event]:
         """Report a stage that raised, replace it with a pass-through, keep ``text``."""
-        from ..boundaries import must_propagate
-
         if must_propagate(exc):
             raise exc
         stage = self._stages[index]

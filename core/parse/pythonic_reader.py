@@ -26,7 +26,6 @@ from __future__ import annotations
 import re
 from typing import Any, Final
 
-from ..conversation.schema import ToolSchemaIndex
 from ..events import (
     DiagnosticEvent,
     Event,
@@ -34,6 +33,7 @@ from ..events import (
     ToolCallEvent,
     ToolCallStartEvent,
 )
+from ..vocabulary.schema import ToolSchemaIndex
 from .markers import MAX_GAP, MAX_NAME, TokenSet
 from .readers import DONE, MORE, NOT_A_CALL, CallNumbering, ReaderBase
 from .record import PythonicCalls

@@ -24,8 +24,8 @@ from typing import Any, Final, Protocol
 
 import attrs
 
-from ..conversation.schema import ToolSchemaIndex
 from ..events import DiagnosticEvent, Event, ToolCallDeltaEvent
+from ..vocabulary.schema import ToolSchemaIndex
 
 __all__ = [
     "DONE",

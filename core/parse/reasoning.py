@@ -13,7 +13,6 @@ from collections.abc import Callable, Collection
 from typing import Literal
 
 from ..events import Event, ReasoningEvent, TextEvent
-from ..hooks.specs import hookimpl
 from .protocol import FilterContext, StreamFilter, StreamFilterSpec
 from .streaming import HeldWhitespace, partial_tag_start
 
@@ -28,7 +27,6 @@ def _skip_space(data: str, pos: int) -> int:
 __all__ = [
     "ReasoningBlockFilter",
     "family_think_filter_spec",
-    "register_stream_filters",
     "think_filter_spec",
 ]
 
@@ -273,9 +271,3 @@ def family_think_filter_spec(open_tag: str, close_tag: str, *, name: str,
 
     return StreamFilterSpec(name=name, priority=priority, create=create,
                             description=f"{open_tag}...{close_tag} as reasoning")
-
-
-@hookimpl
-def register_stream_filters(register: Callable[[StreamFilterSpec], None]) -> None:
-    """Register the shared ``<think>`` reasoning filter (a built-in plugin)."""
-    register(think_filter_spec())

@@ -215,11 +215,13 @@ class GrammarArguments:
 
     :ivar reader: ``reader(call) -> BodyReader`` reading one call's arguments
         from their first character to their last (the engine then expects
-        ``call_close``); see :class:`toolwire.parse.readers.BodyReader`.
+        ``call_close``); see :class:`toolwire.parse.readers.BodyReader`. Or an
+        :class:`ObjectLiteral`, which the engine reads with its own object-literal
+        reader (:mod:`toolwire.parse.literal_reader`).
     :ivar name: a name for the syntax, for messages and ``toolwire detect``.
     """
 
-    reader: Callable[[CallContext], BodyReader]
+    reader: Callable[[CallContext], BodyReader] | ObjectLiteral
     name: str = "custom"
 
 
@@ -244,12 +246,6 @@ class ObjectLiteral:
     def quotes(self) -> tuple[str, ...]:
         """The tokens that may open (and then close) a string."""
         return ("'", '"') if self.escapes and self.quote in ("'", '"') else (self.quote,)
-
-    def __call__(self, call: CallContext) -> BodyReader:
-        """A reader of one call's body in this notation."""
-        from .literal_reader import LiteralObjectReader
-
-        return LiteralObjectReader(self, call)
 
 
 Arguments = JsonArguments | TaggedArguments | CallObjects | PythonicCalls | GrammarArguments

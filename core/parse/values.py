@@ -18,7 +18,7 @@ import ast
 from collections.abc import Mapping
 from typing import Any, Final
 
-from ..conversation.schema import (
+from ..vocabulary.schema import (
     allows_null,
     coerce_text_value,
     json_type_of,

@@ -17,7 +17,7 @@ import attrs
 from ..errors import (
     TemplateError,
 )
-from ..parse.protocol import default_call_id
+from ..vocabulary.call_ids import default_call_id
 from .chat_template import get_chat_template
 from .history_shape import HISTORY_SHAPES
 

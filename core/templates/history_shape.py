@@ -90,7 +90,7 @@ def _renders_call(template: ChatTemplate, shape: HistoryShape,
 
 def apply_history_shape(records: Sequence[dict[str, Any]],
                         shape: HistoryShape) -> list[dict[str, Any]]:
-    """``records`` (from :func:`~toolwire.conversation.history.to_template_messages`
+    """``records`` (from :func:`~toolwire.vocabulary.history.to_template_messages`
     with mapping arguments) in ``shape``; records without calls are kept as they are."""
     if shape == _DEFAULT:
         return list(records)

@@ -42,7 +42,11 @@ if TYPE_CHECKING:
     from .tiny_gguf import write_tiny_gguf
 
 __all__ = [
+    "CHATML_TEMPLATE",
+    "CONTROL_TOKENS",
     "PROPERTIES",
+    "TAG_TOKENS",
+    "TINY_BACKEND_OPTIONS",
     "AssistantTurnRenderer",
     "ConformanceError",
     "ConformanceReport",
@@ -53,6 +57,7 @@ __all__ = [
     "RenderedReply",
     "ScriptedBackend",
     "check_parser",
+    "forcing_grammar",
     "fuzz_parser",
     "isolated_plugin_manager",
     "write_tiny_gguf",
@@ -64,6 +69,10 @@ _FROM_CONFORMANCE = frozenset({
 
 
 _FROM_FUZZ = frozenset({"FuzzFailure", "FuzzReport", "fuzz_parser"})
+_FROM_TINY_GGUF = frozenset({
+    "CHATML_TEMPLATE", "CONTROL_TOKENS", "TAG_TOKENS", "TINY_BACKEND_OPTIONS", "forcing_grammar",
+    "write_tiny_gguf",
+})
 
 
 def __getattr__(name: str) -> Any:
@@ -75,8 +84,8 @@ def __getattr__(name: str) -> Any:
         from . import fuzz
 
         return getattr(fuzz, name)
-    if name == "write_tiny_gguf":  # numpy is imported when a model is written
-        from .tiny_gguf import write_tiny_gguf
+    if name in _FROM_TINY_GGUF:  # numpy is imported when a model is written
+        from . import tiny_gguf
 
-        return write_tiny_gguf
+        return getattr(tiny_gguf, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -104,11 +104,11 @@ from ..errors import (
     ParserNotFoundError,
     PluginLoadError,
 )
+from ..families.selection import template_hash
 from ..hooks.manager import PluginManager, PluginWarning
 from ..hooks.specs import hookimpl
 from ..parse.protocol import ParserSpec
 from ..templates.assistant_turns import AssistantTurnRenderer, RenderedReply
-from ..templates.selection import template_hash
 from .properties import Case, Keep, PropertySuite
 from .report import PROPERTIES, ConformanceError, ConformanceReport, PropertyResult
 

@@ -30,13 +30,13 @@ from typing import Any
 
 import attrs
 
-from ..conversation.schema import tool_parameters_by_name
 from ..errors import TemplateError
 from ..events import DiagnosticEvent, Event
+from ..families.pipeline import build_pipeline
 from ..hooks.manager import PluginManager, default_plugin_manager
 from ..parse.protocol import ParserSpec, merge_events
 from ..templates.assistant_turns import AssistantTurnRenderer
-from ..templates.pipeline import build_pipeline
+from ..vocabulary.schema import tool_parameters_by_name
 from .strategies import JSON_LOOKALIKES, MARKUP_FRAGMENTS, markup_fragments
 
 __all__ = ["FuzzFailure", "FuzzReport", "fuzz_parser"]

@@ -11,7 +11,6 @@ from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
 from hypothesis.errors import Unsatisfiable, UnsatisfiedAssumption
 
-from ..conversation.schema import json_type_of, normalize_schema, tool_parameters_by_name
 from ..errors import (
     ParserConflictError,
     ParserNotFoundError,
@@ -25,10 +24,11 @@ from ..events import (
     ToolCallEvent,
     ToolCallStartEvent,
 )
+from ..families.selection import DERIVED_FAMILY, build_pipeline, select_parser
 from ..hooks.manager import PluginManager
 from ..parse.protocol import ParserSpec, collect_reply, merge_events
 from ..templates.assistant_turns import REASONING_TAGS, AssistantTurnRenderer, Call, RenderedReply
-from ..templates.selection import DERIVED_FAMILY, build_pipeline, select_parser
+from ..vocabulary.schema import json_type_of, normalize_schema, tool_parameters_by_name
 from . import strategies as tws
 from .report import PROPERTIES, PropertyResult
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from ..backends.protocol import ModelRequest, TurnEnd
-from ..conversation.cancel import CancelToken
 from ..events import ErrorEvent, Event
+from ..families.selection import build_pipeline, select_parser
 from ..hooks.manager import PluginManager
 from ..parse.protocol import ParserSpec
-from ..templates.selection import build_pipeline, select_parser
+from ..vocabulary.backend import ModelRequest, TurnEnd
+from ..vocabulary.cancel import CancelToken
 
 __all__ = ["Registered", "ScriptedBackend", "isolated_plugin_manager"]
 

@@ -43,11 +43,14 @@ from typing import Final
 import numpy as np
 from gguf import GGUFWriter, TokenType
 
+from ..grammar.gbnf import literal
+
 __all__ = [
     "CHATML_TEMPLATE",
     "CONTROL_TOKENS",
     "TAG_TOKENS",
     "TINY_BACKEND_OPTIONS",
+    "forcing_grammar",
     "write_tiny_gguf",
 ]
 
@@ -198,3 +201,16 @@ def write_tiny_gguf(
     writer.write_tensors_to_file()
     writer.close()
     return target
+
+
+def forcing_grammar(text: str) -> str:
+    """A GBNF grammar whose only sentence is ``text``.
+
+    The tiny model's output is noise; under this grammar llama.cpp samples only
+    tokens that keep the output a prefix of ``text``, and once it is complete only
+    end-of-generation tokens, so the model ends its turn by itself, as a real model
+    does. An empty ``text`` allows only ending at once.
+    """
+    if not text:
+        return 'root ::= ""\n'
+    return f"root ::= {literal(text)}\n"

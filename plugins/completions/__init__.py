@@ -24,7 +24,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import toolwire
-from toolwire.backends.protocol import BackendSpec
+from toolwire.plugin_api import BackendSpec
 
 if TYPE_CHECKING:
     from .backend import CompletionsBackend

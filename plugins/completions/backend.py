@@ -33,28 +33,29 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Final
 
-from toolwire.backends.protocol import ModelRequest, TurnEnd
-from toolwire.backends.templated import (
+from toolwire.plugin_api import (
+    RETRYABLE_STATUS,
+    BackendError,
+    CancelToken,
+    DiagnosticEvent,
     EncodedPrompt,
+    Event,
     GenerationEnd,
     GenerationSetupError,
+    ModelRequest,
+    PluginManager,
+    ProviderPreset,
+    RequestContext,
+    ResolvedConnection,
     TemplateChoice,
     TemplatedBackend,
-)
-from toolwire.conversation.cancel import CancelToken
-from toolwire.errors import BackendError
-from toolwire.events import DiagnosticEvent, Event
-from toolwire.grammar import ToolGrammar
-from toolwire.hooks.manager import PluginManager
-from toolwire.plugins.openai_compat.errors import (
-    RETRYABLE_STATUS,
-    RequestContext,
+    ToolGrammar,
+    TurnEnd,
     classify_exception,
     rejects_stream_options,
     retry_after_seconds,
     status_of,
 )
-from toolwire.plugins.openai_compat.presets import ProviderPreset, ResolvedConnection
 
 from .engine import EngineInfo, TokenCounter, api_root, probe_engine
 from .pump import Broken, RetryNotice, RetryPolicy, StreamPump
@@ -77,6 +78,7 @@ from .wire import (
     lazy_grammar_fields,
     open_completions_stream,
     open_llama_stream,
+    openai_errors,
     special_token_fields,
 )
 
@@ -352,8 +354,9 @@ class CompletionsBackend(TemplatedBackend):
                 elif isinstance(item, RetryNotice):
                     self._notes.append(self._retry_note(item))
                 elif isinstance(item, Broken) and finish is None:
-                    error = classify_exception(item.error, self.context, mid_stream=item.opened,
-                                               tools_offered=False, retries=item.retries)
+                    error = classify_exception(item.error, self.context, openai_errors(),
+                                               mid_stream=item.opened, tools_offered=False,
+                                               retries=item.retries)
                     end = GenerationEnd("error", error=str(error), error_kind=error.kind)
                     break
                 if cancel.cancelled:

@@ -6,7 +6,7 @@ template. :func:`template_sources` takes it from, in this order:
 1. ``template`` (``--template PATH``) or ``chat_template`` (the source itself);
 2. the engine, where it publishes it (llama-server's ``GET /props``);
 3. ``model_file`` (``--model-file PATH``): a local GGUF file, read with
-   :func:`toolwire.templates.gguf.read_gguf_metadata`, or a Hugging Face
+   :func:`toolwire.gguf.metadata.read_gguf_metadata`, or a Hugging Face
    ``tokenizer_config.json`` (with a ``chat_template.jinja`` beside it when
    the JSON has no template).
 
@@ -30,10 +30,13 @@ from typing import Final
 
 import attrs
 
-from toolwire.backends.templated import TemplateSource
-from toolwire.errors import BackendError, TemplateError
-from toolwire.templates.chat_template import ChatTemplate
-from toolwire.templates.gguf import read_gguf_metadata
+from toolwire.plugin_api import (
+    BackendError,
+    ChatTemplate,
+    TemplateError,
+    TemplateSource,
+    read_gguf_metadata,
+)
 
 from .engine import EngineInfo
 

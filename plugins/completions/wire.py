@@ -24,11 +24,14 @@ llama-server only.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import attrs
+
+from toolwire.plugin_api import SDKErrors
 
 from .engine import EngineInfo
 
@@ -41,6 +44,7 @@ __all__ = [
     "lazy_grammar_fields",
     "open_completions_stream",
     "open_llama_stream",
+    "openai_errors",
     "special_token_fields",
 ]
 
@@ -231,3 +235,11 @@ def _llama_items(response: Any) -> Iterator[Item]:
     except httpx2.HTTPError as exc:
         raise openai.APIConnectionError(message=str(exc) or type(exc).__name__,
                                         request=response.request) from exc
+
+
+@functools.cache
+def openai_errors() -> SDKErrors:
+    """The ``openai`` SDK's error classes (this backend's transport raises them)."""
+    import openai
+
+    return SDKErrors.of(openai)

@@ -18,9 +18,14 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import toolwire
-from toolwire.parse.family import parser_spec
-from toolwire.parse.protocol import ParserSpec
-from toolwire.parse.record import CallFormat, Header, JsonArguments
+from toolwire.plugin_api import (
+    CallFormat,
+    Header,
+    JsonArguments,
+    ParserSpec,
+    parser_spec,
+    template_mentions,
+)
 
 __all__ = ["CALL_BEGIN", "DEEPSEEK_FORMAT", "FAMILY", "SEP", "detect", "register_parsers"]
 
@@ -54,9 +59,8 @@ DEEPSEEK_FORMAT = CallFormat(
 """The DeepSeek R1 / V3.1 markup."""
 
 
-def detect(template: str) -> float:
-    """Score a chat template: high when it renders DeepSeek's tool-call tokens."""
-    return 0.8 if CALL_BEGIN in template and SEP in template else 0.0
+detect = template_mentions(CALL_BEGIN, SEP, score=0.8)
+"""Scores a chat template: high when it renders DeepSeek's tool-call tokens."""
 
 
 @toolwire.hookimpl

@@ -16,9 +16,16 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import toolwire
-from toolwire.parse.family import parser_spec, register_reasoning
-from toolwire.parse.protocol import ParserSpec, StreamFilterSpec
-from toolwire.parse.record import CallFormat, GrammarArguments, Header
+from toolwire.plugin_api import (
+    CallFormat,
+    GrammarArguments,
+    Header,
+    ParserSpec,
+    StreamFilterSpec,
+    parser_spec,
+    register_reasoning,
+    template_mentions,
+)
 
 from .values import QUOTE, GemmaArgsReader, read_gemma_object
 
@@ -49,11 +56,8 @@ GEMMA4_FORMAT = CallFormat(
 """The Gemma 4 markup."""
 
 
-def detect(template: str) -> float:
-    """Score a chat template: it renders ``<|tool_call>call:NAME{...}<tool_call|>``."""
-    if "<|tool_call>call:" in template and "<tool_call|>" in template:
-        return 0.95
-    return 0.0
+detect = template_mentions("<|tool_call>call:", "<tool_call|>")
+"""Scores a chat template: it renders ``<|tool_call>call:NAME{...}<tool_call|>``."""
 
 
 @toolwire.hookimpl

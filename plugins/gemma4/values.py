@@ -15,10 +15,15 @@ from __future__ import annotations
 import re
 from typing import Any, Final
 
-from toolwire.events import Event
-from toolwire.parse.literal_reader import read_object_literal
-from toolwire.parse.readers import DONE, MORE, CallContext, ReaderBase
-from toolwire.parse.record import ObjectLiteral
+from toolwire.plugin_api import (
+    DONE,
+    MORE,
+    CallContext,
+    Event,
+    ObjectLiteral,
+    ReaderBase,
+    read_object_literal,
+)
 
 __all__ = ["QUOTE", "SYNTAX", "GemmaArgsReader", "read_gemma_object"]
 

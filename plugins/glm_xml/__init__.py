@@ -28,9 +28,15 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import toolwire
-from toolwire.parse.family import parser_spec, register_reasoning
-from toolwire.parse.protocol import ParserSpec, StreamFilterSpec
-from toolwire.parse.record import CallFormat, TaggedArguments
+from toolwire.plugin_api import (
+    CallFormat,
+    ParserSpec,
+    StreamFilterSpec,
+    TaggedArguments,
+    parser_spec,
+    register_reasoning,
+    template_mentions,
+)
 
 __all__ = [
     "GLM_FAMILY",
@@ -76,22 +82,16 @@ HY3_FORMAT = CallFormat(
 """The Tencent Hy3 markup (GLM pairs with ``:opensource`` tags)."""
 
 
-def detect_glm(template: str) -> float:
-    """Score a chat template: it renders ``<tool_call>NAME<arg_key>K</arg_key>...``."""
-    if "<arg_key>" in template and "<arg_value>" in template and "<tool_call>" in template:
-        return 0.95
-    return 0.0
+detect_glm = template_mentions("<arg_key>", "<arg_value>", "<tool_call>")
+"""Scores a chat template: it renders ``<tool_call>NAME<arg_key>K</arg_key>...``."""
 
 
-def detect_hy3(template: str) -> float:
-    """Score a chat template: it builds Hy3's ``<arg_key:opensource>`` tags.
+detect_hy3 = template_mentions(_HY, "<tool_sep", "<arg_key")
+"""Scores a chat template: it builds Hy3's ``<arg_key:opensource>`` tags.
 
     The template assembles its tags with ``'<arg_key{}>'.format(':opensource')``,
     so the pieces, not the finished tags, are what its source contains.
     """
-    if _HY in template and "<tool_sep" in template and "<arg_key" in template:
-        return 0.95
-    return 0.0
 
 
 @toolwire.hookimpl

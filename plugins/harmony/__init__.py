@@ -29,8 +29,14 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import toolwire
-from toolwire.parse.protocol import ParserSpec, StreamParser
-from toolwire.parse.record import CallFormat, Header, TaggedArguments
+from toolwire.plugin_api import (
+    CallFormat,
+    Header,
+    ParserSpec,
+    StreamParser,
+    TaggedArguments,
+    template_mentions,
+)
 
 from .parser import (
     HarmonyDialect,
@@ -92,18 +98,12 @@ GLIMMER_DIALECT = HarmonyDialect(family=GLIMMER_FAMILY, route=_glimmer_route,
                                  call_format=GLIMMER_FORMAT)
 
 
-def detect_harmony(template: str) -> float:
-    """Score a chat template: gpt-oss harmony (channels and ``<|call|>``)."""
-    if "<|channel|>" in template and "<|message|>" in template and "<|call|>" in template:
-        return 0.95
-    return 0.0
+detect_harmony = template_mentions("<|channel|>", "<|message|>", "<|call|>")
+"""Scores a chat template: gpt-oss harmony (channels and ``<|call|>``)."""
 
 
-def detect_glimmer(template: str) -> float:
-    """Score a chat template: Muse Glimmer's ``<atem:function_calls>`` messages."""
-    if "<atem:function_calls>" in template and "<|message|>" in template:
-        return 0.95
-    return 0.0
+detect_glimmer = template_mentions("<atem:function_calls>", "<|message|>")
+"""Scores a chat template: Muse Glimmer's ``<atem:function_calls>`` messages."""
 
 
 def _creator(dialect: HarmonyDialect) -> Callable[[Mapping[str, Any]], StreamParser]:

@@ -25,21 +25,22 @@ from typing import Any, Final
 
 import attrs
 
-from toolwire.events import (
+from toolwire.plugin_api import (
+    CallFormat,
+    CallParser,
     DiagnosticEvent,
     Event,
+    HeldWhitespace,
     ReasoningEvent,
     TextEvent,
+    TokenSet,
     ToolCallDeltaEvent,
     ToolCallEvent,
     ToolCallStartEvent,
+    double_encoded_note,
+    json_arguments,
+    valid_name,
 )
-from toolwire.parse.engine import CallParser
-from toolwire.parse.json_readers import double_encoded_note
-from toolwire.parse.markers import TokenSet, valid_name
-from toolwire.parse.record import CallFormat
-from toolwire.parse.streaming import HeldWhitespace
-from toolwire.parse.values import json_arguments
 
 __all__ = [
     "CHANNEL",

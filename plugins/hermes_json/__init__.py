@@ -19,9 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import toolwire
-from toolwire.parse.family import parser_spec
-from toolwire.parse.protocol import ParserSpec
-from toolwire.parse.record import CallFormat, CallObjects
+from toolwire.plugin_api import CallFormat, CallObjects, ParserSpec, parser_spec
 
 __all__ = ["CLOSE_CALL", "FAMILY", "HERMES_FORMAT", "OPEN_CALL", "detect", "register_parsers"]
 

@@ -30,9 +30,16 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import toolwire
-from toolwire.parse.family import parser_spec, register_reasoning
-from toolwire.parse.protocol import ParserSpec, StreamFilterSpec
-from toolwire.parse.record import CallFormat, Header, TaggedArguments
+from toolwire.plugin_api import (
+    CallFormat,
+    Header,
+    ParserSpec,
+    StreamFilterSpec,
+    TaggedArguments,
+    parser_spec,
+    register_reasoning,
+    template_mentions,
+)
 
 __all__ = [
     "DSML_FAMILY",
@@ -124,36 +131,24 @@ MINICPM_FORMAT = CallFormat(
 """The MiniCPM 5 markup (no section; CDATA-wrapped values)."""
 
 
-def detect_m2(template: str) -> float:
-    """Score a chat template: it renders ``<minimax:tool_call><invoke name=...>``."""
-    if "<minimax:tool_call>" in template and "<invoke name=" in template:
-        return 0.95
-    return 0.0
+detect_m2 = template_mentions("<minimax:tool_call>", "<invoke name=")
+"""Scores a chat template: it renders ``<minimax:tool_call><invoke name=...>``."""
 
 
-def detect_m3(template: str) -> float:
-    """Score a chat template: it prefixes its call tags with ``]<]minimax[>[``."""
-    if M3_TOKEN in template and "<invoke name=" in template:
-        return 0.95
-    return 0.0
+detect_m3 = template_mentions(M3_TOKEN, "<invoke name=")
+"""Scores a chat template: it prefixes its call tags with ``]<]minimax[>[``."""
 
 
-def detect_dsml(template: str) -> float:
-    """Score a chat template: it renders DeepSeek's ``｜DSML｜`` invoke markup.
+detect_dsml = template_mentions(_DSML, "invoke name=", "parameter name=")
+"""Scores a chat template: it renders DeepSeek's ``｜DSML｜`` invoke markup.
 
     The template assembles its tags from a ``dsml_token`` variable, so the
     token and the tag names are what its source contains.
     """
-    if _DSML in template and "invoke name=" in template and "parameter name=" in template:
-        return 0.95
-    return 0.0
 
 
-def detect_minicpm(template: str) -> float:
-    """Score a chat template: it renders ``<function name=...><param name=...>``."""
-    if "<function name=" in template and "<param name=" in template:
-        return 0.9
-    return 0.0
+detect_minicpm = template_mentions("<function name=", "<param name=", score=0.9)
+"""Scores a chat template: it renders ``<function name=...><param name=...>``."""
 
 
 @toolwire.hookimpl

@@ -13,9 +13,13 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import toolwire
-from toolwire.parse.family import parser_spec, register_reasoning
-from toolwire.parse.protocol import ParserSpec, StreamFilterSpec
-from toolwire.parse.record import CallFormat
+from toolwire.plugin_api import (
+    CallFormat,
+    ParserSpec,
+    StreamFilterSpec,
+    parser_spec,
+    register_reasoning,
+)
 
 from .formats import CLAIMS, FORMATS
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
-from toolwire.parse.record import CallFormat, CallObjects, JsonArguments
+from toolwire.plugin_api import CallFormat, CallObjects, JsonArguments
 
 __all__ = ["CLAIMS", "FORMATS"]
 

@@ -28,9 +28,17 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import toolwire
-from toolwire.parse.family import parser_spec, register_reasoning
-from toolwire.parse.protocol import ParserSpec, StreamFilterSpec
-from toolwire.parse.record import CallFormat, Header, JsonArguments, TaggedArguments
+from toolwire.plugin_api import (
+    CallFormat,
+    Header,
+    JsonArguments,
+    ParserSpec,
+    StreamFilterSpec,
+    TaggedArguments,
+    parser_spec,
+    register_reasoning,
+    template_mentions,
+)
 
 __all__ = [
     "K2_FAMILY",
@@ -96,22 +104,16 @@ K3_FORMAT = CallFormat(
 """The Kimi K3 xtml markup."""
 
 
-def detect_k2(template: str) -> float:
-    """Score a chat template: it renders ``<|tool_calls_section_begin|>`` sections."""
-    if "<|tool_calls_section_begin|>" in template and "<|tool_call_argument_begin|>" in template:
-        return 0.95
-    return 0.0
+detect_k2 = template_mentions("<|tool_calls_section_begin|>", "<|tool_call_argument_begin|>")
+"""Scores a chat template: it renders ``<|tool_calls_section_begin|>`` sections."""
 
 
-def detect_k3(template: str) -> float:
-    """Score a chat template: it builds Kimi K3's ``<|open|>call`` xtml tags.
+detect_k3 = template_mentions("'<|open|>'", "open_tag('call'", "argument")
+"""Scores a chat template: it builds Kimi K3's ``<|open|>call`` xtml tags.
 
     The template writes tags through an ``open_tag`` macro, so its source holds
     the token ``<|open|>`` and the tag names as separate strings.
     """
-    if "'<|open|>'" in template and "open_tag('call'" in template and "argument" in template:
-        return 0.95
-    return 0.0
 
 
 @toolwire.hookimpl

@@ -19,10 +19,14 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import toolwire
-from toolwire.parse.family import parser_spec
-from toolwire.parse.protocol import ParserSpec
-from toolwire.parse.pythonic_reader import calls_from_source
-from toolwire.parse.record import CallFormat, CallObjects, PythonicCalls
+from toolwire.plugin_api import (
+    CallFormat,
+    CallObjects,
+    ParserSpec,
+    PythonicCalls,
+    calls_from_source,
+    parser_spec,
+)
 
 __all__ = ["FAMILY", "LLAMA3_FORMAT", "PYTHON_TAG", "calls_from_source", "detect",
            "register_parsers"]

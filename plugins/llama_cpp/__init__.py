@@ -19,8 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import toolwire
-from toolwire.backends.protocol import BackendSpec
-from toolwire.conversation.tools import Tool
+from toolwire.plugin_api import BackendSpec, Tool
 
 if TYPE_CHECKING:
     from .backend import LlamaCppBackend

@@ -1,7 +1,7 @@
 """In-process llama.cpp backend: a local GGUF model speaking its own chat template.
 
 The prompt is rendered with the Jinja chat template stored in the model file
-(read with :func:`toolwire.templates.gguf.read_gguf_metadata`, never with
+(read with :func:`toolwire.gguf.metadata.read_gguf_metadata`, never with
 llama-cpp-python's chat formatters), in toolwire's sandbox; the parser plugin
 that claims that template reads the reply. Generation streams token by token
 from :meth:`llama_cpp.Llama.generate` with no stop strings: the model ends its
@@ -23,23 +23,27 @@ from typing import Any, Final
 
 import attrs
 
-from toolwire.backends.prompt_pieces import PromptPiece, SpecialTokens
-from toolwire.backends.protocol import ModelRequest
-from toolwire.backends.templated import (
+from toolwire.plugin_api import (
+    DEFAULT_CHAT_TEMPLATE,
+    BackendError,
+    CancelToken,
+    DiagnosticEvent,
     EncodedPrompt,
+    Event,
     GenerationEnd,
     GenerationSetupError,
+    GGUFMetadata,
+    ModelRequest,
+    PluginManager,
+    PromptPiece,
+    SpecialTokens,
     TemplateChoice,
     TemplatedBackend,
     TemplateSource,
+    ToolGrammar,
+    TriggerWatch,
+    read_gguf_metadata,
 )
-from toolwire.conversation.cancel import CancelToken
-from toolwire.errors import BackendError
-from toolwire.events import DiagnosticEvent, Event
-from toolwire.grammar import ToolGrammar
-from toolwire.grammar.lazy import TriggerWatch
-from toolwire.hooks.manager import PluginManager
-from toolwire.templates.gguf import GGUFMetadata, read_gguf_metadata
 
 from .grammar_sampling import check_grammar_first
 
@@ -57,48 +61,6 @@ DEFAULT_N_CTX_CAP: Final = 8192
 """``n_ctx`` defaults to the model's trained context length, capped at this."""
 
 _FALLBACK_N_CTX: Final = 4096  # when the file does not say its context length
-
-DEFAULT_CHAT_TEMPLATE: Final = (
-    "{%- if tools %}"
-    "{{- '<|im_start|>system\\n' }}"
-    "{%- if messages and messages[0].role == 'system' %}"
-    "{{- messages[0].content + '\\n\\n' }}"
-    "{%- endif %}"
-    "{{- '# Tools\\n\\nYou may call these functions:\\n<tools>' }}"
-    "{%- for tool in tools %}{{- '\\n' + (tool | tojson) }}{%- endfor %}"
-    "{{- '\\n</tools>\\n\\nTo call a function, reply with exactly:\\n<tool_call>\\n"
-    "<function=NAME>\\n<parameter=PARAMETER>\\nVALUE\\n</parameter>\\n</function>\\n"
-    "</tool_call><|im_end|>\\n' }}"
-    "{%- elif messages and messages[0].role == 'system' %}"
-    "{{- '<|im_start|>system\\n' + messages[0].content + '<|im_end|>\\n' }}"
-    "{%- endif %}"
-    "{%- for message in messages %}"
-    "{%- if message.role == 'assistant' %}"
-    "{{- '<|im_start|>assistant\\n' + (message.content or '') }}"
-    "{%- for call in message.tool_calls or [] %}"
-    "{%- if message.content or not loop.first %}{{- '\\n' }}{%- endif %}"
-    "{{- '<tool_call>\\n<function=' + call.function.name + '>\\n' }}"
-    "{%- for name, value in call.function.arguments | items %}"
-    "{{- '<parameter=' + name + '>\\n' }}"
-    "{{- value if value is string else value | tojson }}"
-    "{{- '\\n</parameter>\\n' }}"
-    "{%- endfor %}"
-    "{{- '</function>\\n</tool_call>' }}"
-    "{%- endfor %}"
-    "{{- '<|im_end|>\\n' }}"
-    "{%- elif message.role == 'tool' %}"
-    "{%- if loop.first or loop.previtem.role != 'tool' %}{{- '<|im_start|>user' }}{%- endif %}"
-    "{{- '\\n<tool_response>\\n' + message.content + '\\n</tool_response>' }}"
-    "{%- if loop.last or loop.nextitem.role != 'tool' %}{{- '<|im_end|>\\n' }}{%- endif %}"
-    "{%- elif message.role != 'system' or not loop.first %}"
-    "{{- '<|im_start|>' + message.role + '\\n' + message.content + '<|im_end|>\\n' }}"
-    "{%- endif %}"
-    "{%- endfor %}"
-    "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- endif %}"
-)
-"""The template used when a GGUF file has none: ChatML, with tools offered and
-called in the Qwen XML markup (so the built-in ``qwen_xml`` parser reads the
-calls). See ``docs/local.md``."""
 
 OPTIONS: Final = (
     "model_path", "n_ctx", "max_tokens", "temperature", "top_p", "seed", "n_threads",

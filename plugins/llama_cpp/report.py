@@ -14,9 +14,7 @@ from typing import Any
 
 import attrs
 
-from toolwire.conversation.history import Message
-from toolwire.conversation.tools import Tool
-from toolwire.templates.chat_template import get_chat_template
+from toolwire.plugin_api import Message, Tool, get_chat_template
 
 from .backend import LlamaCppBackend
 

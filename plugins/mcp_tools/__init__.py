@@ -16,9 +16,10 @@ tool). Calls go through the one dispatcher like any tool's::
         chat = toolwire.Chat(backend, tools=await servers.atools())
 
 ``toolwire chat``/``serve``/``tools`` take ``--mcp``, ``--mcp-url`` and
-``--mcp-config``. Servers are not registered through ``register_tools``: that
-hook runs for every command and every plugin manager, and listing a server means
-starting it, so MCP tools are added where a session asks for them.
+``--mcp-config`` and open the ``mcp`` tool source this plugin registers
+(``register_tool_sources``). Servers are not registered through ``register_tools``:
+that hook runs for every command and every plugin manager, and listing a server
+means starting it, so MCP tools are added where a session asks for them.
 
 Importing this plugin does not import the ``mcp`` SDK (the ``mcp`` extra); the
 first server that starts does, and a missing SDK is a
@@ -26,6 +27,10 @@ first server that starts does, and a missing SDK is a
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterable
+
+from toolwire.plugin_api import RegisterToolSource, ToolSourceSpec, hookimpl
 
 from .config import ServerConfig, load_config, parse_config, server_from_command, server_from_url
 from .errors import (
@@ -50,6 +55,7 @@ __all__ = [
     "DEFAULT_CALL_TIMEOUT",
     "DEFAULT_CONNECT_TIMEOUT",
     "EXTRA_HINT",
+    "SOURCE_OPTIONS",
     "MCPConfigError",
     "MCPNotInstalledError",
     "MCPServerError",
@@ -62,7 +68,9 @@ __all__ = [
     "load_config",
     "mcp_source",
     "mcp_tools",
+    "open_servers",
     "parse_config",
+    "register_tool_sources",
     "render_result",
     "server_from_command",
     "server_from_url",
@@ -75,3 +83,29 @@ def mcp_source(tool: object) -> str | None:
     if isinstance(function, MCPToolFunction):
         return f"mcp:{function.server}"
     return None
+
+
+SOURCE_OPTIONS = ("commands", "urls", "config_files")
+"""What :func:`open_servers` (the ``mcp`` tool source) accepts."""
+
+
+def open_servers(*, commands: Iterable[str] = (), urls: Iterable[str] = (),
+                 config_files: Iterable[str] = ()) -> MCPServers:
+    """The servers of these command lines, URLs and ``mcpServers`` files (not started yet).
+
+    :raises MCPConfigError: a command, URL or file is not usable.
+    """
+    configs = [server_from_command(c) for c in commands]
+    configs += [server_from_url(u) for u in urls]
+    for path in config_files:
+        configs += load_config(path)
+    return MCPServers(configs)
+
+
+@hookimpl
+def register_tool_sources(register: RegisterToolSource) -> None:
+    """Register the ``mcp`` tool source: MCP servers started where a session asks."""
+    register(ToolSourceSpec(name="mcp", open=open_servers, options=SOURCE_OPTIONS,
+                            origin=mcp_source,
+                            description="tools of MCP servers (stdio commands, HTTP URLs, "
+                                        "mcpServers files)"))

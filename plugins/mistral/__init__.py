@@ -18,9 +18,18 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import toolwire
-from toolwire.parse.family import parser_spec, register_reasoning
-from toolwire.parse.protocol import ParserSpec, StreamFilterSpec, nine_char_call_id
-from toolwire.parse.record import CallFormat, CallObjects, Header, JsonArguments
+from toolwire.plugin_api import (
+    CallFormat,
+    CallObjects,
+    Header,
+    JsonArguments,
+    ParserSpec,
+    StreamFilterSpec,
+    nine_char_call_id,
+    parser_spec,
+    register_reasoning,
+    template_mentions,
+)
 
 __all__ = ["ARGS", "CALL_ID", "FAMILY", "MISTRAL_FORMAT", "TOOL_CALLS", "detect",
            "register_parsers", "register_stream_filters"]
@@ -43,9 +52,8 @@ MISTRAL_FORMAT = CallFormat(
 """The Mistral markup, in its three generations."""
 
 
-def detect(template: str) -> float:
-    """Score a chat template: high when it renders ``[TOOL_CALLS]``."""
-    return 0.8 if TOOL_CALLS in template else 0.0
+detect = template_mentions(TOOL_CALLS, score=0.8)
+"""Scores a chat template: high when it renders ``[TOOL_CALLS]``."""
 
 
 @toolwire.hookimpl

@@ -24,12 +24,11 @@ from collections.abc import Callable
 from typing import Any
 
 import toolwire
-from toolwire.backends.protocol import BackendSpec
+from toolwire.plugin_api import BackendSpec
 
 from .assembler import ToolCallAssembler, parse_arguments
 from .backend import DEFAULT_TIMEOUT, OpenAICompatBackend, TurnTranslator
-from .errors import RequestContext, classify_exception
-from .presets import PRESETS, ProviderPreset, ResolvedConnection, preset, resolve_connection
+from .presets import PRESETS, preset, resolve_connection
 
 __all__ = [
     "BACKEND_NAME",
@@ -37,12 +36,8 @@ __all__ = [
     "OPTIONS",
     "PRESETS",
     "OpenAICompatBackend",
-    "ProviderPreset",
-    "RequestContext",
-    "ResolvedConnection",
     "ToolCallAssembler",
     "TurnTranslator",
-    "classify_exception",
     "create",
     "parse_arguments",
     "preset",

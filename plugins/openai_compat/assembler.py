@@ -30,7 +30,13 @@ from typing import Any
 
 import attrs
 
-from toolwire.events import ErrorEvent, Event, ToolCallDeltaEvent, ToolCallEvent, ToolCallStartEvent
+from toolwire.plugin_api import (
+    ErrorEvent,
+    Event,
+    ToolCallDeltaEvent,
+    ToolCallEvent,
+    ToolCallStartEvent,
+)
 
 __all__ = ["ToolCallAssembler", "parse_arguments"]
 

@@ -29,29 +29,30 @@ from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-from toolwire.backends.protocol import ModelRequest, TurnEnd
-from toolwire.conversation.cancel import CancelToken
-from toolwire.conversation.history import to_openai_messages
-from toolwire.errors import BackendError
-from toolwire.events import (
+from toolwire.plugin_api import (
+    RETRYABLE_STATUS,
+    BackendError,
+    CancelToken,
     DiagnosticEvent,
     ErrorEvent,
     Event,
+    ModelRequest,
     ReasoningEvent,
+    RequestContext,
+    ResolvedConnection,
     TextEvent,
     ToolCallEvent,
-)
-
-from .assembler import ToolCallAssembler
-from .errors import (
-    RETRYABLE_STATUS,
-    RequestContext,
+    TurnEnd,
     classify_exception,
     rejects_stream_options,
     retry_after_seconds,
     status_of,
+    to_openai_messages,
 )
-from .presets import PRESETS, ResolvedConnection, resolve_connection
+
+from .assembler import ToolCallAssembler
+from .errors import openai_errors
+from .presets import PRESETS, resolve_connection
 
 if TYPE_CHECKING:
     import openai
@@ -163,7 +164,7 @@ class TurnTranslator:
         """The stream failed part-way: an ``error`` event and ``TurnEnd("error")``."""
         if self.finish_reason is not None:
             return self.end()  # only the usage chunk or [DONE] was lost
-        error = classify_exception(exc, self.ctx, mid_stream=True)
+        error = classify_exception(exc, self.ctx, openai_errors(), mid_stream=True)
         return [ErrorEvent(error.kind, str(error)), TurnEnd("error", self.usage)]
 
 
@@ -453,8 +454,8 @@ class OpenAICompatBackend:
             delay = asked if asked is not None else self.retry_backoff * (2 ** attempt)
             if waited + delay <= self.max_retry_wait:
                 return delay
-        return classify_exception(exc, self.context, tools_offered=bool(request.tools),
-                                  retries=attempt)
+        return classify_exception(exc, self.context, openai_errors(),
+                                  tools_offered=bool(request.tools), retries=attempt)
 
     def _retry_notice(self, exc: BaseException, delay: float, attempt: int) -> DiagnosticEvent:
         return DiagnosticEvent(

@@ -27,14 +27,10 @@ import os
 from collections.abc import Mapping
 from urllib.parse import urlsplit
 
-import attrs
-
-from toolwire.errors import BackendError
+from toolwire.plugin_api import BackendError, ProviderPreset, ResolvedConnection
 
 __all__ = [
     "PRESETS",
-    "ProviderPreset",
-    "ResolvedConnection",
     "origin_of",
     "preset",
     "resolve_connection",
@@ -45,34 +41,6 @@ _VLLM_TOOLS_HINT = (
     "the parser for the model family (hermes, qwen3_xml, qwen3_coder, llama3_json, "
     "mistral, ...)."
 )
-
-
-@attrs.frozen
-class ProviderPreset:
-    """Where a provider lives and where its API key comes from.
-
-    :ivar name: the ``provider=`` value.
-    :ivar base_url: the default API root; ``None`` when the user must give one.
-    :ivar api_key_env: the only environment variable the key is read from.
-    :ivar key_required: creating the backend fails when no key is found.
-    :ivar placeholder_key: sent when there is no key (servers that want some
-        ``Authorization`` header but check nothing).
-    :ivar key_bound_to_origin: the key from the environment is sent only to
-        the origin of :attr:`base_url` (hosted providers).
-    :ivar start_hint: advice shown when the server cannot be reached.
-    :ivar tools_hint: advice shown when the server rejects ``tools``.
-    :ivar description: one line for documentation.
-    """
-
-    name: str
-    base_url: str | None
-    api_key_env: str | None
-    key_required: bool = False
-    placeholder_key: str | None = None
-    key_bound_to_origin: bool = False
-    start_hint: str = ""
-    tools_hint: str = ""
-    description: str = ""
 
 
 PRESETS: Mapping[str, ProviderPreset] = {
@@ -140,32 +108,6 @@ def origin_of(url: str) -> tuple[str, str, int | None]:
     if port is None:
         port = {"http": 80, "https": 443}.get(scheme)
     return scheme, (parts.hostname or "").lower(), port
-
-
-@attrs.frozen
-class ResolvedConnection:
-    """The base URL and key one backend uses, and where the key came from.
-
-    :ivar api_key: the key to send as ``Authorization: Bearer``; ``None`` sends
-        no ``Authorization`` header.
-    :ivar key_source: ``"api_key argument"``, the variable's name,
-        ``"placeholder"`` or ``""`` (no key).
-    :ivar withheld: why a key found in the environment was not sent (empty
-        when nothing was withheld).
-    :ivar provider_origin: the destination is the preset's own default origin.
-    """
-
-    preset: ProviderPreset
-    base_url: str
-    api_key: str | None = attrs.field(repr=False)
-    key_source: str
-    withheld: str = ""
-    provider_origin: bool = True
-
-    @property
-    def is_openai(self) -> bool:
-        """Requests go to OpenAI itself, so OpenAI's own headers may be sent."""
-        return self.preset.name == "openai" and self.provider_origin
 
 
 def resolve_connection(provider: str, *, base_url: str | None = None,

@@ -13,9 +13,13 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import toolwire
-from toolwire.parse.family import parser_spec
-from toolwire.parse.protocol import ParserSpec
-from toolwire.parse.record import CallFormat, PythonicCalls
+from toolwire.plugin_api import (
+    CallFormat,
+    ParserSpec,
+    PythonicCalls,
+    parser_spec,
+    template_mentions,
+)
 
 __all__ = ["CALLS_CLOSE", "CALLS_OPEN", "FAMILY", "PYTHONIC_FORMAT", "detect",
            "register_parsers"]
@@ -34,11 +38,8 @@ PYTHONIC_FORMAT = CallFormat(
 """The LFM2.5 markup."""
 
 
-def detect(template: str) -> float:
-    """Score a chat template: it renders ``<|tool_call_start|>[f(...)]<|tool_call_end|>``."""
-    if CALLS_OPEN in template and CALLS_CLOSE in template:
-        return 0.9
-    return 0.0
+detect = template_mentions(CALLS_OPEN, CALLS_CLOSE, score=0.9)
+"""Scores a chat template: it renders ``<|tool_call_start|>[f(...)]<|tool_call_end|>``."""
 
 
 @toolwire.hookimpl

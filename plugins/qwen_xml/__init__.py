@@ -21,9 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import toolwire
-from toolwire.parse.family import parser_spec
-from toolwire.parse.protocol import ParserSpec
-from toolwire.parse.record import CallFormat, TaggedArguments
+from toolwire.plugin_api import CallFormat, ParserSpec, TaggedArguments, parser_spec
 
 __all__ = ["FAMILY", "QWEN_FORMAT", "detect", "register_parsers"]
 

@@ -21,9 +21,15 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import toolwire
-from toolwire.parse.family import parser_spec, register_reasoning
-from toolwire.parse.protocol import ParserSpec, StreamFilterSpec
-from toolwire.parse.record import CallFormat, TaggedArguments
+from toolwire.plugin_api import (
+    CallFormat,
+    ParserSpec,
+    StreamFilterSpec,
+    TaggedArguments,
+    parser_spec,
+    register_reasoning,
+    template_mentions,
+)
 
 __all__ = ["FAMILY", "SEED_FORMAT", "detect", "register_parsers", "register_stream_filters"]
 
@@ -44,11 +50,8 @@ SEED_FORMAT = CallFormat(
 """The Seed-OSS markup."""
 
 
-def detect(template: str) -> float:
-    """Score a chat template: it renders calls inside ``<seed:tool_call>``."""
-    if "<seed:tool_call>" in template and "<parameter=" in template:
-        return 0.95
-    return 0.0
+detect = template_mentions("<seed:tool_call>", "<parameter=")
+"""Scores a chat template: it renders calls inside ``<seed:tool_call>``."""
 
 
 @toolwire.hookimpl

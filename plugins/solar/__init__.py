@@ -20,9 +20,14 @@ import string
 from collections.abc import Callable
 
 import toolwire
-from toolwire.parse.family import parser_spec
-from toolwire.parse.protocol import ParserSpec
-from toolwire.parse.record import CallFormat, Header, JsonArguments
+from toolwire.plugin_api import (
+    CallFormat,
+    Header,
+    JsonArguments,
+    ParserSpec,
+    parser_spec,
+    template_mentions,
+)
 
 __all__ = ["FAMILY", "SOLAR_FORMAT", "detect", "register_parsers", "solar_call_id"]
 
@@ -52,11 +57,8 @@ SOLAR_FORMAT = CallFormat(
 """The Solar Open markup."""
 
 
-def detect(template: str) -> float:
-    """Score a chat template: it renders ``<|tool_call:begin|>ID<|tool_call:name|>...``."""
-    if "<|tool_call:begin|>" in template and _NAME_TOKEN in template:
-        return 0.95
-    return 0.0
+detect = template_mentions("<|tool_call:begin|>", _NAME_TOKEN)
+"""Scores a chat template: it renders ``<|tool_call:begin|>ID<|tool_call:name|>...``."""
 
 
 @toolwire.hookimpl

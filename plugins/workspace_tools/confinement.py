@@ -30,7 +30,7 @@ from pathlib import Path
 
 import attrs
 
-from toolwire.errors import ToolCallError
+from toolwire.plugin_api import ToolCallError
 
 __all__ = ["MAX_SYMLINKS", "PathRefusedError", "Resolved", "Workspace"]
 

@@ -17,7 +17,7 @@ from collections.abc import Generator
 import attrs
 
 import toolwire
-from toolwire.errors import ToolCallError
+from toolwire.plugin_api import ToolCallError
 
 from .bounded_lines import bounded_lines, skip_lines
 from .confinement import Workspace

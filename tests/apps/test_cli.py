@@ -72,7 +72,7 @@ def test_parse_with_unknown_family_exits_2() -> None:
 
 def test_detect_reads_a_gguf_and_a_template_file(tmp_path: Path) -> None:
     template = shared_template("Qwen3-Coder.jinja")
-    from toolwire.plugins.llama_cpp.tiny_model import write_tiny_gguf
+    from toolwire.testing.tiny_gguf import write_tiny_gguf
 
     model = write_tiny_gguf(tmp_path / "m.gguf", template)
     for path in (model, template_path("Qwen3-Coder.jinja")):

@@ -51,7 +51,7 @@ def home(tmp_path: Path) -> Path:
         "big/Big-Q8_0-00001-of-00002.gguf": tiny_gguf(parts / "b1.gguf", file_type=7),
         "big/Big-Q8_0-00002-of-00002.gguf": tiny_gguf(parts / "b2.gguf", file_type=7),
     })
-    from toolwire.plugins.llama_cpp.tiny_model import write_tiny_gguf
+    from toolwire.testing.tiny_gguf import write_tiny_gguf
 
     add_ollama(home / ".ollama" / "models", "tiny", "latest",
                write_tiny_gguf(parts / "tiny.gguf"))

@@ -444,7 +444,7 @@ def test_api_key_env_names_the_variable_holding_the_key(server: WireServer,
 
 def test_local_flags_reach_llama_cpp_and_the_template_file_is_used(tmp_path: Path) -> None:
     pytest.importorskip("llama_cpp")
-    from toolwire.plugins.llama_cpp.tiny_model import write_tiny_gguf
+    from toolwire.testing.tiny_gguf import write_tiny_gguf
 
     model = write_tiny_gguf(tmp_path / "tiny.gguf")
     plain = toolwire("chat", "--model", str(model), "--no-tools", "--json", "--message", "hi",

@@ -29,9 +29,9 @@ from toolwire import Chat, Message, ModelRequest, TurnEnd  # noqa: E402
 from toolwire.apps.cli.serve import make_chat_factory  # noqa: E402
 from toolwire.apps.cli.serve import register as add_serve_command  # noqa: E402
 from toolwire.apps.server.app import create_app  # noqa: E402
-from toolwire.conversation.cancel import CancelToken  # noqa: E402
 from toolwire.events import Event  # noqa: E402
 from toolwire.testing import ScriptedBackend, isolated_plugin_manager  # noqa: E402
+from toolwire.vocabulary.cancel import CancelToken  # noqa: E402
 
 
 def test_demo_reply_shows_the_tool_call_its_result_and_the_answer(

@@ -44,10 +44,10 @@ from toolwire.apps.server.chat_options import ChatOptions, parse_chat_options
 from toolwire.apps.server.dashboard import VENDOR_FILES, content_security_policy, dashboard_html
 from toolwire.apps.server.served_model import ServedModel
 from toolwire.conversation.approval import Approval, ApprovalRequest
-from toolwire.conversation.cancel import CancelToken
-from toolwire.conversation.history import ToolCall
 from toolwire.events import ApprovalRequestEvent, Event, TextEvent, ToolCallEvent
 from toolwire.testing import ScriptedBackend, isolated_plugin_manager
+from toolwire.vocabulary.cancel import CancelToken
+from toolwire.vocabulary.history import ToolCall
 
 WRITE_CALL = ("Saving it.\n<tool_call>\n<function=write_note>\n<parameter=text>\nbuy milk\n"
               "</parameter>\n</function>\n</tool_call>")

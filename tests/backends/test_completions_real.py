@@ -42,8 +42,9 @@ from toolwire import (
     TurnEnd,
 )
 from toolwire.plugins.completions.backend import CompletionsBackend
-from toolwire.plugins.llama_cpp.tiny_model import grammar_for, write_tiny_gguf
 from toolwire.testing.scripted import isolated_plugin_manager
+from toolwire.testing.tiny_gguf import forcing_grammar as grammar_for
+from toolwire.testing.tiny_gguf import write_tiny_gguf
 
 pytestmark = pytest.mark.llama
 

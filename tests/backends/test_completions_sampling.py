@@ -37,8 +37,8 @@ from toolwire import (
     TextEvent,
     ToolCallEvent,
     TurnEnd,
+    grammar_for,
 )
-from toolwire.grammar import grammar_for
 from toolwire.plugins.completions.backend import CompletionsBackend
 from toolwire.testing.scripted import isolated_plugin_manager
 

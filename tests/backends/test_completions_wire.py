@@ -439,7 +439,7 @@ def test_no_stop_is_sent_when_the_models_end_tokens_are_unknown(engine: EngineSt
 
 def test_a_gguf_model_file_gives_template_and_end_tokens(engine: EngineStandIn,
                                                           tmp_path: Path) -> None:
-    from toolwire.plugins.llama_cpp.tiny_model import write_tiny_gguf
+    from toolwire.testing.tiny_gguf import write_tiny_gguf
 
     model = write_tiny_gguf(tmp_path / "m.gguf", QWEN_SOURCE, eos_token="<|endoftext|>")
     backend = make(engine, template=None, model_file=model)

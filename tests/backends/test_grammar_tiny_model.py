@@ -38,15 +38,15 @@ from toolwire import (
     Tool,
     ToolCallEvent,
     TurnEnd,
+    grammar_for,
 )
 from toolwire.backends.templated import PROMPT_TAIL_CHARS
-from toolwire.conversation.schema import tool_parameters_by_name
-from toolwire.grammar import grammar_for
+from toolwire.families.selection import build_pipeline
 from toolwire.grammar.gbnf import literal
 from toolwire.parse.protocol import collect_reply
-from toolwire.templates.selection import build_pipeline
 from toolwire.testing import write_tiny_gguf
 from toolwire.testing.tiny_gguf import TINY_BACKEND_OPTIONS
+from toolwire.vocabulary.schema import tool_parameters_by_name
 
 pytest.importorskip("llama_cpp")
 

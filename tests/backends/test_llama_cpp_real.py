@@ -42,13 +42,9 @@ from toolwire import (
 )
 from toolwire.plugins.llama_cpp import tool_block_cost
 from toolwire.plugins.llama_cpp.backend import LlamaCppBackend
-from toolwire.plugins.llama_cpp.tiny_model import (
-    CHATML_TEMPLATE,
-    TINY_BACKEND_OPTIONS,
-    grammar_for,
-    write_tiny_gguf,
-)
 from toolwire.testing.scripted import isolated_plugin_manager
+from toolwire.testing.tiny_gguf import CHATML_TEMPLATE, TINY_BACKEND_OPTIONS, write_tiny_gguf
+from toolwire.testing.tiny_gguf import forcing_grammar as grammar_for
 
 pytestmark = pytest.mark.llama
 

@@ -22,9 +22,9 @@ from tests.support.families import plugins as family_plugins
 from tests.support.templates import shared_template
 from toolwire import Message, ModelRequest, tool
 from toolwire.backends.prompt_pieces import ContentShield, ShieldRules
-from toolwire.conversation.history import ToolCall
 from toolwire.plugins.llama_cpp.backend import LlamaCppBackend
-from toolwire.plugins.llama_cpp.tiny_model import TINY_BACKEND_OPTIONS, write_tiny_gguf
+from toolwire.testing.tiny_gguf import TINY_BACKEND_OPTIONS, write_tiny_gguf
+from toolwire.vocabulary.history import ToolCall
 
 pytestmark = pytest.mark.llama
 

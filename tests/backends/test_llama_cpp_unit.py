@@ -39,14 +39,12 @@ from toolwire import (
     TurnEnd,
 )
 from toolwire.backends.budget import prune_history, removal_order
-from toolwire.plugins.llama_cpp.backend import DEFAULT_CHAT_TEMPLATE, LlamaCppBackend
-from toolwire.plugins.llama_cpp.tiny_model import (
-    CHATML_TEMPLATE,
-    grammar_for,
-    grammar_literal,
-    write_tiny_gguf,
-)
+from toolwire.grammar.gbnf import literal as grammar_literal
+from toolwire.plugins.llama_cpp.backend import LlamaCppBackend
+from toolwire.templates.default_template import DEFAULT_CHAT_TEMPLATE
 from toolwire.testing.scripted import isolated_plugin_manager
+from toolwire.testing.tiny_gguf import CHATML_TEMPLATE, write_tiny_gguf
+from toolwire.testing.tiny_gguf import forcing_grammar as grammar_for
 
 Reply = str | Sequence[bytes]
 

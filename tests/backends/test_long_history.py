@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from toolwire import CancelToken, Message, ModelRequest, TurnEnd
 from toolwire.backends.budget import FittingCancelled, prune_history, removal_order
-from toolwire.conversation.history import ToolCall
+from toolwire.vocabulary.history import ToolCall
 
 
 def history(exchanges: int, *, tool_every: int = 3, text: str = "x") -> list[Message]:
@@ -106,8 +106,8 @@ llama_cpp = pytest.importorskip("llama_cpp")
 def backend(tmp_path_factory: pytest.TempPathFactory) -> object:
     from tests.support.templates import shared_template
     from toolwire.plugins.llama_cpp.backend import LlamaCppBackend
-    from toolwire.plugins.llama_cpp.tiny_model import TINY_BACKEND_OPTIONS, write_tiny_gguf
     from toolwire.testing import isolated_plugin_manager
+    from toolwire.testing.tiny_gguf import TINY_BACKEND_OPTIONS, write_tiny_gguf
 
     template = shared_template("Qwen3.5-4B.jinja")
     path: Path = write_tiny_gguf(tmp_path_factory.mktemp("long") / "tiny.gguf", template)

@@ -28,11 +28,11 @@ from tests.support.paths import (
     SHARED_SCHEMAS,
     SHARED_TEMPLATES,
 )
-from toolwire.conversation.schema import normalize_schema, tool_parameters_by_name
+from toolwire.families.selection import build_pipeline
 from toolwire.parse.protocol import collect_reply
-from toolwire.templates.selection import build_pipeline
 from toolwire.testing import AssistantTurnRenderer, isolated_plugin_manager
 from toolwire.testing.strategies import json_dumps
+from toolwire.vocabulary.schema import normalize_schema, tool_parameters_by_name
 
 SCHEMAS = SHARED_SCHEMAS
 TEMPLATES = SHARED_TEMPLATES

@@ -21,11 +21,11 @@ from tests.support.templates import (
     template_params,
 )
 from toolwire import Chat, DiagnosticEvent, ParserNotFoundError, merge_events, parse_reply, tool
+from toolwire.families.derive import DerivationError, derive_format
+from toolwire.families.selection import DERIVED_FAMILY, select_parser
 from toolwire.parse.engine import CallParser
 from toolwire.parse.record import CallFormat, Header, JsonArguments, TaggedArguments
 from toolwire.parse.record_source import format_source
-from toolwire.templates.derive import DerivationError, derive_format
-from toolwire.templates.selection import DERIVED_FAMILY, select_parser
 from toolwire.testing import isolated_plugin_manager
 from toolwire.testing import strategies as tws
 
@@ -157,7 +157,7 @@ def test_the_printed_record_of_every_built_in_family_evaluates_back() -> None:
 
 
 def _render_reply(template: str, calls: list[tuple[str, dict[str, Any]]]) -> str:
-    from toolwire.templates.derive_probe import ProbeRenderer
+    from toolwire.families.derive_probe import ProbeRenderer
 
     return ProbeRenderer(template).block(calls, holes=False)
 
@@ -206,8 +206,8 @@ def test_every_real_template_derives_or_says_why(path: Path) -> None:
         assert "[missing rule: " in str(exc)  # an honest reason naming the rule, never a crash
         return
     # what was derived reproduces the template's own rendering (checked again here)
-    from toolwire.templates.derive_probe import ProbeRenderer
-    from toolwire.templates.derive_record import verify_format
+    from toolwire.families.derive_probe import ProbeRenderer
+    from toolwire.families.derive_record import verify_format
 
     assert verify_format(fmt, ProbeRenderer(source)) == ""
 
@@ -279,7 +279,8 @@ def lookup(query: str) -> str:
 def test_local_model_with_an_unknown_family_runs_its_calls(tmp_path: Path) -> None:
     pytest.importorskip("llama_cpp")
     from toolwire.plugins.llama_cpp.backend import LlamaCppBackend
-    from toolwire.plugins.llama_cpp.tiny_model import grammar_for, write_tiny_gguf
+    from toolwire.testing.tiny_gguf import forcing_grammar as grammar_for
+    from toolwire.testing.tiny_gguf import write_tiny_gguf
 
     model = write_tiny_gguf(tmp_path / "custom.gguf", CUSTOM_TEMPLATE)
     replies = ['[[invoke lookup]]{"query": "alex"}[[/invoke]]', "Done."]

@@ -15,6 +15,8 @@ from hypothesis import strategies as st
 
 from toolwire.errors import DerivationError
 from toolwire.events import DiagnosticEvent, ToolCallEvent
+from toolwire.families.derive import clear_derivation_cache, derive_format
+from toolwire.families.derive_probe import ProbeRenderer
 from toolwire.parse.engine import CallParser
 from toolwire.parse.literal_reader import read_object_literal
 from toolwire.parse.record import (
@@ -25,8 +27,6 @@ from toolwire.parse.record import (
     PythonicCalls,
     TaggedArguments,
 )
-from toolwire.templates.derive import clear_derivation_cache, derive_format
-from toolwire.templates.derive_probe import ProbeRenderer
 from toolwire.testing import strategies as tws
 
 _TURNS = """\

@@ -9,8 +9,8 @@ import pytest
 from tests.support.families import TAGGED_PLUGINS, plugins, template_source
 from tests.support.templates import require_templates, template_names
 from toolwire.errors import ParserNotFoundError
+from toolwire.families.selection import score_parsers, select_parser
 from toolwire.parse.protocol import FilterContext
-from toolwire.templates.selection import score_parsers, select_parser
 
 TAGGED_TEMPLATES: dict[str, str] = {
     "ByteDance-Seed-OSS.jinja": "seed_xml",

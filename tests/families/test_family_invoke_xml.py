@@ -30,7 +30,6 @@ from tests.support.tagged_families import (
     conformance,
     markers,
 )
-from toolwire.conversation.schema import resolve_ref, schema_types
 from toolwire.events import ToolCallDeltaEvent
 from toolwire.parse.markers import valid_name
 from toolwire.parse.values import decode_nested_value
@@ -42,6 +41,7 @@ from toolwire.plugins.invoke_xml import (
     M3_TOKEN,
     MINICPM_FORMAT,
 )
+from toolwire.vocabulary.schema import resolve_ref, schema_types
 
 M2 = "MiniMax-M2.jinja"
 M3 = "MiniMax-M3.jinja"

@@ -34,10 +34,10 @@ from tests.support.json_families import (
 from toolwire import merge_events
 from toolwire.events import ReasoningEvent, TextEvent, ToolCallDeltaEvent, ToolCallEvent
 from toolwire.parse.engine import CallParser
-from toolwire.parse.protocol import nine_char_call_id
 from toolwire.plugins import mistral
 from toolwire.plugins.mistral import MISTRAL_FORMAT
 from toolwire.testing import AssistantTurnRenderer
+from toolwire.vocabulary.call_ids import nine_char_call_id
 
 FAMILY = "mistral"
 TEMPLATES = ["mistralai-Mistral-Nemo-Instruct-2407.jinja",

@@ -157,7 +157,7 @@ def test_model_text_that_is_not_a_literal_prints_no_warning() -> None:
     code = ("from toolwire.parse.values import python_literal, NOT_LITERAL\n"
             "assert python_literal('[1and 2]') is NOT_LITERAL\n"
             "assert python_literal(\"'\\\\d'\") == '\\\\d'\n"
-            "from toolwire.conversation.schema import coerce_text_value\n"
+            "from toolwire.vocabulary.schema import coerce_text_value\n"
             "assert coerce_text_value('[1and 2]', {'type': 'array'}) == '[1and 2]'\n")
     done = subprocess.run([sys.executable, "-W", "default", "-c", code],
                           capture_output=True, text=True, timeout=60)

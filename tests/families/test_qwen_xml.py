@@ -17,7 +17,6 @@ from hypothesis import strategies as st
 import toolwire
 from tests.support.templates import shared_template
 from toolwire import get_chat_template, merge_events, parse_reply
-from toolwire.conversation.schema import tool_parameters_by_name
 from toolwire.events import (
     DiagnosticEvent,
     ReasoningEvent,
@@ -26,11 +25,12 @@ from toolwire.events import (
     ToolCallEvent,
     ToolCallStartEvent,
 )
+from toolwire.families.selection import build_pipeline
 from toolwire.parse.engine import CallParser
 from toolwire.plugins.qwen_xml import QWEN_FORMAT, detect
-from toolwire.templates.selection import build_pipeline
 from toolwire.testing import isolated_plugin_manager
 from toolwire.testing import strategies as tws
+from toolwire.vocabulary.schema import tool_parameters_by_name
 
 PLUGINS = isolated_plugin_manager()
 

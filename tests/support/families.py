@@ -25,8 +25,8 @@ from hypothesis import settings
 
 import toolwire
 from tests.support.templates import SHARED_SCHEMAS, require_schemas, shared_template
-from toolwire.conversation.schema import normalize_schema, tool_parameters_by_name
 from toolwire.events import Event
+from toolwire.families.selection import build_pipeline
 from toolwire.hooks.manager import PluginManager
 from toolwire.parse.protocol import collect_reply
 from toolwire.plugins import (
@@ -44,9 +44,9 @@ from toolwire.plugins import (
     seed_xml,
     solar,
 )
-from toolwire.templates.selection import build_pipeline
 from toolwire.testing import isolated_plugin_manager
 from toolwire.testing import strategies as tws
+from toolwire.vocabulary.schema import normalize_schema, tool_parameters_by_name
 
 TAGGED_PLUGINS: tuple[ModuleType, ...] = (seed_xml, glm_xml, invoke_xml, kimi, harmony, gemma4,
                                           pythonic, solar)

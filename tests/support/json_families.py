@@ -33,8 +33,8 @@ from tests.support.templates import template_params, template_path
 from toolwire import get_chat_template, merge_events
 from toolwire.errors import ParserNotFoundError, TemplateError
 from toolwire.events import DiagnosticEvent
-from toolwire.parse.protocol import collect_reply, default_call_id
-from toolwire.templates.selection import select_parser
+from toolwire.families.selection import select_parser
+from toolwire.parse.protocol import collect_reply
 from toolwire.testing import (
     AssistantTurnRenderer,
     ConformanceReport,
@@ -42,6 +42,7 @@ from toolwire.testing import (
     check_parser,
 )
 from toolwire.testing import strategies as tws
+from toolwire.vocabulary.call_ids import default_call_id
 
 USER = "toolwire-user-turn"
 

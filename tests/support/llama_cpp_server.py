@@ -4,7 +4,7 @@
 extra of llama-cpp-python) with a GGUF model on a free port, waits until
 ``GET /v1/models`` answers, and stops the process (and only it) on exit. The
 tests of the ``completions`` backend and its benchmark drive it with the tiny
-model of :mod:`toolwire.plugins.llama_cpp.tiny_model`, whose output a GBNF
+model of :mod:`toolwire.testing.tiny_gguf`, whose output a GBNF
 grammar sent in each request forces.
 """
 

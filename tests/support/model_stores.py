@@ -2,7 +2,7 @@
 tiny GGUF files, for tests and the benchmark of ``toolwire models``.
 
 The GGUF files are small but real (:func:`tests.support.gguf_builders.write_gguf`, or
-the runnable tiny model of :mod:`toolwire.plugins.llama_cpp.tiny_model`); the folder
+the runnable tiny model of :mod:`toolwire.testing.tiny_gguf`); the folder
 layouts follow each tool's documented cache format:
 
 * Hugging Face: ``hub/models--ORG--REPO/{blobs/SHA, snapshots/REV/FILE -> blob, refs/main}``;

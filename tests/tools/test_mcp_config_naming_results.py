@@ -18,7 +18,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.support.paths import REPO
-from toolwire.conversation.tools import Tool
 from toolwire.plugins.mcp_tools import (
     MCPConfigError,
     ServerConfig,
@@ -31,6 +30,7 @@ from toolwire.plugins.mcp_tools import (
 )
 from toolwire.plugins.mcp_tools.config import unique_names
 from toolwire.plugins.mcp_tools.naming import server_prefix, valid_tool_name
+from toolwire.vocabulary.tools import Tool
 
 # -- configuration -------------------------------------------------------------------------
 

@@ -31,9 +31,9 @@ from tests.support.mcp_fixtures import (
 )
 from tests.support.paths import REPO
 from toolwire import CancelToken, Chat, Dispatcher, DispatchResult, ToolCall, ToolRegistry
-from toolwire.conversation.tools import Tool
 from toolwire.plugins.mcp_tools import MCPServerError, MCPServers, mcp_source, mcp_tools
 from toolwire.testing.scripted import ScriptedBackend
+from toolwire.vocabulary.tools import Tool
 
 START = 90.0  # seconds a server may take to start on a busy two-core machine
 HANDSHAKE = 15.0  # long enough for a real server to start here, short enough to wait out

@@ -21,11 +21,12 @@ pytest.importorskip("mcp")
 from tests.support.mcp_fixtures import logged, stdio_server
 from tests.support.paths import MISSING_TEMPLATES, SHARED_TEMPLATES
 from toolwire import Chat, DoneEvent, ModelRequest, TextEvent, ToolResultEvent
-from toolwire.conversation.tools import Tool
 from toolwire.plugins.llama_cpp.backend import LlamaCppBackend
-from toolwire.plugins.llama_cpp.tiny_model import TINY_BACKEND_OPTIONS, grammar_for, write_tiny_gguf
 from toolwire.plugins.mcp_tools import MCPServers
 from toolwire.testing.scripted import isolated_plugin_manager
+from toolwire.testing.tiny_gguf import TINY_BACKEND_OPTIONS, write_tiny_gguf
+from toolwire.testing.tiny_gguf import forcing_grammar as grammar_for
+from toolwire.vocabulary.tools import Tool
 
 pytestmark = pytest.mark.llama
 

@@ -44,9 +44,9 @@ from toolwire import (
     tool,
 )
 from toolwire.boundaries import is_host_interrupt, must_propagate
+from toolwire.families.selection import build_pipeline, select_parser
 from toolwire.hooks.manager import PluginWarning
 from toolwire.parse.protocol import FilterContext, ReplyPipeline, collect_reply
-from toolwire.templates.selection import build_pipeline, select_parser
 from toolwire.testing import ScriptedBackend, isolated_plugin_manager
 
 

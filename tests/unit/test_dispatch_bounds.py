@@ -19,10 +19,10 @@ from toolwire.conversation.dispatch import (
     format_tool_output,
     limit_output,
 )
-from toolwire.conversation.history import ToolCall
 from toolwire.conversation.tool_threads import ToolThreadPool
-from toolwire.conversation.tools import ToolRegistry
 from toolwire.testing import ScriptedBackend, isolated_plugin_manager
+from toolwire.vocabulary.history import ToolCall
+from toolwire.vocabulary.tools import ToolRegistry
 
 
 def nested(depth: int) -> Any:

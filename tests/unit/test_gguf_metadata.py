@@ -1,4 +1,4 @@
-"""Tests of toolwire.templates.gguf: fields, layouts, and hostile files.
+"""Tests of toolwire.gguf.metadata: fields, layouts, and hostile files.
 
 Every file is built here with gguf.GGUFWriter; hostile variants are made by byte
 surgery at offsets located with gguf.GGUFReader (see gguf_builders).
@@ -35,9 +35,9 @@ from tests.support.gguf_builders import (
     write_gguf,
 )
 from toolwire.errors import GGUFError
-from toolwire.templates import gguf as gguf_metadata
-from toolwire.templates import gguf_reader
-from toolwire.templates.gguf import GGUFMetadata, read_gguf_metadata
+from toolwire.gguf import metadata as gguf_metadata
+from toolwire.gguf import reader as gguf_reader
+from toolwire.gguf.metadata import GGUFMetadata, read_gguf_metadata
 
 KEYS = gguf.Keys
 VT = gguf.GGUFValueType

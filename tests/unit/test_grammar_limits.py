@@ -21,12 +21,12 @@ import pytest
 
 from tests.support.families import plugins
 from tests.support.gbnf_sampler import GbnfSampler
+from toolwire import grammar_for
 from toolwire.grammar import (
     GrammarFormatError,
     GrammarSchemaError,
     ToolChoiceError,
     clear_grammar_cache,
-    grammar_for,
 )
 from toolwire.grammar.json_values import REFUSED, RELAXED
 

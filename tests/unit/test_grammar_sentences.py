@@ -17,8 +17,9 @@ from hypothesis import strategies as st
 from tests.support.families import parse, plugins
 from tests.support.gbnf_sampler import GbnfSampler
 from tests.support.grammar_schemas import NAMES, call_problems, tool_lists
+from toolwire import grammar_for
 from toolwire.events import DiagnosticEvent, TextEvent, ToolCallEvent
-from toolwire.grammar import GrammarSchemaError, grammar_for
+from toolwire.grammar import GrammarSchemaError
 from toolwire.parse.record import CallFormat
 
 RECORD_FAMILIES = sorted(name for name, spec in plugins().parsers().items()

@@ -10,10 +10,10 @@ import pytest
 from tests.support.paths import MISSING_TEMPLATES
 from tests.support.templates import SHARED_TEMPLATES
 from toolwire import Message, ToolCall
-from toolwire.conversation.history import to_template_messages
-from toolwire.plugins.llama_cpp.tiny_model import CHATML_TEMPLATE, write_tiny_gguf
 from toolwire.templates.chat_template import get_chat_template
 from toolwire.templates.history_shape import HistoryShape, apply_history_shape, history_shape
+from toolwire.testing.tiny_gguf import CHATML_TEMPLATE, write_tiny_gguf
+from toolwire.vocabulary.history import to_template_messages
 
 _TURNS = """{%- for m in messages -%}<|{{ m.role }}|>{{ m.content if m.content is string else '' }}
 {%- if m.tool_calls %}{{ CALLS }}{% endif %}<|end|>{% endfor -%}

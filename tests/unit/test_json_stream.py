@@ -14,7 +14,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from toolwire import merge_events
-from toolwire.conversation.schema import ToolSchemaIndex
 from toolwire.events import (
     DiagnosticEvent,
     Event,
@@ -34,6 +33,7 @@ from toolwire.parse.reasoning import family_think_filter_spec
 from toolwire.parse.record import CallFormat, CallObjects
 from toolwire.parse.values import arguments_from
 from toolwire.testing import strategies as tws
+from toolwire.vocabulary.schema import ToolSchemaIndex
 
 
 def scan(pieces: list[str]) -> tuple[int, JsonValueScanner]:

@@ -16,7 +16,7 @@ from toolwire import plugin_api
 from toolwire.hooks.manager import BUILTIN_PLUGINS
 
 PYPROJECT = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
-CORE_PLUGINS = {"toolwire.parse.reasoning"}  # built-ins that live in core, not plugins/
+CORE_PLUGINS = {"toolwire.hooks.builtin_reasoning"}  # built-ins that live in core, not plugins/
 MAX_CORE_MODULE_LINES = 700
 
 

@@ -127,7 +127,7 @@ def test_builtins_are_registered_explicitly_without_entry_points() -> None:
     assert "qwen_xml" in manager.parsers()
     assert "think" in [f.name for f in manager.stream_filters()]
     infos = {i.name: i for i in manager.describe()}
-    for module in ("toolwire.parse.reasoning", "toolwire.plugins.qwen_xml"):
+    for module in ("toolwire.hooks.builtin_reasoning", "toolwire.plugins.qwen_xml"):
         assert module in BUILTIN_PLUGINS
         assert infos[module].builtin
     assert infos["toolwire.plugins.qwen_xml"].parsers == ("qwen_xml",)
@@ -164,6 +164,7 @@ def test_every_hook_is_documented_in_pytest_order() -> None:
     specs = hook_specs()
     assert {f.__name__ for f in specs} == {
         "register_parsers", "register_backends", "register_tools", "register_stream_filters",
+        "register_tool_sources",
         "on_tool_call", "on_tool_result"}
     for spec in specs:
         doc = inspect.getdoc(spec) or ""

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 import toolwire
 from toolwire import ModelRequest, SamplingOverrides, plugin_api
-from toolwire.conversation.history import Message
+from toolwire.vocabulary.history import Message
 
 
 def test_a_request_without_overrides_changes_nothing() -> None:

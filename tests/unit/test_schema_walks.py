@@ -25,9 +25,9 @@ from typing import Any, ClassVar
 
 import pytest
 
-import toolwire.conversation.schema as schema_module
 import toolwire.grammar.json_values as json_values_module
 import toolwire.grammar.nested as nested_module
+import toolwire.vocabulary.schema as schema_module
 from tests.apps.test_server import json_request, running_server, scripted_app
 from tests.support.families import parse, plugins
 from tests.support.gbnf_sampler import GbnfSampler
@@ -43,31 +43,32 @@ from toolwire import (
     ToolDefinitionError,
     ToolRegistry,
     ToolSchemaBudgetError,
-)
-from toolwire.conversation.schema import (
-    ToolSchemaIndex,
-    allows_null,
-    normalize_schema,
-    schema_types,
-    tool_parameters_by_name,
-)
-from toolwire.conversation.schema_budget import (
-    DEFAULT_MAX_DEPTH,
-    DEFAULT_MAX_EXPANSION,
-    DEFAULT_MAX_NODES,
-    SchemaBudget,
-    check_schema_budget,
+    grammar_for,
 )
 from toolwire.conversation.validation import (
     ValidationStepsExceeded,
     bounded_validator,
     validation_steps,
 )
-from toolwire.grammar import GrammarSchemaError, grammar_for
+from toolwire.grammar import GrammarSchemaError
 from toolwire.grammar.build import build_grammar
-from toolwire.grammar.choice import resolve_tool_choice
 from toolwire.parse.values import decode_nested_value
 from toolwire.testing import ScriptedBackend
+from toolwire.vocabulary.schema import (
+    ToolSchemaIndex,
+    allows_null,
+    normalize_schema,
+    schema_types,
+    tool_parameters_by_name,
+)
+from toolwire.vocabulary.schema_budget import (
+    DEFAULT_MAX_DEPTH,
+    DEFAULT_MAX_EXPANSION,
+    DEFAULT_MAX_NODES,
+    SchemaBudget,
+    check_schema_budget,
+)
+from toolwire.vocabulary.tool_choice import resolve_tool_choice
 
 KEYWORDS = ("anyOf", "allOf", "oneOf")
 HOSTILE_LEVELS = 40

@@ -17,9 +17,9 @@ from tests.support.paths import SHARED_TEMPLATES
 from tests.support.templates import template_names, template_params
 from toolwire import parse_reply, select_parser
 from toolwire.errors import ParserNotFoundError
+from toolwire.families import selection
+from toolwire.families.verification import PROBE_CALLS, PROBE_TOOLS, check_claim
 from toolwire.hooks.manager import default_plugin_manager
-from toolwire.templates import selection
-from toolwire.templates.verification import PROBE_CALLS, PROBE_TOOLS, check_claim
 
 # -- made-up templates ---------------------------------------------------------------------
 

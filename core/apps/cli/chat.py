@@ -24,11 +24,8 @@ from pathlib import Path
 from types import FrameType
 from typing import Any, TextIO
 
-from ...backends.protocol import Backend
 from ...conversation.approval import Approver
-from ...conversation.cancel import CancelToken
 from ...conversation.chat import Chat
-from ...conversation.tools import Tool
 from ...events import (
     DiagnosticEvent,
     DoneEvent,
@@ -40,8 +37,11 @@ from ...events import (
     ToolCallEvent,
     ToolResultEvent,
 )
-from ...grammar.choice import TOOL_CHOICE_MODES, named_tool_choice
 from ...hooks.manager import PluginManager
+from ...vocabulary.backend import Backend
+from ...vocabulary.cancel import CancelToken
+from ...vocabulary.tool_choice import TOOL_CHOICE_MODES, named_tool_choice
+from ...vocabulary.tools import Tool
 from .approval_prompt import TerminalApprover, refuse_writes
 from .common import UsageError, at_least, cli_advice, did_you_mean
 from .model_options import (

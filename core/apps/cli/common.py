@@ -79,7 +79,7 @@ def check_family(family: str, plugins: PluginManager) -> None:
 
     ``derived`` (a parser derived from the template itself) is always a family.
     """
-    from ...templates.selection import DERIVED_FAMILY
+    from ...families.selection import DERIVED_FAMILY
 
     known = [*sorted(plugins.parsers()), DERIVED_FAMILY]
     if family not in known:
@@ -143,7 +143,7 @@ def template_source(path: str, *, tools: bool = True) -> tuple[str, str]:
     if not file.exists():
         fail(f"file not found: {path}")
     if file.suffix.lower() == ".gguf":
-        from ...templates.gguf import read_gguf_metadata
+        from ...gguf.metadata import read_gguf_metadata
 
         meta = read_gguf_metadata(file)
         found = meta.template_for(tools=tools)

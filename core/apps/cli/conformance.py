@@ -62,7 +62,7 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
 def _read_template(path: str) -> str:
     file = Path(path)
     if file.suffix.lower() == ".gguf":
-        from ...templates.gguf import read_gguf_metadata
+        from ...gguf.metadata import read_gguf_metadata
 
         found = read_gguf_metadata(file).template_for(tools=True)
         if found is None:
@@ -78,7 +78,7 @@ def run_conformance(args: argparse.Namespace, plugins: PluginManager, *,
     :returns: the exit status (0 passed, 1 a property failed, 2 a template
         could not be read or has no parser).
     """
-    from ...templates.selection import select_parser
+    from ...families.selection import select_parser
 
     out = out or sys.stdout
     err = err or sys.stderr
@@ -147,16 +147,16 @@ class _OneParser:
 def _derived_only(spec: ParserSpec) -> PluginManager:
     """A plugin manager with the reasoning filter and the derived parser alone, so the
     suite checks it as a chat that derived it would use it."""
-    from ...parse import reasoning
+    from ...hooks import builtin_reasoning
 
     manager = PluginManager(builtins=False, entry_points=False)
-    manager.register(reasoning)
+    manager.register(builtin_reasoning)
     manager.register(_OneParser(spec), name=f"{spec.name} (derived from the template)")
     return manager
 
 
 def _derived_markup(source: str) -> tuple[str, ...]:
-    from ...templates.derive import derive_format
+    from ...families.derive import derive_format
 
     return tuple(derive_format(source).markup)
 

@@ -16,11 +16,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ...backends.protocol import Backend, ModelRequest
 from ...conversation.chat import Chat
 from ...errors import ToolwireError
 from ...events import DoneEvent
 from ...hooks.manager import PluginManager
+from ...templates.default_template import DEFAULT_CHAT_TEMPLATE
+from ...vocabulary.backend import Backend, ModelRequest
 
 __all__ = ["demo_grammar", "make_demo_backend", "register", "run_demo"]
 
@@ -57,19 +58,18 @@ def _answer_from_results(request: ModelRequest) -> str:
 
 def demo_grammar(request: ModelRequest) -> str:
     """What the stand-in writes: a search call, then (after the result) the answer."""
-    from toolwire.plugins.llama_cpp.tiny_model import grammar_for
+    from ...testing.tiny_gguf import forcing_grammar
 
     answered = request.messages and request.messages[-1].role == "tool"
-    return grammar_for(_answer_from_results(request) if answered or not request.tools
-                       else CALL)
+    return forcing_grammar(_answer_from_results(request) if answered or not request.tools
+                           else CALL)
 
 
 def make_demo_backend(base: Path, plugins: PluginManager) -> tuple[Backend, Path, Path]:
     """Write the tiny model and a small workspace under ``base``; return the backend,
     the model path and the workspace."""
     try:
-        from toolwire.plugins.llama_cpp.backend import DEFAULT_CHAT_TEMPLATE, LlamaCppBackend
-        from toolwire.plugins.llama_cpp.tiny_model import TINY_BACKEND_OPTIONS, write_tiny_gguf
+        from ...testing.tiny_gguf import TINY_BACKEND_OPTIONS, write_tiny_gguf
     except ImportError as exc:  # pragma: no cover - depends on the install
         raise ToolwireError(f"the demo needs the local extra: pip install 'toolwire[local]' "
                             f"({exc})") from exc
@@ -79,8 +79,9 @@ def make_demo_backend(base: Path, plugins: PluginManager) -> tuple[Backend, Path
         (workspace / name).write_text(text, encoding="utf-8")
     model = write_tiny_gguf(base / "tiny-demo.gguf", DEFAULT_CHAT_TEMPLATE)
     options: dict[str, Any] = dict(TINY_BACKEND_OPTIONS)
-    backend = LlamaCppBackend(model, grammar=demo_grammar, temperature=0.0, max_tokens=512,
-                              plugins=plugins, progress=False, **options)
+    backend = plugins.backend("llama_cpp").create(
+        model_path=model, grammar=demo_grammar, temperature=0.0, max_tokens=512,
+        plugins=plugins, progress=False, **options)
     return backend, model, workspace
 
 

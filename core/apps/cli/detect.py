@@ -34,11 +34,11 @@ def register(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace, plugins: PluginManager) -> int:
     """Run ``toolwire detect``; 0 when a parser is selected, 2 when none is."""
-    from ...templates.selection import score_parsers, select_parser, template_hash
+    from ...families.selection import score_parsers, select_parser, template_hash
 
     key, source = template_source(args.path, tools=True)
     if args.derive:
-        from ...templates.derive import DerivationError, derive_format
+        from ...families.derive import DerivationError, derive_format
 
         try:
             derived = derive_format(source)

@@ -7,9 +7,9 @@ import json
 import sys
 from typing import Any
 
-from ...grammar.choice import TOOL_CHOICE_MODES, named_tool_choice
-from ...grammar.errors import GrammarError, ToolChoiceError
+from ...errors import GrammarError, ToolChoiceError
 from ...hooks.manager import PluginManager
+from ...vocabulary.tool_choice import TOOL_CHOICE_MODES, named_tool_choice
 from .common import check_family, fail, load_tools, template_source
 
 __all__ = ["register", "run"]
@@ -39,8 +39,8 @@ def register(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace, plugins: PluginManager) -> int:
     """Run ``toolwire grammar``; 2 when no grammar can be written."""
-    from ...conversation.tools import Tool
-    from ...grammar import grammar_for
+    from ...families.grammar_lookup import grammar_for
+    from ...vocabulary.tools import Tool
 
     tools = load_tools(args.tools) or []
     if not tools:

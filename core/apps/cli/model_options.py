@@ -18,8 +18,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+from ...gguf.metadata import read_gguf_metadata
 from ...hooks.manager import PluginManager
-from ...templates.gguf import read_gguf_metadata
 from .common import at_least, check_family, did_you_mean, fail, fraction
 from .models import local_model_path
 

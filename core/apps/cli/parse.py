@@ -30,7 +30,7 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace, plugins: PluginManager) -> int:
-    from ...templates.selection import parse_reply
+    from ...families.selection import parse_reply
 
     if args.family is None and args.template is None:
         fail("give --family NAME or --template PATH")

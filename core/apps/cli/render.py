@@ -36,9 +36,9 @@ def register(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace, plugins: PluginManager) -> int:
     """Run ``toolwire render``: the prompt on standard output, its size on standard error."""
-    from ...conversation.history import to_template_messages
-    from ...conversation.openai_messages import messages_from_openai
     from ...templates.chat_template import get_chat_template
+    from ...vocabulary.history import to_template_messages
+    from ...vocabulary.openai_messages import messages_from_openai
 
     tools = load_tools(args.tools)
     records = read_json_file(args.messages, "messages")
@@ -52,7 +52,7 @@ def run(args: argparse.Namespace, plugins: PluginManager) -> int:
     extra = {}
     bos = eos = ""
     if Path(args.path).suffix.lower() == ".gguf":
-        from ...templates.gguf import read_gguf_metadata
+        from ...gguf.metadata import read_gguf_metadata
 
         meta = read_gguf_metadata(args.path)
         bos, eos = meta.bos_token or "", meta.eos_token or ""

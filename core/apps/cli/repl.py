@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any, ClassVar, TextIO
 
 from ...conversation.chat import Chat
-from ...grammar.choice import resolve_tool_choice
-from ...grammar.errors import ToolChoiceError
+from ...errors import ToolChoiceError
+from ...vocabulary.tool_choice import resolve_tool_choice
 
 __all__ = ["COMMANDS", "HISTORY_VARIABLE", "LineEditing", "Repl", "read_message"]
 

@@ -29,11 +29,11 @@ from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING
 
-from ...backends.protocol import Backend
 from ...conversation.chat import Chat
-from ...conversation.history import Message
 from ...errors import ToolwireError
 from ...hooks.manager import PluginManager
+from ...vocabulary.backend import Backend
+from ...vocabulary.history import Message
 from ..server.limits import ServerLimits
 from ..server.request_guard import LOOPBACK_HOSTS, HostPolicy
 from .chat import add_chat_arguments, make_backend

@@ -19,18 +19,17 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from ...conversation.cancel import CancelToken
 from ...conversation.dispatch import Dispatcher
-from ...conversation.history import ToolCall
-from ...conversation.tools import Tool, ToolRegistry
+from ...errors import ToolwireError
 from ...hooks.manager import PluginManager
+from ...vocabulary.cancel import CancelToken
+from ...vocabulary.history import ToolCall
+from ...vocabulary.tool_sources import ToolSource, origin_of
+from ...vocabulary.tools import Tool, ToolRegistry
 from .common import fail
 from .user_functions import add_function_arguments, function_tools
-
-if TYPE_CHECKING:
-    from toolwire.plugins.mcp_tools import MCPServers
 
 __all__ = ["add_mcp_arguments", "open_mcp_servers", "register", "run", "session_tools"]
 
@@ -47,29 +46,18 @@ def add_mcp_arguments(parser: argparse.ArgumentParser) -> None:
                         help='use the MCP servers of a {"mcpServers": {...}} file')
 
 
-def open_mcp_servers(args: argparse.Namespace) -> MCPServers | None:
-    """The MCP servers the options name (not started yet), or ``None`` when there are none."""
-    commands = list(getattr(args, "mcp", None) or ())
-    urls = list(getattr(args, "mcp_url", None) or ())
-    files = list(getattr(args, "mcp_config", None) or ())
-    if not (commands or urls or files):
+def open_mcp_servers(args: argparse.Namespace, plugins: PluginManager) -> ToolSource | None:
+    """The MCP servers the options name, opened through the plugins' ``mcp`` tool source
+    (nothing started yet), or ``None`` when there are none."""
+    options = {"commands": list(getattr(args, "mcp", None) or ()),
+               "urls": list(getattr(args, "mcp_url", None) or ()),
+               "config_files": list(getattr(args, "mcp_config", None) or ())}
+    if not any(options.values()):
         return None
-    from toolwire.plugins.mcp_tools import (
-        MCPConfigError,
-        MCPServers,
-        load_config,
-        server_from_command,
-        server_from_url,
-    )
-
     try:
-        configs = [server_from_command(c) for c in commands]
-        configs += [server_from_url(u) for u in urls]
-        for path in files:
-            configs += load_config(path)
-    except MCPConfigError as exc:
+        return plugins.tool_source("mcp").open(**options)
+    except ToolwireError as exc:
         fail(str(exc))
-    return MCPServers(configs)
 
 
 def session_tools(args: argparse.Namespace, plugins: PluginManager) -> list[Tool]:
@@ -80,7 +68,7 @@ def session_tools(args: argparse.Namespace, plugins: PluginManager) -> list[Tool
     so is every renamed tool.
     """
     tools = _local_tools(args, plugins)
-    servers = open_mcp_servers(args)
+    servers = open_mcp_servers(args, plugins)
     return tools if servers is None else _with_mcp_tools(tools, servers)
 
 
@@ -96,7 +84,7 @@ def _local_tools(args: argparse.Namespace, plugins: PluginManager) -> list[Tool]
     return tools
 
 
-def _with_mcp_tools(tools: list[Tool], servers: MCPServers) -> list[Tool]:
+def _with_mcp_tools(tools: list[Tool], servers: ToolSource) -> list[Tool]:
     """``tools`` and the servers' tools (renamed where a name is taken), notes on stderr."""
     added = servers.tools(taken=[t.name for t in tools])
     for note in servers.notes:
@@ -130,10 +118,9 @@ def _sources(plugins: PluginManager) -> dict[str, str]:
     return {name: info.name for info in plugins.describe() for name in info.tools}
 
 
-def _source(tool: Tool, plugin_sources: dict[str, str]) -> str:
-    from toolwire.plugins.mcp_tools import mcp_source  # cheap: the SDK is not imported
-
-    return mcp_source(tool) or plugin_sources.get(tool.name, "python")
+def _source(tool: Tool, plugins: PluginManager, plugin_sources: dict[str, str]) -> str:
+    return origin_of(tool, plugins.tool_sources().values(),
+                     plugin_sources.get(tool.name, "python"))
 
 
 def run(args: argparse.Namespace, plugins: PluginManager) -> int:
@@ -142,7 +129,7 @@ def run(args: argparse.Namespace, plugins: PluginManager) -> int:
     if not Path(args.workspace).expanduser().is_dir():
         fail(f"--workspace {args.workspace}: not an existing folder")
     tools = _local_tools(args, plugins)
-    servers = open_mcp_servers(args)
+    servers = open_mcp_servers(args, plugins)
     try:
         if servers is not None:
             tools = _with_mcp_tools(tools, servers)
@@ -150,7 +137,7 @@ def run(args: argparse.Namespace, plugins: PluginManager) -> int:
                                 workspace=Path(args.workspace).resolve(), timeout=args.timeout)
         if arguments is not None:
             return _run_call(dispatcher, args.call, arguments, as_json=args.json)
-        _list(dispatcher.offered_tools(), _sources(plugins), as_json=args.json)
+        _list(dispatcher.offered_tools(), plugins, as_json=args.json)
         return 0
     finally:
         if servers is not None:
@@ -178,8 +165,10 @@ def _run_call(dispatcher: Dispatcher, name: str, arguments: dict[str, Any], *,
     return 1 if result.is_error else 0
 
 
-def _list(tools: list[Tool], plugin_sources: dict[str, str], *, as_json: bool) -> None:
-    rows = [{"name": t.name, "source": _source(t, plugin_sources), "read_only": t.read_only,
+def _list(tools: list[Tool], plugins: PluginManager, *, as_json: bool) -> None:
+    plugin_sources = _sources(plugins)
+    rows = [{"name": t.name, "source": _source(t, plugins, plugin_sources),
+             "read_only": t.read_only,
              "description": t.description, "parameters": dict(t.parameters)} for t in tools]
     if as_json:
         print(json.dumps(rows, indent=2, ensure_ascii=False))

@@ -23,8 +23,8 @@ from types import ModuleType
 
 import attrs
 
-from ...conversation.tools import Tool
 from ...errors import ToolDefinitionError
+from ...vocabulary.tools import Tool
 from .common import fail
 
 __all__ = ["add_function_arguments", "function_tools", "load_function_file"]

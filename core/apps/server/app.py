@@ -26,10 +26,10 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from ...backends.protocol import Backend
-from ...conversation.cancel import CancelToken
-from ...conversation.openai_messages import NO_RESULT_TEXT, messages_from_openai
 from ...errors import ToolwireError
+from ...vocabulary.backend import Backend
+from ...vocabulary.cancel import CancelToken
+from ...vocabulary.openai_messages import NO_RESULT_TEXT, messages_from_openai
 from .approvals import DEFAULT_APPROVAL_TIMEOUT, ReplyApprovals
 from .chat_request import ChatRequest, parse_chat_request
 from .chat_route import CHAT_ID_HEADER

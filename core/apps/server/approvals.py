@@ -20,8 +20,8 @@ from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
 from ...conversation.approval import Approval, ApprovalRequest
-from ...conversation.cancel import CancelToken
 from ...events import ApprovalRequestEvent, Event, ToolCallEvent
+from ...vocabulary.cancel import CancelToken
 from .http_input import ClientGone, RequestError, decode_json_body, read_body
 from .http_input import require_json_media_type as require_json
 from .responses import JsonResponse, Receive, Scope, Send

@@ -18,9 +18,9 @@ from collections import deque
 from collections.abc import AsyncGenerator
 from typing import Any
 
-from ...backends.protocol import Backend, ModelRequest, TurnEnd
-from ...conversation.cancel import CancelToken
 from ...events import ErrorEvent, Event
+from ...vocabulary.backend import Backend, ModelRequest, TurnEnd
+from ...vocabulary.cancel import CancelToken
 
 __all__ = ["stream_backend_turn"]
 

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from ...conversation.tools import ToolRegistry
+from ...vocabulary.tools import ToolRegistry
 
 if TYPE_CHECKING:
     from ...conversation.chat import Chat

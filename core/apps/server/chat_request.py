@@ -8,8 +8,8 @@ from typing import Any
 
 import attrs
 
-from ...conversation.history import Message
-from ...conversation.openai_messages import messages_from_openai
+from ...vocabulary.history import Message
+from ...vocabulary.openai_messages import messages_from_openai
 from .http_input import RequestError
 from .limits import ServerLimits
 

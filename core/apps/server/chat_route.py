@@ -20,8 +20,8 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from ...conversation.approval import ApprovalGate
-from ...conversation.cancel import CancelToken
 from ...events import ApprovalRequestEvent, DoneEvent, ErrorEvent
+from ...vocabulary.cancel import CancelToken
 from .approvals import ReplyApprovals, with_approval_requests
 from .chat_options import apply_chat_options, parse_chat_options
 from .chat_request import parse_chat_request

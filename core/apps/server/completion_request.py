@@ -2,11 +2,11 @@
 
 Every field is checked; a bad one is a ``400`` :class:`RequestError` naming it
 (OpenAI's ``param``). Unknown fields are ignored, as OpenAI-compatible servers
-do. The messages are read by :func:`toolwire.conversation.openai_messages.
+do. The messages are read by :func:`toolwire.vocabulary.openai_messages.
 messages_from_openai` (``developer`` messages count as ``system``); the tools
 become :class:`toolwire.Tool` objects whose function is never called: the client
 runs its tools, this endpoint only generates and parses. A tool whose schema is
-over a schema budget (:mod:`toolwire.conversation.schema_budget`) is a ``400``
+over a schema budget (:mod:`toolwire.vocabulary.schema_budget`) is a ``400``
 with code ``tool_schema_too_complex``, naming the tool and the budget.
 """
 
@@ -18,10 +18,10 @@ from typing import Any
 
 import attrs
 
-from ...conversation.history import Message
-from ...conversation.openai_messages import messages_from_openai
-from ...conversation.tools import Tool
 from ...errors import ToolDefinitionError, ToolSchemaBudgetError
+from ...vocabulary.history import Message
+from ...vocabulary.openai_messages import messages_from_openai
+from ...vocabulary.tools import Tool
 from .chat_request import check_request_size
 from .http_input import RequestError
 from .limits import ServerLimits

@@ -21,7 +21,6 @@ from typing import Any
 
 import attrs
 
-from ...backends.protocol import TurnEnd
 from ...events import (
     ErrorEvent,
     Event,
@@ -31,6 +30,7 @@ from ...events import (
     ToolCallEvent,
     ToolCallStartEvent,
 )
+from ...vocabulary.backend import TurnEnd
 from .tool_arguments import ArgumentsWriter
 
 __all__ = ["CompletionBuilder", "StopMatcher", "openai_usage"]

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 from collections import deque
 
-from ...conversation.cancel import CancelToken
+from ...vocabulary.cancel import CancelToken
 
 __all__ = ["ModelQueue", "QueueFullError", "QueueTicket"]
 

@@ -18,10 +18,10 @@ import uuid
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from ...backends.protocol import ModelRequest, SamplingOverrides
-from ...conversation.cancel import CancelToken
-from ...grammar.choice import TOOL_CHOICE_MODES, named_tool_choice
 from ...parse.protocol import merge_events
+from ...vocabulary.backend import ModelRequest, SamplingOverrides
+from ...vocabulary.cancel import CancelToken
+from ...vocabulary.tool_choice import TOOL_CHOICE_MODES, named_tool_choice
 from .backend_thread import stream_backend_turn
 from .completion_request import CompletionRequest, parse_completion_request
 from .completion_stream import CompletionBuilder

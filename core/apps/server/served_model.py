@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from ...backends.protocol import Backend
-from ...conversation.history import Message
+from ...vocabulary.backend import Backend
+from ...vocabulary.history import Message
 
 if TYPE_CHECKING:
     from ...conversation.chat import Chat

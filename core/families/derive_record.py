@@ -1,6 +1,6 @@
 """From the markers a template renders to the engine's record, and the self-check.
 
-:func:`~toolwire.templates.derive.derive_format` reads the literal markers off
+:func:`~toolwire.families.derive.derive_format` reads the literal markers off
 probe renders (an :class:`InferredMarkup`); :func:`to_call_format` turns them into
 the :class:`~toolwire.parse.record.CallFormat` the one engine runs, the same kind
 of record a plugin author writes; :func:`verify_format` renders a richer turn and

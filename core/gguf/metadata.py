@@ -38,7 +38,7 @@ from types import MappingProxyType
 
 import attrs
 
-from .gguf_constants import (
+from .constants import (
     MAX_ARRAY_STRINGS,
     MAX_KEYS,
     MAX_STRING_BYTES,
@@ -47,7 +47,7 @@ from .gguf_constants import (
     TEMPLATE_KEY,
     TOOL_USE,
 )
-from .gguf_reader import read_fields
+from .reader import read_fields
 
 __all__ = [
     "MAX_ARRAY_STRINGS",

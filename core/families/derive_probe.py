@@ -33,8 +33,8 @@ from collections.abc import Sequence
 from typing import Any, Final
 
 from ..errors import DerivationError, TemplateError
-from .assistant_turns import REASONING_TAGS, AssistantTurnRenderer
-from .chat_template import get_chat_template
+from ..templates.assistant_turns import REASONING_TAGS, AssistantTurnRenderer
+from ..templates.chat_template import get_chat_template
 
 __all__ = [
     "CONTENT",

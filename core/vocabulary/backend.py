@@ -20,11 +20,11 @@ from typing import Any, Final, Protocol, runtime_checkable
 
 import attrs
 
-from ..conversation.cancel import CancelToken
-from ..conversation.history import Message
-from ..conversation.tools import Tool
 from ..events import Event
-from ..grammar.choice import ToolChoice
+from .cancel import CancelToken
+from .history import Message
+from .tool_choice import ToolChoice
+from .tools import Tool
 
 __all__ = ["Backend", "BackendSpec", "ModelRequest", "SamplingOverrides", "TurnEnd"]
 

@@ -17,7 +17,7 @@ from typing import Any, Final, Literal
 
 import attrs
 
-from .errors import ToolChoiceError
+from ..errors import ToolChoiceError
 
 __all__ = ["TOOL_CHOICE_MODES", "ResolvedChoice", "ToolChoice", "named_tool_choice",
            "resolve_tool_choice"]

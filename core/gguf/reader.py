@@ -1,8 +1,8 @@
-"""The binary reading behind :func:`toolwire.templates.gguf.read_gguf_metadata`.
+"""The binary reading behind :func:`toolwire.gguf.metadata.read_gguf_metadata`.
 
 Plain :mod:`struct` on blocks read from the file, every length and count checked
 against the bytes left before anything is read or allocated (see the module doc
-of :mod:`toolwire.templates.gguf` for the rules and the caps).
+of :mod:`toolwire.gguf.metadata` for the rules and the caps).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import numpy as np
 from gguf import GGUF_MAGIC, GGUFValueType, Keys
 
 from ..errors import GGUFError
-from .gguf_constants import (
+from .constants import (
     MAX_ARRAY_STRINGS,
     MAX_KEYS,
     MAX_STRING_BYTES,

@@ -20,11 +20,14 @@ from typing import Any
 
 import attrs
 
-from ..conversation.schema import tool_parameters_by_name
 from ..errors import ParserConflictError, ParserNotFoundError
 from ..events import Event
 from ..hooks.manager import PluginManager, default_plugin_manager
+from ..parse.family import parser_spec
 from ..parse.protocol import ParsedReply, ParserSpec, collect_reply
+from ..vocabulary.call_ids import nine_char_call_id
+from ..vocabulary.schema import tool_parameters_by_name
+from .derive import DerivationError, derive_format
 from .pipeline import build_pipeline
 from .verification import ClaimCheck, check_claim
 
@@ -233,10 +236,6 @@ _DERIVED: dict[str, tuple[ParserSpec | None, str]] = {}
 
 def _derived_choice(source: str, ranking: tuple[tuple[str, float], ...],
                     checks: tuple[ClaimCheck, ...] = ()) -> ParserChoice:
-    from ..parse.family import parser_spec
-    from ..parse.protocol import nine_char_call_id
-    from .derive import DerivationError, derive_format
-
     key = template_hash(source)
     cached = _DERIVED.get(key)
     if cached is None:
@@ -245,7 +244,7 @@ def _derived_choice(source: str, ranking: tuple[tuple[str, float], ...],
             # so replayed history renders the same way
             derived = attrs.evolve(parser_spec(derive_format(source), lambda _: 0.0,
                                                make_call_id=nine_char_call_id),
-                                   plugin="toolwire.templates.derive")
+                                   plugin="toolwire.families.derive")
             cached = (derived, "")
         except DerivationError as exc:
             cached = (None, str(exc))

@@ -21,12 +21,12 @@ from typing import Any, Final, Literal
 
 import attrs
 
-from ..conversation.schema import tool_parameters_by_name
 from ..errors import TemplateError
 from ..events import Event
 from ..hooks.manager import PluginManager
 from ..parse.protocol import ParserSpec, collect_reply
-from .assistant_turns import AssistantTurnRenderer, RenderedReply
+from ..templates.assistant_turns import AssistantTurnRenderer, RenderedReply
+from ..vocabulary.schema import tool_parameters_by_name
 from .pipeline import build_pipeline
 
 __all__ = ["PROBE_CALLS", "PROBE_TOOLS", "ClaimCheck", "check_claim"]

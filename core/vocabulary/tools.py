@@ -96,7 +96,7 @@ class Tool:
         ``workspace`` parameter is removed from what the model sees). An OpenAI
         ``{"type": "function", "function": {...}}`` entry is accepted too. The
         parameters are held to the schema budgets
-        (:mod:`toolwire.conversation.schema_budget`): a schema over one raises
+        (:mod:`toolwire.vocabulary.schema_budget`): a schema over one raises
         :class:`~toolwire.errors.ToolSchemaBudgetError` (a
         :class:`~toolwire.errors.ToolDefinitionError`).
     :ivar function: called with the validated arguments as keyword arguments.
