@@ -10,6 +10,10 @@ adds the rest as rules of the HTTP protocol, so they hold for every route:
   read the body, a refusal, the body timeout's ``408``) says ``Connection: close``
   and ends the connection, with a lingering close
   (:class:`.lingering_transport.LingeringTransport`) so the answer is not lost;
+* a client that stops reading what it was sent (more than the transport's
+  high-water mark waits unsent) has ``send_timeout`` seconds to read again, else
+  the connection is cut (a stream's generation is then cancelled as for any
+  disconnect);
 * connections waiting on their client (idle, a head or body half-sent, closing)
   are bounded per client and in all, the longest-waiting closed first, and
   requests being answered are bounded apart from them (``503``), so idle and
@@ -23,7 +27,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Hashable, MutableMapping
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from .connection_book import ConnectionBook, client_key
 from .http_input import RequestError
@@ -89,6 +93,7 @@ def bounded_http_protocol(limits: ServerLimits) -> type[asyncio.Protocol]:
         """H11Protocol with a head deadline, close-after-unread-body and the book."""
 
         _head_timer: asyncio.TimerHandle | None = None
+        _send_timer: asyncio.TimerHandle | None = None
         _lingering: LingeringTransport
         _client_key = ""
         _seen_cycle: object = None
@@ -103,9 +108,8 @@ def bounded_http_protocol(limits: ServerLimits) -> type[asyncio.Protocol]:
         # -- the connection's life ------------------------------------------------------
 
         def connection_made(self, transport: asyncio.BaseTransport) -> None:
-            assert isinstance(transport, asyncio.Transport)
             self._lingering = LingeringTransport(
-                transport, self.loop, linger=limits.linger_timeout,
+                cast(asyncio.Transport, transport), self.loop, linger=limits.linger_timeout,
                 max_drain=limits.max_body_bytes, peer_may_send=self._peer_may_send)
             super().connection_made(self._lingering)
             self._client_key = client_key(self.client[0] if self.client else None)
@@ -133,7 +137,8 @@ def bounded_http_protocol(limits: ServerLimits) -> type[asyncio.Protocol]:
             self._closed = True
             book.forget(self)
             self._cancel_head_timer()
-            self._lingering.connection_lost()
+            self._cancel_send_timer()
+            self._lingering.socket_closed()
             super().connection_lost(exc)
 
         def shutdown(self) -> None:
@@ -142,6 +147,22 @@ def bounded_http_protocol(limits: ServerLimits) -> type[asyncio.Protocol]:
                 self._lingering.abort()
                 return
             super().shutdown()
+
+        def pause_writing(self) -> None:
+            # the client does not read what it was sent: it has send_timeout to start again
+            super().pause_writing()
+            if self._send_timer is None:
+                self._send_timer = self.loop.call_later(limits.send_timeout,
+                                                        self._lingering.abort)
+
+        def resume_writing(self) -> None:
+            self._cancel_send_timer()
+            super().resume_writing()
+
+        def _cancel_send_timer(self) -> None:
+            if self._send_timer is not None:
+                self._send_timer.cancel()
+                self._send_timer = None
 
         def evict(self) -> None:
             """Close at once: the book chose this connection to make room."""
