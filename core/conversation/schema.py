@@ -159,7 +159,7 @@ def schema_types(schema: Any, root: Any = None) -> frozenset[str]:
     costs its length, not 2 to the power of it; a branch that leads back to a
     subschema being looked at adds nothing.
     """
-    return _TypeWalk(schema if root is None else root).types(schema)
+    return _TypeWalk(schema if root is None else root).types(schema) or frozenset()
 
 
 class _TypeWalk:

@@ -121,8 +121,8 @@ def _counting_class(base: type[Any]) -> type[Any]:
     with _CLASSES_LOCK:
         made = _CLASSES.get(base)
         if made is None:
-            made = extend(base, validators={keyword: _counted(function) for keyword, function
-                                            in base.VALIDATORS.items()})
+            made = extend(base, validators={  # type: ignore[no-untyped-call]
+                keyword: _counted(function) for keyword, function in base.VALIDATORS.items()})
             _CLASSES[base] = made
         return made
 
