@@ -324,6 +324,37 @@ def test_a_normal_request_answers_within_a_second_while_200_hostile_connections_
     assert not records
 
 
+def test_a_flood_that_reopens_what_the_server_closes_still_lets_a_request_through() -> None:
+    """The same address as the attacker's: a new connection whose head has come is never
+    the one closed to make room, however fast the attacker opens more."""
+    limits = ServerLimits(max_idle_per_client=16)
+    stop = threading.Event()
+    reopened = [0]
+
+    def flood(port: int) -> None:
+        conns = [_hostile(port, i % 3) for i in range(100)]
+        while not stop.is_set():
+            for i, conn in enumerate(conns):
+                if not is_open(conn):
+                    conn.close()
+                    conns[i] = _hostile(port, i % 3)
+                    reopened[0] += 1
+        for conn in conns:
+            conn.close()
+
+    with serving(limits) as port:
+        attacker = threading.Thread(target=flood, args=(port,), daemon=True)
+        attacker.start()
+        try:
+            wait_for(lambda: reopened[0] > 200)
+            results = [_timed_request(port, "/healthz", {}) for _ in range(20)]
+        finally:
+            stop.set()
+            attacker.join(10)
+    assert [status for status, _ in results] == [200] * 20
+    assert max(seconds for _, seconds in results) < 1
+
+
 def test_one_clients_flood_closes_its_own_connections_not_anothers() -> None:
     limits = ServerLimits(max_idle_per_client=8, max_idle_connections=64,
                           keep_alive_timeout=30)

@@ -86,6 +86,16 @@ def test_a_clients_flood_closes_its_own_oldest_and_spares_the_others() -> None:
     assert book.waiting == 5
 
 
+def test_a_spared_connection_is_passed_over_for_the_next_oldest() -> None:
+    book: ConnectionBook[str] = ConnectionBook(max_running=1, max_idle=10,
+                                               max_idle_per_client=2)
+    for conn in ("a0", "a1", "a2", "a3"):
+        book.wait(conn, "a")
+    assert book.evictions(spare=lambda conn: conn == "a0") == ["a1", "a2"]
+    assert book.evictions(spare=lambda conn: True) == []
+    assert not book.over_bounds()
+
+
 def test_admission_counts_the_requests_being_answered_and_not_the_waiting() -> None:
     book: ConnectionBook[int] = ConnectionBook(max_running=2, max_idle=100,
                                                max_idle_per_client=100)

@@ -6,7 +6,8 @@ it is closing after an answer. Such a connection costs the server a socket and
 nothing the client must earn, so each client may keep only so many waiting, and
 all clients together only so many: past a bound the connections that have waited
 longest are closed (a client's own first, so one client's flood closes its own
-connections, not another's). A connection whose request has fully arrived is
+connections, not another's), passing over those the caller spares (the protocol
+spares a connection whose bytes have come but are not read yet). A connection whose request has fully arrived is
 *being answered*; those are bounded separately (a new request past that bound is
 refused with ``503``), and a connection that waits on its client never counts
 against it, so idle and half-sent connections cannot lock anyone out.
@@ -18,7 +19,8 @@ state and closes what :meth:`ConnectionBook.evictions` names.
 from __future__ import annotations
 
 import ipaddress
-from collections.abc import Hashable
+import itertools
+from collections.abc import Callable, Hashable, Iterable
 from typing import Generic, TypeVar
 
 __all__ = ["ConnectionBook", "client_key"]
@@ -26,6 +28,13 @@ __all__ = ["ConnectionBook", "client_key"]
 C = TypeVar("C", bound=Hashable)
 
 _IPV6_CLIENT_PREFIX = 64
+
+
+def _oldest(conns: Iterable[C], count: int, spare: Callable[[C], bool]) -> list[C]:
+    """The first ``count`` of ``conns`` (oldest first) that are not spared."""
+    if count <= 0:
+        return []
+    return list(itertools.islice((c for c in conns if not spare(c)), count))
 
 
 def client_key(host: str | None) -> str:
@@ -104,27 +113,26 @@ class ConnectionBook(Generic[C]):
         return len(self._waiting) > self.max_idle or any(
             len(conns) > self.max_idle_per_client for conns in self._by_client.values())
 
-    def evictions(self) -> list[C]:
+    def evictions(self, spare: Callable[[C], bool] = lambda conn: False) -> list[C]:
         """The connections to close to get back within the bounds, which the book forgets.
 
         First each client over its bound loses the connections it has kept waiting
         longest; then, while all together are still over theirs, the connections
         that have waited longest of all.
+
+        :param spare: connections not to close this time (those with bytes come
+            and not yet read: they are about to move on); the bounds may then
+            stay passed until the next call.
         """
         chosen: list[C] = []
         for conns in list(self._by_client.values()):
-            excess = len(conns) - self.max_idle_per_client
-            if excess > 0:
-                chosen.extend(list(conns)[:excess])
+            chosen.extend(_oldest(conns, len(conns) - self.max_idle_per_client, spare))
         for conn in chosen:
             self._drop_waiting(conn)
-        excess = len(self._waiting) - self.max_idle
-        if excess > 0:
-            oldest = list(self._waiting)[:excess]
-            for conn in oldest:
-                self._drop_waiting(conn)
-            chosen.extend(oldest)
-        return chosen
+        oldest = _oldest(self._waiting, len(self._waiting) - self.max_idle, spare)
+        for conn in oldest:
+            self._drop_waiting(conn)
+        return chosen + oldest
 
     def _drop_waiting(self, conn: C) -> None:
         client = self._waiting.pop(conn, None)

@@ -26,6 +26,7 @@ is imported only when a server is made.
 from __future__ import annotations
 
 import asyncio
+import struct
 from collections.abc import Hashable, MutableMapping
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
@@ -38,7 +39,7 @@ from .responses import Receive, Scope, Send, error_response
 if TYPE_CHECKING:
     import uvicorn
 
-__all__ = ["bounded_http_protocol", "uvicorn_config"]
+__all__ = ["bounded_http_protocol", "unread_bytes", "uvicorn_config"]
 
 _TRIM_DELAY = 0.05
 """Seconds between a bound being passed and the closing: heads already on their way
@@ -48,6 +49,21 @@ count as being answered, not as waiting."""
 
 class _Evictable(Hashable, Protocol):
     def evict(self) -> None: ...
+
+    def has_unread_bytes(self) -> bool: ...
+
+
+def unread_bytes(sock: Any) -> int:
+    """Bytes the kernel holds for ``sock`` that nobody has read yet (0 where it cannot tell)."""
+    try:
+        import fcntl
+        import termios
+
+        count: int = struct.unpack("i", fcntl.ioctl(sock.fileno(), termios.FIONREAD,
+                                                    b"\0\0\0\0"))[0]
+    except (ImportError, OSError, ValueError, AttributeError):
+        return 0
+    return count
 
 
 class _Trim:
@@ -65,7 +81,9 @@ class _Trim:
 
     def _run(self) -> None:
         self.pending = False
-        for conn in self.book.evictions():
+        # a connection whose bytes have come but are not read yet is about to move on
+        # (a head that is there is not a head being waited for): spare it this time
+        for conn in self.book.evictions(spare=lambda c: c.has_unread_bytes()):
             conn.evict()
 
 
@@ -167,6 +185,13 @@ def bounded_http_protocol(limits: ServerLimits) -> type[asyncio.Protocol]:
         def evict(self) -> None:
             """Close at once: the book chose this connection to make room."""
             self._lingering.abort()
+
+        def has_unread_bytes(self) -> bool:
+            """Whether the client has sent bytes that the loop is about to read (not
+            while reading is paused or the connection is closing: they may stay)."""
+            if self._lingering.is_closing() or not self._lingering.is_reading():
+                return False
+            return unread_bytes(self._lingering.get_extra_info("socket")) > 0
 
         # -- what the book is told -----------------------------------------------------
 
