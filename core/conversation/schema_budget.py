@@ -72,6 +72,8 @@ _SUBSCHEMA_LISTS: Final = ("prefixItems", "items", *_IN_PLACE_LISTS)
 _SUBSCHEMA_MAPS: Final = ("properties", "patternProperties", "$defs", "definitions",
                           *_IN_PLACE_MAPS)
 _RESOURCE_KEYS: Final = ("$id", "id", "$schema")
+_IN_PLACE_KEYS: Final = frozenset((*_REFERENCES, *_IN_PLACE_LISTS, *_IN_PLACE_SINGLE,
+                                   *_IN_PLACE_MAPS))
 
 
 @attrs.frozen
@@ -126,8 +128,10 @@ def check_schema_budget(schema: Any, *, tool: str,
     """
     paths: dict[int, str] = {}
     try:
-        nodes, depth, refers = _tree_size(schema, budget, paths)
-        expansion = _Expansion(schema, budget.max_expansion, paths, refers).largest()
+        nodes, depth, in_place = _tree_size(schema, budget, paths)
+        # without a keyword that applies another subschema, each applies only itself
+        expansion = _Expansion(schema, budget.max_expansion, paths).largest() \
+            if in_place else 1
     except _Over as over:
         raise _error(tool, budget, over) from None
     return SchemaSize(nodes, depth, expansion)
@@ -181,12 +185,12 @@ def _containers(value: Any) -> list[tuple[str, Any]]:
 
 def _tree_size(schema: Any, budget: SchemaBudget,
                paths: dict[int, str]) -> tuple[int, int, bool]:
-    """``(values, depth, refers)`` of ``schema`` as JSON text would hold it
-    (iterative; each object measured once, however often it is used); ``refers``:
-    some object in it has a reference keyword."""
+    """``(values, depth, in_place)`` of ``schema`` as JSON text would hold it
+    (iterative; each object measured once, however often it is used); ``in_place``:
+    some object in it has a keyword that applies a subschema to the same value."""
     if not _is_container(schema):
         return 1, 0, False
-    refers = False
+    in_place = False
     sizes: dict[int, tuple[int, int]] = {}
     kept: list[Any] = []  # ids stay valid while their objects live
     started: set[int] = set()
@@ -219,8 +223,8 @@ def _tree_size(schema: Any, budget: SchemaBudget,
         kept.append(value)
         stack.append((value, True))
         where = paths.get(key, "")
-        if not refers and _is_map(value):
-            refers = any(isinstance(value.get(k), str) for k in _REFERENCES)
+        if not in_place and _is_map(value):
+            in_place = not _IN_PLACE_KEYS.isdisjoint(value.keys())
         for name, item in _containers(value):
             if _is_container(item):
                 if id(item) in started:
@@ -229,18 +233,16 @@ def _tree_size(schema: Any, budget: SchemaBudget,
                 if id(item) not in sizes:
                     stack.append((item, False))
     nodes, depth = sizes[id(schema)]
-    return nodes, depth, refers
+    return nodes, depth, in_place
 
 
 class _Expansion:
     """The expansion of every subschema of one schema, each computed once.
 
-    References are resolved by ``referencing`` (what jsonschema resolves with),
-    only when the schema has some: without, no resolver is made.
+    References are resolved by ``referencing``, what jsonschema resolves them with.
     """
 
-    def __init__(self, schema: Any, limit: int, paths: Mapping[int, str],
-                 refers: bool) -> None:
+    def __init__(self, schema: Any, limit: int, paths: Mapping[int, str]) -> None:
         self.root = schema
         self.limit = limit
         self.paths = paths
@@ -251,7 +253,7 @@ class _Expansion:
             dialect if isinstance(dialect, str) else "",
             default=referencing.jsonschema.DRAFT202012)
         self.resolver: _Resolver = None
-        if refers and isinstance(schema, Mapping):
+        if isinstance(schema, Mapping):
             try:
                 resource = self.spec.create_resource(schema)
                 uri = resource.id() or ""
