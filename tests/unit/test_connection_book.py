@@ -44,6 +44,8 @@ def test_evictions_restore_the_bounds_closing_the_longest_waiting_first(
     assert book.waiting == len(entered) and book.running == len(running)
     per = {c: [k for k in entered if client_of[k] == c] for c in CLIENTS}
     within_own = sum(min(len(v), per_client) for v in per.values())
+    assert book.over_bounds() == (len(entered) > max_idle
+                                  or any(len(v) > per_client for v in per.values()))
 
     evicted = book.evictions()
 

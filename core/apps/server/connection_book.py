@@ -7,10 +7,11 @@ nothing the client must earn, so each client may keep only so many waiting, and
 all clients together only so many: past a bound the connections that have waited
 longest are closed (a client's own first, so one client's flood closes its own
 connections, not another's), passing over those the caller spares (the protocol
-spares a connection whose bytes have come but are not read yet). A connection whose request has fully arrived is
-*being answered*; those are bounded separately (a new request past that bound is
-refused with ``503``), and a connection that waits on its client never counts
-against it, so idle and half-sent connections cannot lock anyone out.
+spares a connection whose bytes have come but are not read yet). A connection
+whose request has fully arrived is *being answered*; those are bounded separately
+(a new request past that bound is refused with ``503``), and a connection that
+waits on its client never counts against it, so idle and half-sent connections
+cannot lock anyone out.
 
 The book only keeps the accounts; the HTTP protocol tells it each connection's
 state and closes what :meth:`ConnectionBook.evictions` names.
@@ -73,6 +74,7 @@ class ConnectionBook(Generic[C]):
         # dicts keep insertion order: the first entry has waited longest
         self._waiting: dict[C, str] = {}
         self._by_client: dict[str, dict[C, None]] = {}
+        self._crowded: set[str] = set()  # clients over their bound
         self._running: set[C] = set()
 
     @property
@@ -91,7 +93,10 @@ class ConnectionBook(Generic[C]):
             return
         self._running.discard(conn)
         self._waiting[conn] = client
-        self._by_client.setdefault(client, {})[conn] = None
+        conns = self._by_client.setdefault(client, {})
+        conns[conn] = None
+        if len(conns) > self.max_idle_per_client:
+            self._crowded.add(client)
 
     def run(self, conn: C) -> None:
         """``conn`` has a request that has fully arrived and is being answered."""
@@ -110,8 +115,7 @@ class ConnectionBook(Generic[C]):
 
     def over_bounds(self) -> bool:
         """Whether some client, or all together, keep more waiting connections than allowed."""
-        return len(self._waiting) > self.max_idle or any(
-            len(conns) > self.max_idle_per_client for conns in self._by_client.values())
+        return len(self._waiting) > self.max_idle or bool(self._crowded)
 
     def evictions(self, spare: Callable[[C], bool] = lambda conn: False) -> list[C]:
         """The connections to close to get back within the bounds, which the book forgets.
@@ -125,7 +129,8 @@ class ConnectionBook(Generic[C]):
             stay passed until the next call.
         """
         chosen: list[C] = []
-        for conns in list(self._by_client.values()):
+        for client in list(self._crowded):
+            conns = self._by_client[client]
             chosen.extend(_oldest(conns, len(conns) - self.max_idle_per_client, spare))
         for conn in chosen:
             self._drop_waiting(conn)
@@ -140,5 +145,7 @@ class ConnectionBook(Generic[C]):
             return
         conns = self._by_client[client]
         del conns[conn]
+        if len(conns) <= self.max_idle_per_client:
+            self._crowded.discard(client)
         if not conns:
             del self._by_client[client]
