@@ -45,6 +45,9 @@ _TYPE_ALIASES = {
 _JSON_TYPES = frozenset({"object", "array", "string", "number", "integer", "boolean", "null"})
 _PYTHON_LITERALS = {"True": True, "False": False, "None": None}
 _STRING_ONLY = frozenset({"string"})
+_LEAVES = (str, int, float, type(None))
+_KEPT_AS_GIVEN = frozenset({"enum", "const", "default", "examples", "required"})
+_NAMED_SUBSCHEMAS = frozenset({"properties", "$defs", "definitions", "patternProperties"})
 _STRING_OR_NULL = frozenset({"string", "null"})
 
 
@@ -69,7 +72,7 @@ class _Normalizer:
         self.copies: dict[int, tuple[Any, Any]] = {}
 
     def copy(self, schema: Any, path: str) -> Any:
-        if not isinstance(schema, list | Mapping):
+        if isinstance(schema, _LEAVES) or not isinstance(schema, list | Mapping):
             return schema
         known = self.copies.get(id(schema))
         if known is not None:
@@ -85,20 +88,18 @@ class _Normalizer:
     def _mapping(self, schema: Mapping[str, Any], path: str) -> dict[str, Any]:
         out: dict[str, Any] = {}
         for key, value in schema.items():
-            where = f"{path}/{key}"
             if key == "type":
-                out_type = _normalize_type(value, self.notes, where)
+                out_type = _normalize_type(value, self.notes, f"{path}/{key}")
                 if out_type is not None:
                     out["type"] = out_type
-                continue
-            if key in ("properties", "$defs", "definitions", "patternProperties") and \
-                    isinstance(value, Mapping):
+            elif isinstance(value, _LEAVES) or key in _KEPT_AS_GIVEN:
+                out[key] = value
+            elif key in _NAMED_SUBSCHEMAS and isinstance(value, Mapping):
+                where = f"{path}/{key}"
                 out[key] = {name: self.copy(sub, f"{where}/{name}")
                             for name, sub in value.items()}
-            elif key in ("enum", "const", "default", "examples", "required"):
-                out[key] = value
             else:
-                out[key] = self.copy(value, where)
+                out[key] = self.copy(value, f"{path}/{key}")
         return out
 
 
