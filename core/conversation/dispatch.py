@@ -64,9 +64,9 @@ from ..vocabulary.tools import WORKSPACE_PARAMETER, Tool, ToolRegistry
 from .approval import ApprovalGate, Approver
 from .tool_threads import ToolThreadPool, tool_threads
 from .validation import (
+    VALIDATION_STEPS,
     ValidationStepsExceeded,
     bounded_validator,
-    step_allowance,
     validation_steps,
 )
 
@@ -317,7 +317,7 @@ class Dispatcher:
         """jsonschema's errors for the arguments, in path order, within the step budget."""
         validator = self._validator(tool)
         try:
-            with validation_steps(step_allowance(arguments)):
+            with validation_steps(VALIDATION_STEPS, arguments):
                 return sorted(validator.iter_errors(dict(arguments)),
                               key=lambda e: [str(p) for p in e.path])
         except ValidationStepsExceeded as exc:

@@ -22,10 +22,9 @@ root's ``$schema`` chooses the draft, as before).
 
 from __future__ import annotations
 
-import contextlib
 import contextvars
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 import jsonschema
@@ -60,19 +59,37 @@ class ValidationStepsExceeded(Exception):
 
 
 class _Allowance:
-    __slots__ = ("left", "steps")
+    """The steps left to one validation. The share of the arguments' values is
+    added once, when the fixed share runs out: an ordinary call never counts them."""
 
-    def __init__(self, steps: int) -> None:
+    __slots__ = ("arguments", "left", "steps")
+
+    def __init__(self, steps: int, arguments: Any) -> None:
         self.steps = steps
         self.left = steps
+        self.arguments = arguments
+
+    def spend(self) -> None:
+        """Take one step; raise when none is left."""
+        self.left -= 1
+        if self.left >= 0:
+            return
+        if self.arguments is not _NO_ARGUMENTS:
+            share = VALIDATION_STEPS_PER_VALUE * _values_in(self.arguments)
+            self.arguments = _NO_ARGUMENTS
+            self.steps += share
+            self.left += share
+            if self.left >= 0:
+                return
+        raise ValidationStepsExceeded(self.steps)
 
 
+_NO_ARGUMENTS: Final = object()
 _ALLOWANCE: contextvars.ContextVar[_Allowance | None] = contextvars.ContextVar(
     "toolwire_validation_steps", default=None)
 
 
-def step_allowance(arguments: Any) -> int:
-    """The steps a validation of ``arguments`` may take (see the module doc)."""
+def _values_in(arguments: Any) -> int:
     values = 0
     stack = [arguments]
     while stack:
@@ -82,20 +99,35 @@ def step_allowance(arguments: Any) -> int:
             stack.extend(value.values())
         elif isinstance(value, list | tuple):
             stack.extend(value)
-    return VALIDATION_STEPS + VALIDATION_STEPS_PER_VALUE * values
+    return values
 
 
-@contextlib.contextmanager
-def validation_steps(steps: int) -> Iterator[None]:
-    """Bound the validations of bounded validators in this block to ``steps`` keywords.
+def step_allowance(arguments: Any) -> int:
+    """The steps a validation of ``arguments`` may take (see the module doc)."""
+    return VALIDATION_STEPS + VALIDATION_STEPS_PER_VALUE * _values_in(arguments)
+
+
+class validation_steps:
+    """``with validation_steps(steps, arguments):`` bounds the validations of bounded
+    validators in the block to ``steps`` keywords, and (given ``arguments``)
+    :data:`VALIDATION_STEPS_PER_VALUE` more for each of their JSON values.
 
     :raises ValidationStepsExceeded: from inside the block, once they are used up.
     """
-    token = _ALLOWANCE.set(_Allowance(steps))
-    try:
-        yield
-    finally:
-        _ALLOWANCE.reset(token)
+
+    __slots__ = ("_allowance", "_token")
+
+    def __init__(self, steps: int, arguments: Any = _NO_ARGUMENTS) -> None:
+        self._allowance = _Allowance(steps, arguments)
+        self._token: contextvars.Token[_Allowance | None] | None = None
+
+    def __enter__(self) -> None:
+        self._token = _ALLOWANCE.set(self._allowance)
+
+    def __exit__(self, *exc: object) -> None:
+        if self._token is not None:
+            _ALLOWANCE.reset(self._token)
+            self._token = None
 
 
 KeywordFunction = Callable[[Any, Any, Any, Any], Any]
@@ -105,9 +137,7 @@ def _counted(function: KeywordFunction) -> KeywordFunction:
     def counted(validator: Any, value: Any, instance: Any, schema: Any) -> Any:
         allowance = _ALLOWANCE.get()
         if allowance is not None:
-            allowance.left -= 1
-            if allowance.left < 0:
-                raise ValidationStepsExceeded(allowance.steps)
+            allowance.spend()
         return function(validator, value, instance, schema)
 
     return counted
@@ -121,8 +151,8 @@ def _counting_class(base: type[Any]) -> type[Any]:
     with _CLASSES_LOCK:
         made = _CLASSES.get(base)
         if made is None:
-            made = extend(base, validators={keyword: _counted(function) for keyword, function
-                                            in base.VALIDATORS.items()})
+            made = extend(base, validators={  # type: ignore[no-untyped-call]
+                keyword: _counted(function) for keyword, function in base.VALIDATORS.items()})
             _CLASSES[base] = made
         return made
 

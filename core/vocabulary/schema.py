@@ -45,6 +45,9 @@ _TYPE_ALIASES = {
 _JSON_TYPES = frozenset({"object", "array", "string", "number", "integer", "boolean", "null"})
 _PYTHON_LITERALS = {"True": True, "False": False, "None": None}
 _STRING_ONLY = frozenset({"string"})
+_LEAVES = (str, int, float, type(None))
+_KEPT_AS_GIVEN = frozenset({"enum", "const", "default", "examples", "required"})
+_NAMED_SUBSCHEMAS = frozenset({"properties", "$defs", "definitions", "patternProperties"})
 _STRING_OR_NULL = frozenset({"string", "null"})
 
 
@@ -69,7 +72,7 @@ class _Normalizer:
         self.copies: dict[int, tuple[Any, Any]] = {}
 
     def copy(self, schema: Any, path: str) -> Any:
-        if not isinstance(schema, list | Mapping):
+        if isinstance(schema, _LEAVES) or not isinstance(schema, list | Mapping):
             return schema
         known = self.copies.get(id(schema))
         if known is not None:
@@ -85,20 +88,18 @@ class _Normalizer:
     def _mapping(self, schema: Mapping[str, Any], path: str) -> dict[str, Any]:
         out: dict[str, Any] = {}
         for key, value in schema.items():
-            where = f"{path}/{key}"
             if key == "type":
-                out_type = _normalize_type(value, self.notes, where)
+                out_type = _normalize_type(value, self.notes, f"{path}/{key}")
                 if out_type is not None:
                     out["type"] = out_type
-                continue
-            if key in ("properties", "$defs", "definitions", "patternProperties") and \
-                    isinstance(value, Mapping):
+            elif isinstance(value, _LEAVES) or key in _KEPT_AS_GIVEN:
+                out[key] = value
+            elif key in _NAMED_SUBSCHEMAS and isinstance(value, Mapping):
+                where = f"{path}/{key}"
                 out[key] = {name: self.copy(sub, f"{where}/{name}")
                             for name, sub in value.items()}
-            elif key in ("enum", "const", "default", "examples", "required"):
-                out[key] = value
             else:
-                out[key] = self.copy(value, where)
+                out[key] = self.copy(value, f"{path}/{key}")
         return out
 
 
@@ -159,11 +160,22 @@ def schema_types(schema: Any, root: Any = None) -> frozenset[str]:
     costs its length, not 2 to the power of it; a branch that leads back to a
     subschema being looked at adds nothing.
     """
-    return _TypeWalk(schema if root is None else root).types(schema)
+    root = schema if root is None else root
+    resolved = resolve_ref(schema, root)
+    if not isinstance(resolved, Mapping):
+        return frozenset()
+    if not _has_branches(resolved):
+        return _types_of(resolved, None)
+    return _TypeWalk(root).types(resolved) or frozenset()
+
+
+def _has_branches(schema: Mapping[str, Any]) -> bool:
+    return "anyOf" in schema or "oneOf" in schema or "allOf" in schema
 
 
 class _TypeWalk:
-    """One :func:`schema_types` question: each subschema's types, computed once."""
+    """One :func:`schema_types` question: the types of each subschema with branches,
+    computed once (a subschema without branches is cheaper to look at again)."""
 
     __slots__ = ("memo", "root")
 
@@ -177,26 +189,32 @@ class _TypeWalk:
         schema = resolve_ref(schema, self.root)
         if not isinstance(schema, Mapping):
             return frozenset()
+        if not _has_branches(schema):
+            return _types_of(schema, None)
         known = self.memo.get(id(schema))
         if known is not None:
             return known[1]
         self.memo[id(schema)] = (schema, None)
-        found = self._types_of(schema)
+        found = _types_of(schema, self)
         self.memo[id(schema)] = (schema, found)
         return found
 
-    def _types_of(self, schema: Mapping[str, Any]) -> frozenset[str]:
-        found: set[str] = set()
-        declared = schema.get("type")
-        if isinstance(declared, str):
-            found.add(declared)
-        elif isinstance(declared, list):
-            found.update(t for t in declared if isinstance(t, str))
+
+def _types_of(schema: Mapping[str, Any], walk: _TypeWalk | None) -> frozenset[str]:
+    """The types ``schema`` admits; ``walk`` answers for its branches (it has none
+    when ``walk`` is ``None``)."""
+    found: set[str] = set()
+    declared = schema.get("type")
+    if isinstance(declared, str):
+        found.add(declared)
+    elif isinstance(declared, list):
+        found.update(t for t in declared if isinstance(t, str))
+    if walk is not None:
         for key in ("anyOf", "oneOf"):
             branches = schema.get(key)
             if isinstance(branches, list):
                 for branch in branches:
-                    sub = self.types(branch)
+                    sub = walk.types(branch)
                     if sub is None:
                         continue
                     if not sub:
@@ -205,18 +223,20 @@ class _TypeWalk:
         all_of = schema.get("allOf")
         if isinstance(all_of, list) and not found:
             for branch in all_of:
-                found |= self.types(branch) or frozenset()
-        for key in ("enum", "const"):
-            values = schema.get(key) if key == "enum" else [schema.get(key)] \
-                if key in schema else None
-            if isinstance(values, list) and not declared:
+                found |= walk.types(branch) or frozenset()
+    if not declared:
+        if "enum" in schema:
+            values = schema["enum"]
+            if isinstance(values, list):
                 found.update(json_type_of(v) for v in values)
-        if not found:
-            if "properties" in schema:
-                found.add("object")
-            elif "items" in schema:
-                found.add("array")
-        return frozenset(found)
+        if "const" in schema:
+            found.add(json_type_of(schema["const"]))
+    if not found:
+        if "properties" in schema:
+            found.add("object")
+        elif "items" in schema:
+            found.add("array")
+    return frozenset(found)
 
 
 def allows_null(schema: Any, root: Any = None) -> bool:

@@ -72,6 +72,8 @@ _SUBSCHEMA_LISTS: Final = ("prefixItems", "items", *_IN_PLACE_LISTS)
 _SUBSCHEMA_MAPS: Final = ("properties", "patternProperties", "$defs", "definitions",
                           *_IN_PLACE_MAPS)
 _RESOURCE_KEYS: Final = ("$id", "id", "$schema")
+_IN_PLACE_KEYS: Final = frozenset((*_REFERENCES, *_IN_PLACE_LISTS, *_IN_PLACE_SINGLE,
+                                   *_IN_PLACE_MAPS))
 
 
 @attrs.frozen
@@ -108,12 +110,13 @@ class SchemaSize:
 class _Over(Exception):
     """A budget was passed (internal: becomes a ToolSchemaBudgetError)."""
 
-    def __init__(self, budget: str, found: int, where: str, *, contained: bool = False) -> None:
+    def __init__(self, budget: str, found: int, at: Any, *, contained: bool = False) -> None:
         super().__init__(budget)
         self.budget = budget
         self.found = found
-        self.where = where
+        self.at = at
         self.contained = contained
+        self.where = ""
 
 
 def check_schema_budget(schema: Any, *, tool: str,
@@ -124,11 +127,12 @@ def check_schema_budget(schema: Any, *, tool: str,
     :raises ToolSchemaBudgetError: over a budget, or a cycle (naming the tool,
         the budget and where in the schema it was found).
     """
-    paths: dict[int, str] = {}
     try:
-        nodes, depth, refers = _tree_size(schema, budget, paths)
-        expansion = _Expansion(schema, budget.max_expansion, paths, refers).largest()
+        nodes, depth, in_place = _tree_size(schema, budget)
+        # without a keyword that applies another subschema, each applies only itself
+        expansion = _Expansion(schema, budget.max_expansion).largest() if in_place else 1
     except _Over as over:
+        over.where = _path_to(schema, over.at)
         raise _error(tool, budget, over) from None
     return SchemaSize(nodes, depth, expansion)
 
@@ -173,77 +177,89 @@ def _is_container(value: Any) -> bool:
                                                       and isinstance(value, Mapping))
 
 
-def _containers(value: Any) -> list[tuple[str, Any]]:
-    if isinstance(value, list | tuple):
-        return [(str(i), item) for i, item in enumerate(value)]
-    return [(str(key), item) for key, item in value.items()]
+def _children(value: Any) -> Any:
+    return value if isinstance(value, list | tuple) else value.values()
 
 
-def _tree_size(schema: Any, budget: SchemaBudget,
-               paths: dict[int, str]) -> tuple[int, int, bool]:
-    """``(values, depth, refers)`` of ``schema`` as JSON text would hold it
-    (iterative; each object measured once, however often it is used); ``refers``:
-    some object in it has a reference keyword."""
+def _path_to(schema: Any, target: Any) -> str:
+    """The JSON pointer of the first place ``target`` is found in ``schema`` (only
+    asked when a schema is refused; each object is looked into once)."""
+    seen: set[int] = set()
+    stack: list[tuple[Any, str]] = [(schema, "")]
+    while stack:
+        value, where = stack.pop()
+        if value is target:
+            return where
+        if id(value) in seen or not _is_container(value):
+            continue
+        seen.add(id(value))
+        named = enumerate(value) if isinstance(value, list | tuple) else value.items()
+        stack.extend((item, f"{where}/{name}") for name, item in named)
+    return ""
+
+
+def _tree_size(schema: Any, budget: SchemaBudget) -> tuple[int, int, bool]:
+    """``(values, depth, in_place)`` of ``schema`` as JSON text would hold it
+    (iterative; each object measured once, however often it is used); ``in_place``:
+    some object in it has a keyword that applies a subschema to the same value."""
     if not _is_container(schema):
         return 1, 0, False
-    refers = False
+    in_place = False
     sizes: dict[int, tuple[int, int]] = {}
     kept: list[Any] = []  # ids stay valid while their objects live
     started: set[int] = set()
-    paths[id(schema)] = ""
     stack: list[tuple[Any, bool]] = [(schema, False)]
     while stack:
         value, finished = stack.pop()
         key = id(value)
         if finished:
             count, deepest = 1, 1
-            for _, item in _containers(value):
-                if _is_container(item):
+            for item in _children(value):
+                if isinstance(item, _SCALARS):
+                    count += 1
+                elif _is_container(item):
                     inner, below = sizes[id(item)]
                     count += inner
-                    deepest = max(deepest, below + 1)
+                    if below >= deepest:
+                        deepest = below + 1
                 else:
                     count += 1
             started.discard(key)
             sizes[key] = (count, deepest)
             if count > budget.max_nodes:
-                raise _Over("nodes", count, paths.get(key, ""))
+                raise _Over("nodes", count, value)
             if deepest > budget.max_depth:
-                raise _Over("depth", deepest, paths.get(key, ""))
+                raise _Over("depth", deepest, value)
             continue
         if key in sizes:
             continue
         if key in started:
-            raise _Over("cycle", 0, paths.get(key, ""), contained=True)
+            raise _Over("cycle", 0, value, contained=True)
         started.add(key)
         kept.append(value)
         stack.append((value, True))
-        where = paths.get(key, "")
-        if not refers and _is_map(value):
-            refers = any(isinstance(value.get(k), str) for k in _REFERENCES)
-        for name, item in _containers(value):
-            if _is_container(item):
-                if id(item) in started:
-                    raise _Over("cycle", 0, paths.get(id(item), ""), contained=True)
-                paths.setdefault(id(item), f"{where}/{name}")
-                if id(item) not in sizes:
-                    stack.append((item, False))
+        if not in_place and _is_map(value):
+            in_place = not _IN_PLACE_KEYS.isdisjoint(value.keys())
+        for item in _children(value):
+            if isinstance(item, _SCALARS) or not _is_container(item):
+                continue
+            if id(item) in started:
+                raise _Over("cycle", 0, item, contained=True)
+            if id(item) not in sizes:
+                stack.append((item, False))
     nodes, depth = sizes[id(schema)]
-    return nodes, depth, refers
+    return nodes, depth, in_place
 
 
 class _Expansion:
     """The expansion of every subschema of one schema, each computed once.
 
-    References are resolved by ``referencing`` (what jsonschema resolves with),
-    only when the schema has some: without, no resolver is made.
+    References are resolved by ``referencing``, what jsonschema resolves them with.
     """
 
-    def __init__(self, schema: Any, limit: int, paths: Mapping[int, str],
-                 refers: bool) -> None:
+    def __init__(self, schema: Any, limit: int) -> None:
         self.root = schema
         self.limit = limit
-        self.paths = paths
         self.memo: dict[int, int] = {}
         self.kept: list[Any] = []
         dialect = schema.get("$schema") if isinstance(schema, Mapping) else None
@@ -251,7 +267,7 @@ class _Expansion:
             dialect if isinstance(dialect, str) else "",
             default=referencing.jsonschema.DRAFT202012)
         self.resolver: _Resolver = None
-        if refers and isinstance(schema, Mapping):
+        if isinstance(schema, Mapping):
             try:
                 resource = self.spec.create_resource(schema)
                 uri = resource.id() or ""
@@ -336,7 +352,7 @@ class _Expansion:
                     stack.pop()
                     continue
                 if key in started:
-                    raise _Over("cycle", 0, self.paths.get(key, ""))
+                    raise _Over("cycle", 0, current)
                 started.add(key)
                 self.kept.append(current)
                 children = (self._in_place(current, current_resolver)
@@ -344,7 +360,7 @@ class _Expansion:
                 entry[2] = children
                 for child, child_resolver in children:
                     if id(child) in started:
-                        raise _Over("cycle", 0, self.paths.get(id(child), ""))
+                        raise _Over("cycle", 0, child)
                     if id(child) not in self.memo:
                         stack.append([child, child_resolver, None])
                 continue
@@ -353,7 +369,7 @@ class _Expansion:
             total = 1 + sum(self.memo[id(child)] for child, _ in children)
             self.memo[key] = total
             if total > self.limit:
-                raise _Over("expansion", total, self.paths.get(key, ""))
+                raise _Over("expansion", total, current)
         return self.memo[id(schema)]
 
 

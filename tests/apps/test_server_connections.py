@@ -18,11 +18,14 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import pytest
 
 from tests.apps.test_server import GatedBackend, scripted_app, user, wait_for
-from tests.apps.test_server_bounds import bounded_server
+from tests.apps.test_server_bounds import _serve_args, bounded_server
+from tests.support.paths import DOCS
+from toolwire.apps.cli.serve import _LIMIT_OPTIONS, limits_from_args
 from toolwire.apps.server.limits import ServerLimits
 from toolwire.testing import ScriptedBackend
 
@@ -234,6 +237,35 @@ def test_pipelined_requests_are_each_answered_and_an_unfinished_one_closes(
     conn.close()
 
 
+async def _large_answer(scope: dict[str, object], receive: object, send: Any) -> None:
+    """64 MiB in 64 KiB pieces: more than any socket buffers hold."""
+    await send({"type": "http.response.start", "status": 200,
+                "headers": [(b"content-length", str(64 << 20).encode())]})
+    for _ in range(1024):
+        await send({"type": "http.response.body", "body": b"z" * (64 << 10), "more_body": True})
+    await send({"type": "http.response.body", "body": b""})
+
+
+def test_a_client_that_stops_reading_its_answer_is_cut_after_the_send_timeout() -> None:
+    limits = ServerLimits(send_timeout=0.5)
+    with bounded_server(_large_answer, limits) as port:
+        conn = socket.socket()
+        conn.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        conn.connect(("127.0.0.1", port))
+        conn.sendall(head("GET", "/"))
+        time.sleep(2.5)  # reads nothing
+        received, started = 0, time.monotonic()
+        conn.settimeout(5)
+        try:
+            while chunk := conn.recv(1 << 20):
+                received += len(chunk)
+        except ConnectionResetError:
+            pass
+        conn.close()
+        assert received < 64 << 20
+        assert time.monotonic() - started < 2
+
+
 # -- floods of idle and half-sent connections ----------------------------------------------
 
 
@@ -290,6 +322,37 @@ def test_a_normal_request_answers_within_a_second_while_200_hostile_connections_
         for conn in hostile:
             conn.close()
     assert not records
+
+
+def test_a_flood_that_reopens_what_the_server_closes_still_lets_a_request_through() -> None:
+    """The same address as the attacker's: a new connection whose head has come is never
+    the one closed to make room, however fast the attacker opens more."""
+    limits = ServerLimits(max_idle_per_client=16)
+    stop = threading.Event()
+    reopened = [0]
+
+    def flood(port: int) -> None:
+        conns = [_hostile(port, i % 3) for i in range(100)]
+        while not stop.is_set():
+            for i, conn in enumerate(conns):
+                if not is_open(conn):
+                    conn.close()
+                    conns[i] = _hostile(port, i % 3)
+                    reopened[0] += 1
+        for conn in conns:
+            conn.close()
+
+    with serving(limits) as port:
+        attacker = threading.Thread(target=flood, args=(port,), daemon=True)
+        attacker.start()
+        try:
+            wait_for(lambda: reopened[0] > 200)
+            results = [_timed_request(port, "/healthz", {}) for _ in range(20)]
+        finally:
+            stop.set()
+            attacker.join(10)
+    assert [status for status, _ in results] == [200] * 20
+    assert max(seconds for _, seconds in results) < 1
 
 
 def test_one_clients_flood_closes_its_own_connections_not_anothers() -> None:
@@ -374,3 +437,33 @@ def test_a_body_flood_from_many_clients_cannot_fill_the_request_bound() -> None:
         finally:
             for conn in flood:
                 conn.close()
+
+
+# -- the options and the docs ---------------------------------------------------------------
+
+
+def test_the_connection_options_of_serve_set_the_new_bounds() -> None:
+    limits = limits_from_args(_serve_args("--max-idle-connections", "100",
+                                          "--max-idle-per-client", "7",
+                                          "--linger-timeout", "0.5", "--send-timeout", "9"))
+    assert (limits.max_idle_connections, limits.max_idle_per_client,
+            limits.linger_timeout, limits.send_timeout) == (100, 7, 0.5, 9.0)
+    assert limits.max_connections == ServerLimits().max_connections
+
+
+def _shown(value: float) -> set[str]:
+    """The ways the docs write a default: 2,000; 30 s; 8 MiB; 16 KiB."""
+    return {f"{value:,}", f"{value:g} s", f"{value / (1 << 20):g} MiB",
+            f"{value / 1024:g} KiB"}
+
+
+@pytest.mark.parametrize("doc", ["openai-server.md", "security.md"])
+def test_every_bound_option_of_serve_is_documented_with_its_default(doc: str) -> None:
+    text = (DOCS / doc).read_text(encoding="utf-8")
+    defaults = ServerLimits()
+    for flag, field, _, _ in _LIMIT_OPTIONS:
+        rows = [line for line in text.splitlines() if line.startswith("|")
+                and line.rstrip().endswith((f"`{flag}` |", f"`{flag} N` |"))]
+        assert len(rows) == 1, f"{doc} has no single row for {flag}"
+        assert any(shown in rows[0] for shown in _shown(getattr(defaults, field))), \
+            f"{doc} does not give {flag}'s default ({getattr(defaults, field)})"

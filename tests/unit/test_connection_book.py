@@ -44,6 +44,8 @@ def test_evictions_restore_the_bounds_closing_the_longest_waiting_first(
     assert book.waiting == len(entered) and book.running == len(running)
     per = {c: [k for k in entered if client_of[k] == c] for c in CLIENTS}
     within_own = sum(min(len(v), per_client) for v in per.values())
+    assert book.over_bounds() == (len(entered) > max_idle
+                                  or any(len(v) > per_client for v in per.values()))
 
     evicted = book.evictions()
 
@@ -84,6 +86,16 @@ def test_a_clients_flood_closes_its_own_oldest_and_spares_the_others() -> None:
     book.wait("b2", "b")
     assert book.evictions() == ["a0", "a1", "a2"]
     assert book.waiting == 5
+
+
+def test_a_spared_connection_is_passed_over_for_the_next_oldest() -> None:
+    book: ConnectionBook[str] = ConnectionBook(max_running=1, max_idle=10,
+                                               max_idle_per_client=2)
+    for conn in ("a0", "a1", "a2", "a3"):
+        book.wait(conn, "a")
+    assert book.evictions(spare=lambda conn: conn == "a0") == ["a1", "a2"]
+    assert book.evictions(spare=lambda conn: True) == []
+    assert not book.over_bounds()
 
 
 def test_admission_counts_the_requests_being_answered_and_not_the_waiting() -> None:

@@ -67,6 +67,8 @@ _LIMIT_OPTIONS = (
     ("--body-timeout", "body_timeout", float, "seconds to send a request's body (then 408)"),
     ("--keep-alive-timeout", "keep_alive_timeout", float,
      "seconds an idle connection stays open"),
+    ("--send-timeout", "send_timeout", float,
+     "seconds a client may leave unread what it was sent (then it is cut)"),
     ("--linger-timeout", "linger_timeout", float,
      "seconds a connection closed before its body arrived drains what the client sends"),
 )

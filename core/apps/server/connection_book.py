@@ -6,10 +6,12 @@ it is closing after an answer. Such a connection costs the server a socket and
 nothing the client must earn, so each client may keep only so many waiting, and
 all clients together only so many: past a bound the connections that have waited
 longest are closed (a client's own first, so one client's flood closes its own
-connections, not another's). A connection whose request has fully arrived is
-*being answered*; those are bounded separately (a new request past that bound is
-refused with ``503``), and a connection that waits on its client never counts
-against it, so idle and half-sent connections cannot lock anyone out.
+connections, not another's), passing over those the caller spares (the protocol
+spares a connection whose bytes have come but are not read yet). A connection
+whose request has fully arrived is *being answered*; those are bounded separately
+(a new request past that bound is refused with ``503``), and a connection that
+waits on its client never counts against it, so idle and half-sent connections
+cannot lock anyone out.
 
 The book only keeps the accounts; the HTTP protocol tells it each connection's
 state and closes what :meth:`ConnectionBook.evictions` names.
@@ -18,7 +20,8 @@ state and closes what :meth:`ConnectionBook.evictions` names.
 from __future__ import annotations
 
 import ipaddress
-from collections.abc import Hashable
+import itertools
+from collections.abc import Callable, Hashable, Iterable
 from typing import Generic, TypeVar
 
 __all__ = ["ConnectionBook", "client_key"]
@@ -26,6 +29,13 @@ __all__ = ["ConnectionBook", "client_key"]
 C = TypeVar("C", bound=Hashable)
 
 _IPV6_CLIENT_PREFIX = 64
+
+
+def _oldest(conns: Iterable[C], count: int, spare: Callable[[C], bool]) -> list[C]:
+    """The first ``count`` of ``conns`` (oldest first) that are not spared."""
+    if count <= 0:
+        return []
+    return list(itertools.islice((c for c in conns if not spare(c)), count))
 
 
 def client_key(host: str | None) -> str:
@@ -64,6 +74,7 @@ class ConnectionBook(Generic[C]):
         # dicts keep insertion order: the first entry has waited longest
         self._waiting: dict[C, str] = {}
         self._by_client: dict[str, dict[C, None]] = {}
+        self._crowded: set[str] = set()  # clients over their bound
         self._running: set[C] = set()
 
     @property
@@ -82,7 +93,10 @@ class ConnectionBook(Generic[C]):
             return
         self._running.discard(conn)
         self._waiting[conn] = client
-        self._by_client.setdefault(client, {})[conn] = None
+        conns = self._by_client.setdefault(client, {})
+        conns[conn] = None
+        if len(conns) > self.max_idle_per_client:
+            self._crowded.add(client)
 
     def run(self, conn: C) -> None:
         """``conn`` has a request that has fully arrived and is being answered."""
@@ -101,30 +115,29 @@ class ConnectionBook(Generic[C]):
 
     def over_bounds(self) -> bool:
         """Whether some client, or all together, keep more waiting connections than allowed."""
-        return len(self._waiting) > self.max_idle or any(
-            len(conns) > self.max_idle_per_client for conns in self._by_client.values())
+        return len(self._waiting) > self.max_idle or bool(self._crowded)
 
-    def evictions(self) -> list[C]:
+    def evictions(self, spare: Callable[[C], bool] = lambda conn: False) -> list[C]:
         """The connections to close to get back within the bounds, which the book forgets.
 
         First each client over its bound loses the connections it has kept waiting
         longest; then, while all together are still over theirs, the connections
         that have waited longest of all.
+
+        :param spare: connections not to close this time (those with bytes come
+            and not yet read: they are about to move on); the bounds may then
+            stay passed until the next call.
         """
         chosen: list[C] = []
-        for conns in list(self._by_client.values()):
-            excess = len(conns) - self.max_idle_per_client
-            if excess > 0:
-                chosen.extend(list(conns)[:excess])
+        for client in list(self._crowded):
+            conns = self._by_client[client]
+            chosen.extend(_oldest(conns, len(conns) - self.max_idle_per_client, spare))
         for conn in chosen:
             self._drop_waiting(conn)
-        excess = len(self._waiting) - self.max_idle
-        if excess > 0:
-            oldest = list(self._waiting)[:excess]
-            for conn in oldest:
-                self._drop_waiting(conn)
-            chosen.extend(oldest)
-        return chosen
+        oldest = _oldest(self._waiting, len(self._waiting) - self.max_idle, spare)
+        for conn in oldest:
+            self._drop_waiting(conn)
+        return chosen + oldest
 
     def _drop_waiting(self, conn: C) -> None:
         client = self._waiting.pop(conn, None)
@@ -132,5 +145,7 @@ class ConnectionBook(Generic[C]):
             return
         conns = self._by_client[client]
         del conns[conn]
+        if len(conns) <= self.max_idle_per_client:
+            self._crowded.discard(client)
         if not conns:
             del self._by_client[client]

@@ -45,6 +45,8 @@ class ServerLimits:
         together; past it the ones that have waited longest are closed.
     :ivar max_idle_per_client: such connections from one client address (an
         IPv6 ``/64``); past it that client's longest-waiting ones are closed.
+    :ivar send_timeout: seconds a client may leave unread what the server sent
+        (while more than 64 KiB waits to be sent); then the connection is cut.
     :ivar linger_timeout: seconds a connection closed after an answer, while
         its client may still be sending, keeps reading and discarding (so the
         answer is not lost to a reset) before it is cut.
@@ -64,5 +66,6 @@ class ServerLimits:
     max_connections: int = attrs.field(default=64, validator=_positive)
     max_idle_connections: int = attrs.field(default=256, validator=_positive)
     max_idle_per_client: int = attrs.field(default=32, validator=_positive)
+    send_timeout: float = attrs.field(default=30.0, validator=_positive)
     linger_timeout: float = attrs.field(default=5.0, validator=_positive)
     max_header_bytes: int = attrs.field(default=16 * 1024, validator=_positive)

@@ -71,8 +71,8 @@ class LingeringTransport(asyncio.Transport):
         self._stop_lingering()
         self._inner.abort()
 
-    def connection_lost(self) -> None:
-        """The socket is closed: nothing more to wait for."""
+    def socket_closed(self) -> None:
+        """The socket is closed (the protocol lost its connection): nothing to wait for."""
         self._closing = True
         self._stop_lingering()
 

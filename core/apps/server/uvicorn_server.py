@@ -10,6 +10,10 @@ adds the rest as rules of the HTTP protocol, so they hold for every route:
   read the body, a refusal, the body timeout's ``408``) says ``Connection: close``
   and ends the connection, with a lingering close
   (:class:`.lingering_transport.LingeringTransport`) so the answer is not lost;
+* a client that stops reading what it was sent (more than the transport's
+  high-water mark waits unsent) has ``send_timeout`` seconds to read again, else
+  the connection is cut (a stream's generation is then cancelled as for any
+  disconnect);
 * connections waiting on their client (idle, a head or body half-sent, closing)
   are bounded per client and in all, the longest-waiting closed first, and
   requests being answered are bounded apart from them (``503``), so idle and
@@ -22,8 +26,9 @@ is imported only when a server is made.
 from __future__ import annotations
 
 import asyncio
+import struct
 from collections.abc import Hashable, MutableMapping
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from .connection_book import ConnectionBook, client_key
 from .http_input import RequestError
@@ -34,7 +39,7 @@ from .responses import Receive, Scope, Send, error_response
 if TYPE_CHECKING:
     import uvicorn
 
-__all__ = ["bounded_http_protocol", "uvicorn_config"]
+__all__ = ["bounded_http_protocol", "unread_bytes", "uvicorn_config"]
 
 _TRIM_DELAY = 0.05
 """Seconds between a bound being passed and the closing: heads already on their way
@@ -44,6 +49,21 @@ count as being answered, not as waiting."""
 
 class _Evictable(Hashable, Protocol):
     def evict(self) -> None: ...
+
+    def has_unread_bytes(self) -> bool: ...
+
+
+def unread_bytes(sock: Any) -> int:
+    """Bytes the kernel holds for ``sock`` that nobody has read yet (0 where it cannot tell)."""
+    try:
+        import fcntl
+        import termios
+
+        count: int = struct.unpack("i", fcntl.ioctl(sock.fileno(), termios.FIONREAD,
+                                                    b"\0\0\0\0"))[0]
+    except (ImportError, OSError, ValueError, AttributeError):
+        return 0
+    return count
 
 
 class _Trim:
@@ -61,7 +81,9 @@ class _Trim:
 
     def _run(self) -> None:
         self.pending = False
-        for conn in self.book.evictions():
+        # a connection whose bytes have come but are not read yet is about to move on
+        # (a head that is there is not a head being waited for): spare it this time
+        for conn in self.book.evictions(spare=lambda c: c.has_unread_bytes()):
             conn.evict()
 
 
@@ -89,6 +111,7 @@ def bounded_http_protocol(limits: ServerLimits) -> type[asyncio.Protocol]:
         """H11Protocol with a head deadline, close-after-unread-body and the book."""
 
         _head_timer: asyncio.TimerHandle | None = None
+        _send_timer: asyncio.TimerHandle | None = None
         _lingering: LingeringTransport
         _client_key = ""
         _seen_cycle: object = None
@@ -103,9 +126,8 @@ def bounded_http_protocol(limits: ServerLimits) -> type[asyncio.Protocol]:
         # -- the connection's life ------------------------------------------------------
 
         def connection_made(self, transport: asyncio.BaseTransport) -> None:
-            assert isinstance(transport, asyncio.Transport)
             self._lingering = LingeringTransport(
-                transport, self.loop, linger=limits.linger_timeout,
+                cast(asyncio.Transport, transport), self.loop, linger=limits.linger_timeout,
                 max_drain=limits.max_body_bytes, peer_may_send=self._peer_may_send)
             super().connection_made(self._lingering)
             self._client_key = client_key(self.client[0] if self.client else None)
@@ -133,7 +155,8 @@ def bounded_http_protocol(limits: ServerLimits) -> type[asyncio.Protocol]:
             self._closed = True
             book.forget(self)
             self._cancel_head_timer()
-            self._lingering.connection_lost()
+            self._cancel_send_timer()
+            self._lingering.socket_closed()
             super().connection_lost(exc)
 
         def shutdown(self) -> None:
@@ -143,9 +166,32 @@ def bounded_http_protocol(limits: ServerLimits) -> type[asyncio.Protocol]:
                 return
             super().shutdown()
 
+        def pause_writing(self) -> None:
+            # the client does not read what it was sent: it has send_timeout to start again
+            super().pause_writing()
+            if self._send_timer is None:
+                self._send_timer = self.loop.call_later(limits.send_timeout,
+                                                        self._lingering.abort)
+
+        def resume_writing(self) -> None:
+            self._cancel_send_timer()
+            super().resume_writing()
+
+        def _cancel_send_timer(self) -> None:
+            if self._send_timer is not None:
+                self._send_timer.cancel()
+                self._send_timer = None
+
         def evict(self) -> None:
             """Close at once: the book chose this connection to make room."""
             self._lingering.abort()
+
+        def has_unread_bytes(self) -> bool:
+            """Whether the client has sent bytes that the loop is about to read (not
+            while reading is paused or the connection is closing: they may stay)."""
+            if self._lingering.is_closing() or not self._lingering.is_reading():
+                return False
+            return unread_bytes(self._lingering.get_extra_info("socket")) > 0
 
         # -- what the book is told -----------------------------------------------------
 
