@@ -30,15 +30,16 @@ import sys
 import time
 import tracemalloc
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
+
+from tests.support.paths import SHARED_SCHEMAS
 
 from .harness import print_table, write_results
 
 __all__ = ["BEFORE", "hostile_rows", "load_bfcl", "ordinary_rows", "report", "run"]
 
 BENCHMARK = "schema_walks"
-SCHEMAS = Path(__file__).resolve().parents[2] / "shared" / "schemas"
+SCHEMAS = SHARED_SCHEMAS
 GRAMMAR_FAMILIES = ("hermes_json", "qwen_xml", "minimax_m3", "pythonic")
 CHAIN_LEVELS = 40
 
@@ -119,8 +120,8 @@ def _never_called(**arguments: Any) -> str:
 def ordinary_rows(runs: int) -> list[dict[str, Any]]:
     """Process time of each walk over every BFCL function (empty without the collection)."""
     from toolwire import Dispatcher, Tool, ToolCall, ToolDefinitionError, ToolRegistry
-    from toolwire.conversation.schema import ToolSchemaIndex, tool_parameters_by_name
     from toolwire.grammar import GrammarError, clear_grammar_cache, grammar_for
+    from toolwire.vocabulary.schema import ToolSchemaIndex, tool_parameters_by_name
 
     functions, calls = load_bfcl()
     if not functions:

@@ -15,7 +15,8 @@ from pathlib import Path
 
 from tests.support.paths import MISSING_TEMPLATES, REPO
 
-ONE_PLACE = {REPO / "tests" / "support" / "paths.py"}
+ONE_PLACE = {REPO / "tests" / "support" / "paths.py",
+             REPO / "tests" / "unit" / "test_shared_data.py"}  # which checks the default
 BUILDS_THE_SHARED_PATH = re.compile(r"""(?:REPO\.parent|parents\[\d\])\s*/\s*["']shared["']""")
 
 
