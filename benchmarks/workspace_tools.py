@@ -4,21 +4,28 @@
   runs in a reused child process: the cost is a pipe round trip per file);
 * ``read_file`` of a normal file, and of a 64 MB file that is one line (bounded
   memory: only the first bytes of the line are kept);
-* the time a backtracking pattern is allowed to run before it is stopped.
+* the time a backtracking pattern is allowed to run before it is stopped;
+* how soon the matching child is gone after its search ends some other way: the
+  dispatcher's 1 s timeout (shorter than the 5 s regex budget), a cancelled reply,
+  and its host killed with SIGKILL mid-search.
 """
 
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
 import sys
 import tempfile
+import threading
 import time
 import tracemalloc
 from pathlib import Path
 from typing import Any
 
-from toolwire import Dispatcher, ToolCall, ToolRegistry
+from toolwire import CancelToken, Dispatcher, ToolCall, ToolRegistry
 from toolwire.plugins import workspace_tools as wt
+from toolwire.plugins.workspace_tools import regex_search
 
 from .harness import print_table, time_runs, write_results
 
@@ -35,6 +42,77 @@ def _tree(root: Path) -> None:
             lines = [f"def function_{n}_{i}(x):\n    return x * {i}\n" for i in range(100)]
             (sub / f"mod{n}.py").write_text("".join(lines))
     (root / "notes.md").write_text("alex is a colleague\n" * 1000)
+
+
+def _workers(parent: int | None = None) -> set[int]:
+    """Live regex workers (of ``parent``, when given), read from /proc."""
+    found = set()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if b"regex_worker.py" not in (entry / "cmdline").read_bytes():
+                continue
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if fields[0] != "Z" and (parent is None or int(fields[1]) == parent):
+            found.add(int(entry.name))
+    return found
+
+
+def _gone_after(pids: set[int], started: float, within: float = 30.0) -> float:
+    """Milliseconds from ``started`` until none of ``pids`` is alive."""
+    while pids & _workers() and time.perf_counter() - started < within:
+        time.sleep(0.005)
+    return (time.perf_counter() - started) * 1000
+
+
+_HOST = (
+    "import os, sys\n"
+    "from toolwire import Dispatcher, ToolCall, ToolRegistry\n"
+    "from toolwire.plugins import workspace_tools as wt\n"
+    "os.environ['TOOLWIRE_REGEX_TIMEOUT'] = '600'\n"
+    "Dispatcher(ToolRegistry(wt.TOOLS), workspace=sys.argv[1], timeout=60).dispatch(\n"
+    "    ToolCall('c', 'search_text', {'pattern': '(a+)+$', 'regex': True}))\n")
+
+
+def _cleanup_rows(root: Path, runs: int) -> list[dict[str, Any]]:
+    """How long a matching child outlives a search ended by its call or its host."""
+    call = ToolCall("c", "search_text", {"pattern": "(a+)+$", "regex": True,
+                                         "path": "evil.txt"})
+    cases: dict[str, list[float]] = {"dispatcher timeout 1 s < regex budget 5 s": [],
+                                     "reply cancelled mid-search": [],
+                                     "host killed (SIGKILL) mid-search": []}
+    for _ in range(runs):
+        regex_search._POOL.close_all()
+        dispatcher = Dispatcher(ToolRegistry(wt.TOOLS), workspace=root, timeout=1)
+        dispatcher.dispatch(call)
+        started = time.perf_counter()
+        cases["dispatcher timeout 1 s < regex budget 5 s"].append(
+            _gone_after(_workers(os.getpid()), started))
+        cancel = CancelToken()
+        threading.Timer(0.3, cancel.cancel).start()
+        Dispatcher(ToolRegistry(wt.TOOLS), workspace=root, timeout=60).dispatch(
+            call, cancel=cancel)
+        started = time.perf_counter()
+        cases["reply cancelled mid-search"].append(_gone_after(_workers(os.getpid()), started))
+        host = subprocess.Popen([sys.executable, "-c", _HOST, str(root / "evil.txt")])
+        while not _workers(host.pid) and host.poll() is None:
+            time.sleep(0.01)
+        children = _workers(host.pid)
+        time.sleep(0.3)
+        started = time.perf_counter()
+        host.send_signal(signal.SIGKILL)
+        host.wait()
+        cases["host killed (SIGKILL) mid-search"].append(_gone_after(children, started))
+    rows = []
+    for label, samples in cases.items():
+        samples.sort()
+        rows.append({"benchmark": BENCHMARK, "case": f"matching child gone after: {label}",
+                     "median_ms": samples[len(samples) // 2], "min_ms": samples[0],
+                     "max_ms": samples[-1], "peak_python_mb": 0.0, "runs": len(samples)})
+    return rows
 
 
 def run(quick: bool = False) -> list[dict[str, Any]]:
@@ -79,6 +157,11 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
                              f"{result.is_error})",
                      "median_ms": elapsed, "min_ms": elapsed, "max_ms": elapsed,
                      "peak_python_mb": 0.0, "runs": 1})
+        os.environ["TOOLWIRE_REGEX_TIMEOUT"] = "5"
+        try:
+            rows.extend(_cleanup_rows(root, 3 if quick else 7))
+        finally:
+            del os.environ["TOOLWIRE_REGEX_TIMEOUT"]
     return rows
 
 

@@ -14,7 +14,8 @@ Everything the model passes is untrusted, and so is the workspace's content
 * run regular expressions in a killable child process under a time budget
   (``TOOLWIRE_REGEX_TIMEOUT``, default 5 s), so a backtracking pattern cannot
   freeze the host (:mod:`.regex_search`);
-* write through a new file renamed into place.
+* write through a new file renamed into place, creating at most
+  ``max_path_depth`` levels of folders.
 """
 
 from __future__ import annotations
@@ -26,7 +27,16 @@ from pathlib import Path
 import toolwire
 
 from .confinement import PathRefusedError, Workspace
-from .tools import LIMITS, TOOLS, WorkspaceLimits, list_dir, read_file, search_text, write_file
+from .tools import (
+    LIMITS,
+    TOOLS,
+    WorkspaceLimits,
+    current_limits,
+    list_dir,
+    read_file,
+    search_text,
+    write_file,
+)
 
 __all__ = ["LIMITS", "TOOLS", "PathRefusedError", "WorkspaceLimits", "list_dir", "read_file",
            "resolve_in_workspace", "search_text", "write_file"]
@@ -39,7 +49,7 @@ def resolve_in_workspace(workspace: object, path: str, tool: str) -> Path:
     refused). The answer is a check at one moment: the tools themselves never
     open by this path, they open beneath a folder handle.
     """
-    with Workspace(workspace, tool) as ws:
+    with Workspace(workspace, tool, max_depth=current_limits().max_path_depth) as ws:
         where = ws.resolve(path)
         try:
             return ws.path if where.name == "." else ws.path / where.display

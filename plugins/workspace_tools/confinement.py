@@ -14,7 +14,10 @@ handle (``dir_fd``), with ``O_NOFOLLOW``:
   a swap between the two shows as an error, never as a file outside;
 * only regular files are read or replaced (a fifo, device or socket is refused
   without blocking), and a file with more than one hard link is refused, since
-  its other name may be outside the workspace.
+  its other name may be outside the workspace;
+* a path goes through at most ``max_depth`` folders (:data:`MAX_PATH_DEPTH` by
+  default), so no path can make a write create a chain of thousands of folders,
+  nor the walk hold a handle for each of them.
 
 Every message names paths relative to the workspace, never the host's absolute
 paths, because the messages are read by the model.
@@ -32,11 +35,24 @@ import attrs
 
 from toolwire.plugin_api import ToolCallError
 
-__all__ = ["MAX_SYMLINKS", "PathRefusedError", "Resolved", "Workspace"]
+__all__ = ["MAX_PATH_DEPTH", "MAX_SYMLINKS", "PathRefusedError", "Resolved", "Workspace"]
 
 MAX_SYMLINKS = 40
+MAX_PATH_DEPTH = 64
+"""The most folders one path may go through beneath the workspace (links included)."""
+_SHOWN_PATH_CHARS = 80
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+
+
+def _folder_depth(parts: list[str]) -> int:
+    """How many folders deep the literal path goes (its last component is not counted)."""
+    depth = deepest = 0
+    meaningful = [p for p in parts if p not in ("", ".")]
+    for part in meaningful[:-1]:
+        depth = max(0, depth - 1) if part == ".." else depth + 1
+        deepest = max(deepest, depth)
+    return deepest
 
 
 class PathRefusedError(ToolCallError, PermissionError):
@@ -63,10 +79,13 @@ class Workspace:
 
     :param workspace: the session's workspace folder (from the dispatcher).
     :param tool: the tool's name, for error messages.
+    :param max_depth: the most folders a path may go through beneath the root.
     """
 
-    def __init__(self, workspace: object, tool: str) -> None:
+    def __init__(self, workspace: object, tool: str, *,
+                 max_depth: int = MAX_PATH_DEPTH) -> None:
         self.tool = tool
+        self.max_depth = max_depth
         if workspace is None:
             raise ToolCallError("no workspace is configured for this session", tool=tool)
         self.path = Path(str(workspace))
@@ -105,6 +124,8 @@ class Workspace:
         :raises PathRefusedError: the path leads out, loops, or is unusable.
         """
         pending = self._components(path)
+        if _folder_depth(pending) > self.max_depth:
+            raise self.refuse(self._too_deep(path))  # before any folder is created
         stack = [os.dup(self.root_fd)]
         names: list[str] = []
         links = 0
@@ -120,6 +141,8 @@ class Workspace:
                     names.pop()
                     continue
                 last = not any(p not in ("", ".") for p in pending)
+                if not last and len(names) >= self.max_depth:
+                    raise self.refuse(self._too_deep(path))
                 try:
                     info = os.stat(part, dir_fd=stack[-1], follow_symlinks=False)
                 except FileNotFoundError:
@@ -156,6 +179,13 @@ class Workspace:
         finally:
             for fd in stack:
                 os.close(fd)
+
+    def _too_deep(self, path: object) -> str:
+        shown = str(path)
+        if len(shown) > _SHOWN_PATH_CHARS:
+            shown = shown[:_SHOWN_PATH_CHARS] + "..."
+        return (f"{shown!r} goes through more than {self.max_depth} folders; the limit "
+                f"is {self.max_depth} folders deep")
 
     def _resolved(self, stack: list[int], names: list[str], part: str) -> Resolved:
         fd = stack.pop()

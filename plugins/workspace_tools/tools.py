@@ -17,14 +17,14 @@ from collections.abc import Generator
 import attrs
 
 import toolwire
-from toolwire.plugin_api import ToolCallError
+from toolwire.plugin_api import ToolCallError, current_call
 
 from .bounded_lines import bounded_lines, skip_lines
-from .confinement import Workspace
+from .confinement import MAX_PATH_DEPTH, Workspace
 from .regex_search import RegexBudgetExceeded, RegexMatcher, RegexPatternError, regex_time_budget
 
-__all__ = ["LIMITS", "TOOLS", "WorkspaceLimits", "list_dir", "read_file", "search_text",
-           "write_file"]
+__all__ = ["LIMITS", "TOOLS", "WorkspaceLimits", "current_limits", "list_dir", "read_file",
+           "search_text", "write_file"]
 
 
 @attrs.frozen
@@ -43,6 +43,8 @@ class WorkspaceLimits:
     :ivar max_pattern_chars: the longest pattern accepted.
     :ivar max_results: the most result lines, whatever the model asks.
     :ivar max_write_bytes: the largest content ``write_file`` writes.
+    :ivar max_path_depth: the most folders one path goes through (so ``write_file``
+        creates at most that many levels).
     """
 
     max_entries: int = 500
@@ -57,6 +59,7 @@ class WorkspaceLimits:
     max_pattern_chars: int = 1000
     max_results: int = 500
     max_write_bytes: int = 8 * 1024 * 1024
+    max_path_depth: int = MAX_PATH_DEPTH
 
 
 LIMITS = WorkspaceLimits()
@@ -64,8 +67,8 @@ LIMITS = WorkspaceLimits()
 _Files = Generator[tuple[str, int | None, os.stat_result | None], None, None]
 
 
-def _limits() -> WorkspaceLimits:
-    # Read through the module attribute, so replacing LIMITS takes effect at once.
+def current_limits() -> WorkspaceLimits:
+    """The budgets in force: :data:`LIMITS` as it is now (replacing it takes effect at once)."""
     return globals()["LIMITS"]  # type: ignore[no-any-return]
 
 
@@ -78,8 +81,8 @@ def list_dir(path: str = ".", workspace: object = None) -> str:
 
     :param path: folder relative to the workspace root
     """
-    limits = _limits()
-    with Workspace(workspace, "list_dir") as ws:
+    limits = current_limits()
+    with Workspace(workspace, "list_dir", max_depth=limits.max_path_depth) as ws:
         folder_fd, _ = ws.open_folder(path)
         try:
             entries = list(ws.entries(folder_fd))
@@ -118,8 +121,8 @@ def read_file(path: str, start_line: int = 1, end_line: int | None = None,
     if start_line < 1 or (end_line is not None and end_line < start_line):
         raise ToolCallError("start_line must be >= 1 and end_line >= start_line",
                             tool="read_file")
-    limits = _limits()
-    with Workspace(workspace, "read_file") as ws:
+    limits = current_limits()
+    with Workspace(workspace, "read_file", max_depth=limits.max_path_depth) as ws:
         fd, display, info = ws.open_file(path)
     with os.fdopen(fd, "rb") as stream:
         found = skip_lines(stream, start_line - 1)
@@ -185,14 +188,14 @@ def search_text(pattern: str, path: str = ".", regex: bool = False, max_results:
     :param regex: treat the pattern as a Python regular expression
     :param max_results: the most matching lines to return
     """
-    limits = _limits()
+    limits = current_limits()
     if not pattern:
         raise ToolCallError("the pattern is empty", tool="search_text")
     if len(pattern) > limits.max_pattern_chars:
         raise ToolCallError(f"the pattern is {len(pattern)} characters; the limit is "
                             f"{limits.max_pattern_chars}", tool="search_text")
     wanted = max(1, min(max_results, limits.max_results))
-    with Workspace(workspace, "search_text") as ws:
+    with Workspace(workspace, "search_text", max_depth=limits.max_path_depth) as ws:
         where = ws.resolve(path)
         try:
             info = os.stat(where.name, dir_fd=where.parent_fd, follow_symlinks=False)
@@ -217,13 +220,26 @@ def search_text(pattern: str, path: str = ".", regex: bool = False, max_results:
 
 
 def _open_matcher(pattern: str) -> RegexMatcher:
+    """The search's matcher, stopped at the call's deadline or cancellation too."""
+    running = current_call()
     try:
-        return RegexMatcher(pattern)
+        return RegexMatcher(pattern, deadline=running.deadline if running else None,
+                            cancel=running.cancel if running else None)
     except RegexPatternError as exc:
         raise ToolCallError(f"bad regular expression: {exc}", tool="search_text") from None
-    except RegexBudgetExceeded:
-        raise ToolCallError(f"the regular expression could not be compiled within "
-                            f"{regex_time_budget():g} seconds", tool="search_text") from None
+    except RegexBudgetExceeded as exc:
+        raise ToolCallError(f"the regular expression could not be compiled: "
+                            f"{_why_stopped(exc)}", tool="search_text") from None
+
+
+def _why_stopped(exc: RegexBudgetExceeded) -> str:
+    if exc.reason == "cancelled":
+        return "the reply was cancelled"
+    if exc.reason == "deadline":
+        return "the call's time limit ran out first"
+    if exc.reason == "ended":
+        return "the matching process ended unexpectedly"
+    return f"it ran longer than {regex_time_budget():g} seconds and was stopped"
 
 
 def _single(ws: Workspace, parent_fd: int, name: str,
@@ -246,7 +262,7 @@ def _walk(ws: Workspace, folder_fd: int, prefix: str, depth: int,
         for name, info in ws.entries(folder_fd):
             display = f"{prefix}/{name}" if prefix else name
             if stat.S_ISDIR(info.st_mode):
-                if name.startswith(".") or depth + 1 > _limits().max_search_depth:
+                if name.startswith(".") or depth + 1 > current_limits().max_search_depth:
                     continue
                 try:
                     child = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
@@ -268,7 +284,7 @@ def _walk(ws: Workspace, folder_fd: int, prefix: str, depth: int,
 
 def _search(files: _Files, pattern: str,
             matcher: RegexMatcher | None, wanted: int, state: _SearchState) -> list[str]:
-    limits = _limits()
+    limits = current_limits()
     hits: list[str] = []
     for display, fd, info in files:
         if fd is None or info is None:
@@ -294,7 +310,11 @@ def _search(files: _Files, pattern: str,
         try:
             found = (matcher.matching_lines("\n".join(capped), room) if matcher is not None
                      else [i for i, line in enumerate(capped) if pattern in line][:room])
-        except RegexBudgetExceeded:
+        except RegexBudgetExceeded as exc:
+            if exc.reason != "budget":
+                raise ToolCallError(f"the search was stopped while searching {display}, "
+                                    f"after {len(hits)} matching line(s): {_why_stopped(exc)}",
+                                    tool="search_text") from None
             raise ToolCallError(
                 f"the regular expression ran longer than {regex_time_budget():g} seconds "
                 f"(while searching {display}) and was stopped, after {len(hits)} matching "
@@ -316,7 +336,7 @@ def _cap(line: str, limit: int, state: _SearchState) -> str:
 
 def _report(pattern: str, hits: list[str], wanted: int, state: _SearchState) -> str:
     notes: list[str] = []
-    limits = _limits()
+    limits = current_limits()
     if len(hits) >= wanted:
         notes.append(f"... stopped at {wanted} results")
     if state.stopped:
@@ -344,12 +364,12 @@ def write_file(path: str, content: str, workspace: object = None) -> str:
     :param path: file relative to the workspace root
     :param content: the complete new content of the file
     """
-    limits = _limits()
+    limits = current_limits()
     data = content.encode("utf-8")
     if len(data) > limits.max_write_bytes:
         raise ToolCallError(f"content is {len(data)} bytes; the limit is "
                             f"{limits.max_write_bytes}", tool="write_file")
-    with Workspace(workspace, "write_file") as ws:
+    with Workspace(workspace, "write_file", max_depth=limits.max_path_depth) as ws:
         where = ws.resolve(path, create_folders=True, missing_ok=True)
         try:
             if where.name == ".":

@@ -294,3 +294,56 @@ def test_swapping_a_folder_for_a_symlink_never_lets_a_read_or_write_out(
         thread.join()
     assert leaked == []
     assert sorted(p.name for p in outside.iterdir()) == ["f.txt"]
+
+
+# -- path depth: no chain of thousands of folders --------------------------------------------
+
+
+def _depth(root: Path) -> int:
+    deepest = 0
+    for folder, _, _ in os.walk(root):
+        deepest = max(deepest, len(Path(folder).relative_to(root).parts))
+    return deepest
+
+
+def test_a_write_through_3001_folders_is_refused_before_any_folder_is_made(
+        dispatcher: Dispatcher, workspace: Path) -> None:
+    content, is_error = run(dispatcher, "write_file", path="a/" * 3001 + "f.txt", content="x")
+    assert is_error
+    limit = wt.LIMITS.max_path_depth
+    assert f"goes through more than {limit} folders" in content
+    assert len(content) < 400  # the 6,000-character path is not quoted whole
+    assert not (workspace / "a").exists()
+
+
+def test_a_write_at_the_depth_limit_works_and_one_level_more_is_refused(
+        dispatcher: Dispatcher, workspace: Path) -> None:
+    limit = wt.LIMITS.max_path_depth
+    content, is_error = run(dispatcher, "write_file", path="d/" * limit + "f.txt", content="x")
+    assert not is_error, content
+    assert _depth(workspace) == limit
+    content, is_error = run(dispatcher, "write_file", path="e/" * (limit + 1) + "f.txt",
+                            content="x")
+    assert is_error and "folders deep" in content
+    assert not (workspace / "e").exists()
+
+
+def test_dotdot_does_not_count_as_depth_but_symlinks_that_lengthen_a_path_do(
+        dispatcher: Dispatcher, workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(wt.tools, "LIMITS", wt.WorkspaceLimits(max_path_depth=3))
+    _, is_error = run(dispatcher, "write_file", path="a/b/../c/../d/e/f.txt", content="x")
+    assert not is_error
+    (workspace / "x" / "y").mkdir(parents=True)
+    os.symlink("x/y", workspace / "short")
+    content, is_error = run(dispatcher, "write_file", path="short/z/w/f.txt", content="x")
+    assert is_error and "more than 3 folders" in content
+    assert not (workspace / "x" / "y" / "z" / "w").exists()
+
+
+def test_reads_and_listings_are_held_to_the_same_depth(
+        dispatcher: Dispatcher, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(wt.tools, "LIMITS", wt.WorkspaceLimits(max_path_depth=2))
+    for name, args in (("read_file", {"path": "a/b/c/f.txt"}), ("list_dir", {"path": "a/b/c/d"}),
+                       ("search_text", {"pattern": "x", "path": "a/b/c/d"})):
+        content, is_error = run(dispatcher, name, **args)
+        assert is_error and "more than 2 folders" in content, (name, content)

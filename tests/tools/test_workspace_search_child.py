@@ -1,0 +1,190 @@
+"""A search's matching child never outlives its host, its call, or its CPU budget (issue 28).
+
+The regular expression runs in a child process. Whatever ends the search (the
+regex budget, the dispatcher's shorter deadline, a cancelled reply, the host
+killed or exiting mid-search), no child is left spinning.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.support.mcp_fixtures import running, wait_until
+from tests.support.paths import REPO
+from toolwire import CancelToken, Dispatcher, ToolCall, ToolRegistry
+from toolwire.plugins import workspace_tools as wt
+from toolwire.plugins.workspace_tools import regex_search
+from toolwire.plugins.workspace_tools.regex_worker import read_frame, write_frame
+
+BACKTRACKING = "(a+)+$"
+EVIL_LINE = "a" * 40 + "!\n"
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"),
+                                reason="reads children from /proc")
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    root = tmp_path / "ws"
+    root.mkdir()
+    (root / "evil.txt").write_text(EVIL_LINE)
+    return root
+
+
+def matching_children(parent: int) -> list[int]:
+    """Live regex worker processes whose parent is ``parent``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            command = (entry / "cmdline").read_bytes()
+            ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        if ppid == parent and b"regex_worker.py" in command and running(int(entry.name)):
+            found.append(int(entry.name))
+    return found
+
+
+def workers_by_command() -> set[int]:
+    """Live regex workers of any parent (an orphan's parent is no longer its host)."""
+    found = set()
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if b"regex_worker.py" in (entry / "cmdline").read_bytes():
+                    found.add(int(entry.name))
+            except OSError:
+                continue
+    return {pid for pid in found if running(pid)}
+
+
+def test_a_dispatcher_timeout_shorter_than_the_regex_budget_leaves_no_child_running(
+        workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    regex_search._POOL.close_all()
+    monkeypatch.setenv("TOOLWIRE_REGEX_TIMEOUT", "30")
+    dispatcher = Dispatcher(ToolRegistry(wt.TOOLS), workspace=workspace, timeout=1)
+    started = time.monotonic()
+    result = dispatcher.dispatch(ToolCall("c1", "search_text",
+                                          {"pattern": BACKTRACKING, "regex": True}))
+    # the search stops at the same deadline: whichever of the two notices it first answers
+    assert result.error_kind == "timeout" or "call's time limit ran out" in result.content
+    assert time.monotonic() - started < 10
+    assert wait_until(lambda: not matching_children(os.getpid()), within=5)
+
+
+def test_a_cancelled_reply_stops_the_search_and_its_child(
+        workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    regex_search._POOL.close_all()
+    monkeypatch.setenv("TOOLWIRE_REGEX_TIMEOUT", "30")
+    dispatcher = Dispatcher(ToolRegistry(wt.TOOLS), workspace=workspace, timeout=60)
+    cancel = CancelToken()
+    threading.Timer(0.5, cancel.cancel).start()
+    started = time.monotonic()
+    result = dispatcher.dispatch(ToolCall("c1", "search_text",
+                                          {"pattern": BACKTRACKING, "regex": True}),
+                                 cancel=cancel)
+    assert result.error_kind == "cancelled" or "the reply was cancelled" in result.content
+    assert time.monotonic() - started < 10
+    assert wait_until(lambda: not matching_children(os.getpid()), within=5)
+
+
+def test_the_search_stopped_at_the_calls_deadline_says_so(
+        workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TOOLWIRE_REGEX_TIMEOUT", "30")
+    deadline = time.monotonic() + 0.5
+    with pytest.raises(regex_search.RegexBudgetExceeded) as stopped:
+        with regex_search.RegexMatcher(BACKTRACKING, deadline=deadline) as matcher:
+            matcher.matching_lines(EVIL_LINE, 1)
+    assert stopped.value.reason == "deadline"
+    assert time.monotonic() - deadline < 5
+
+
+_HOST = textwrap.dedent("""
+    import os, sys, threading, time
+    from toolwire import Dispatcher, ToolCall, ToolRegistry
+    from toolwire.plugins import workspace_tools as wt
+    os.environ["TOOLWIRE_REGEX_TIMEOUT"] = "600"
+    dispatcher = Dispatcher(ToolRegistry(wt.TOOLS), workspace=sys.argv[1], timeout={timeout})
+    def exit_mid_search():
+        from tests.tools.test_workspace_search_child import matching_children
+        while not matching_children(os.getpid()):
+            time.sleep(0.01)
+        time.sleep(0.3)
+        os._exit(0)
+    if sys.argv[2] == "exit":
+        threading.Thread(target=exit_mid_search, daemon=True).start()
+    dispatcher.dispatch(ToolCall("c1", "search_text", {{"pattern": "(a+)+$", "regex": True}}))
+""")
+
+
+@pytest.mark.parametrize(("how", "timeout"), [("sigkill", "None"), ("sigkill", "60"),
+                                              ("exit", "60")])
+def test_a_host_that_dies_mid_search_leaves_no_child(workspace: Path, how: str,
+                                                     timeout: str) -> None:
+    """``None`` searches on the host's main thread, ``60`` in a tool thread."""
+    host = subprocess.Popen([sys.executable, "-c", _HOST.format(timeout=timeout),
+                             str(workspace), how], cwd=REPO, stderr=subprocess.PIPE)
+    try:
+        wait_until(lambda: matching_children(host.pid) or host.poll() is not None, within=120)
+        assert matching_children(host.pid), \
+            f"the host started no matching child: {host.poll()}, {host.stderr.read()!r}" \
+            if host.poll() is not None else "the host started no matching child"
+        children = matching_children(host.pid)
+        time.sleep(0.3)  # the child is now matching, not starting
+        if how == "sigkill":
+            host.send_signal(signal.SIGKILL)
+        host.wait(30)
+        assert wait_until(lambda: not (set(children) & workers_by_command()), within=5), \
+            f"children {children} outlived their host"
+    finally:
+        host.kill()
+        host.wait(30)
+
+
+def test_a_child_nobody_kills_ends_at_its_own_cpu_limit() -> None:
+    """The host here never kills the child: the kernel does, at the seconds it was given."""
+    script = Path(regex_search.__file__).with_name("regex_worker.py")
+    child = subprocess.Popen([sys.executable, "-I", "-S", str(script), str(os.getpid())],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    assert child.stdin is not None and child.stdout is not None
+    try:
+        write_frame(child.stdin, {"pattern": BACKTRACKING, "cpu_seconds": 1})
+        assert read_frame(child.stdout) == {"ok": True}
+        write_frame(child.stdin, {"text": EVIL_LINE, "limit": 1, "cpu_seconds": 1})
+        assert child.wait(30) == -signal.SIGXCPU
+    finally:
+        child.kill()
+        child.wait()
+        child.stdin.close()
+        child.stdout.close()
+
+
+def test_an_idle_pooled_child_survives_the_tool_thread_that_asked_for_it(
+        workspace: Path) -> None:
+    """Children are started by one long-lived thread, not by the (short-lived) caller."""
+    regex_search._POOL.close_all()
+    box: list[int] = []
+
+    def search_once() -> None:
+        with regex_search.RegexMatcher("a") as matcher:
+            assert matcher.matching_lines("a\nb", 5) == [0]
+            box.append(matcher._worker.process.pid)  # type: ignore[union-attr]
+
+    thread = threading.Thread(target=search_once)
+    thread.start()
+    thread.join()
+    time.sleep(0.5)
+    assert running(box[0])
+    with regex_search.RegexMatcher("b") as matcher:
+        assert matcher.matching_lines("a\nb", 5) == [1]
