@@ -8,12 +8,16 @@ with a scripted model and a real MCP server (tests/tools/test_mcp_docs_example.p
 import sys
 
 import toolwire
-from toolwire.plugins.mcp_tools import MCPServers
+from toolwire.plugins.mcp_tools import TRUST_READ_ONLY_HINTS, MCPServers, server_from_command
 
 
 def ask(backend: toolwire.Backend, server: str, question: str) -> str:
-    """Start the server, offer its read-only tools, answer one question, stop the server."""
-    with MCPServers([server]) as servers:
+    """Start the server, offer its read-only tools, answer one question, stop the server.
+
+    A server's read-only hints count only when you trust them: here, you do.
+    """
+    trusted = server_from_command(server, trust=TRUST_READ_ONLY_HINTS)
+    with MCPServers([trusted]) as servers:
         chat = toolwire.Chat(backend, tools=servers.tools(), read_only=True)
         return chat.ask(question)
 

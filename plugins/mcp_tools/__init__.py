@@ -2,9 +2,11 @@
 
 Connects to Model Context Protocol servers over stdio (a command) or streamable
 HTTP (a URL), lists their tools and registers them as :class:`toolwire.Tool`
-objects: the server's name, description and input schema, read-only when the
-tool's ``annotations.readOnlyHint`` says so (a tool without the hint is a write
-tool). Calls go through the one dispatcher like any tool's::
+objects: the server's name, description and input schema. A tool is read-only
+only when its ``annotations.readOnlyHint`` says so *and* the user trusts the
+server's hints (``"trust": "read-only-hints"`` in its configuration, ``trusted=``,
+``--mcp-trust NAME``); every other tool is a write tool. Calls go through the one
+dispatcher like any tool's::
 
     import toolwire
     from toolwire.plugins.mcp_tools import MCPServers, mcp_tools
@@ -15,8 +17,8 @@ tool). Calls go through the one dispatcher like any tool's::
     async with MCPServers.from_config("mcp.json") as servers:   # closed on leaving
         chat = toolwire.Chat(backend, tools=await servers.atools())
 
-``toolwire chat``/``serve``/``tools`` take ``--mcp``, ``--mcp-url`` and
-``--mcp-config`` and open the ``mcp`` tool source this plugin registers
+``toolwire chat``/``serve``/``tools`` take ``--mcp``, ``--mcp-url``,
+``--mcp-config`` and ``--mcp-trust`` and open the ``mcp`` tool source this plugin registers
 (``register_tool_sources``). Servers are not registered through ``register_tools``:
 that hook runs for every command and every plugin manager, and listing a server
 means starting it, so MCP tools are added where a session asks for them.
@@ -32,7 +34,14 @@ from collections.abc import Iterable
 
 from toolwire.plugin_api import RegisterToolSource, ToolSourceSpec, hookimpl
 
-from .config import ServerConfig, load_config, parse_config, server_from_command, server_from_url
+from .config import (
+    TRUST_READ_ONLY_HINTS,
+    ServerConfig,
+    load_config,
+    parse_config,
+    server_from_command,
+    server_from_url,
+)
 from .errors import (
     EXTRA_HINT,
     MCPConfigError,
@@ -56,6 +65,7 @@ __all__ = [
     "DEFAULT_CONNECT_TIMEOUT",
     "EXTRA_HINT",
     "SOURCE_OPTIONS",
+    "TRUST_READ_ONLY_HINTS",
     "MCPConfigError",
     "MCPNotInstalledError",
     "MCPServerError",
@@ -85,21 +95,23 @@ def mcp_source(tool: object) -> str | None:
     return None
 
 
-SOURCE_OPTIONS = ("commands", "urls", "config_files")
+SOURCE_OPTIONS = ("commands", "urls", "config_files", "trusted")
 """What :func:`open_servers` (the ``mcp`` tool source) accepts."""
 
 
 def open_servers(*, commands: Iterable[str] = (), urls: Iterable[str] = (),
-                 config_files: Iterable[str] = ()) -> MCPServers:
+                 config_files: Iterable[str] = (), trusted: Iterable[str] = ()) -> MCPServers:
     """The servers of these command lines, URLs and ``mcpServers`` files (not started yet).
 
-    :raises MCPConfigError: a command, URL or file is not usable.
+    :param trusted: names of the servers whose read-only hints are trusted.
+    :raises MCPConfigError: a command, URL or file is not usable, or a trusted name
+        is none of the servers'.
     """
     configs = [server_from_command(c) for c in commands]
     configs += [server_from_url(u) for u in urls]
     for path in config_files:
         configs += load_config(path)
-    return MCPServers(configs)
+    return MCPServers(configs, trusted=trusted)
 
 
 @hookimpl

@@ -15,6 +15,12 @@ HTTP). ``"disabled": true`` skips an entry; a ``type`` of ``stdio``, ``http`` or
 ``streamable-http`` is accepted, ``sse`` (the old HTTP transport) is refused by name.
 Other keys (clients add their own) are ignored. ``${VAR}`` and ``${VAR:-default}``
 in strings are replaced from the environment, so secrets stay out of the file.
+
+``"trust": "read-only-hints"`` says the user trusts what this server claims about
+its tools: only then does a tool's ``readOnlyHint`` make it a read-only tool (offered
+in read-only mode, run without approval). By default a server is not trusted, as
+the MCP specification asks of hints from servers the user has not vouched for, and
+every tool it lists is a write tool whatever its hints say.
 """
 
 from __future__ import annotations
@@ -32,8 +38,14 @@ import attrs
 
 from .errors import MCPConfigError
 
-__all__ = ["ServerConfig", "load_config", "parse_config", "server_from_command",
-           "server_from_url", "unique_names"]
+__all__ = ["TRUST_LEVELS", "TRUST_READ_ONLY_HINTS", "ServerConfig", "load_config",
+           "parse_config", "server_from_command", "server_from_url", "trust_servers",
+           "unique_names"]
+
+TRUST_READ_ONLY_HINTS = "read-only-hints"
+"""The trust that makes a server's ``readOnlyHint`` annotations count."""
+TRUST_LEVELS = (TRUST_READ_ONLY_HINTS,)
+"""Every value ``trust`` may have (besides none)."""
 
 _LAUNCHERS = frozenset({"python", "python3", "py", "node", "npx", "uv", "uvx", "pipx", "deno",
                         "bun", "bunx", "docker", "podman", "npm", "pnpm", "yarn", "sh", "bash"})
@@ -60,6 +72,8 @@ class ServerConfig:
     :ivar cwd: the folder to start it in.
     :ivar url: the streamable-HTTP endpoint (HTTP servers).
     :ivar headers: HTTP headers sent with every request (for example a token).
+    :ivar trust: ``"read-only-hints"`` when the user trusts the server's read-only
+        hints; ``None`` (the default) makes every tool of the server a write tool.
     """
 
     name: str
@@ -69,6 +83,7 @@ class ServerConfig:
     cwd: str | None = None
     url: str | None = None
     headers: Mapping[str, str] = attrs.field(factory=dict, converter=_string_map)
+    trust: str | None = None
 
     def __attrs_post_init__(self) -> None:
         if not self.name:
@@ -79,6 +94,14 @@ class ServerConfig:
             raise MCPConfigError(f"MCP server {self.name!r}: the command is empty")
         if self.url is not None:
             _check_url(self.url, self.name)
+        if self.trust is not None and self.trust not in TRUST_LEVELS:
+            raise MCPConfigError(f"MCP server {self.name!r}: trust {self.trust!r} is not "
+                                 f"known (use {TRUST_READ_ONLY_HINTS!r}, or leave it out)")
+
+    @property
+    def trusts_read_only_hints(self) -> bool:
+        """Whether the server's ``readOnlyHint`` makes a tool read-only."""
+        return self.trust == TRUST_READ_ONLY_HINTS
 
     @property
     def transport(self) -> str:
@@ -123,10 +146,12 @@ def _safe_name(text: str) -> str:
     return _NAME_UNSAFE.sub("_", text).strip("_") or "mcp"
 
 
-def server_from_command(command_line: str, name: str | None = None) -> ServerConfig:
+def server_from_command(command_line: str, name: str | None = None, *,
+                        trust: str | None = None) -> ServerConfig:
     """A stdio server from one command line (``--mcp 'COMMAND ARGS'``), split as a shell would.
 
     :param name: the server's name; by default the script or package it runs.
+    :param trust: :data:`TRUST_READ_ONLY_HINTS` to believe its read-only hints.
     :raises MCPConfigError: an empty or unbalanced command line.
     """
     try:
@@ -136,12 +161,14 @@ def server_from_command(command_line: str, name: str | None = None) -> ServerCon
     if not words:
         raise MCPConfigError("the MCP command is empty")
     return ServerConfig(name=name or _name_from_command(words), command=words[0],
-                        args=tuple(words[1:]))
+                        args=tuple(words[1:]), trust=trust)
 
 
-def server_from_url(url: str, name: str | None = None) -> ServerConfig:
+def server_from_url(url: str, name: str | None = None, *,
+                    trust: str | None = None) -> ServerConfig:
     """A streamable-HTTP server (``--mcp-url URL``); named after its host and port by default.
 
+    :param trust: :data:`TRUST_READ_ONLY_HINTS` to believe its read-only hints.
     :raises MCPConfigError: not an http(s) URL.
     """
     _check_url(url, name or url)
@@ -149,7 +176,7 @@ def server_from_url(url: str, name: str | None = None) -> ServerConfig:
     default = parts.hostname or "mcp"
     if parts.port is not None:
         default += f"_{parts.port}"
-    return ServerConfig(name=name or _safe_name(default), url=url)
+    return ServerConfig(name=name or _safe_name(default), url=url, trust=trust)
 
 
 def _expand(text: str, where: str) -> str:
@@ -188,6 +215,14 @@ def _string_table(entry: Mapping[str, Any], key: str, where: str) -> dict[str, s
     return {k: _expand(v, where) for k, v in value.items()}
 
 
+def _trust(entry: Mapping[str, Any], where: str) -> str | None:
+    value = entry.get("trust")
+    if value is None or value in TRUST_LEVELS:
+        return value  # type: ignore[no-any-return]
+    raise MCPConfigError(f"{where}: 'trust' must be {TRUST_READ_ONLY_HINTS!r} (the server's "
+                         f"read-only hints are then believed), not {value!r}")
+
+
 def _server_from_entry(name: str, entry: Any, source: str) -> ServerConfig | None:
     where = f"{source}: server {name!r}"
     if not isinstance(entry, Mapping):
@@ -201,14 +236,15 @@ def _server_from_entry(name: str, entry: Any, source: str) -> ServerConfig | Non
         raise MCPConfigError(f"{where}: unsupported transport {kind!r}{hint}")
     if "command" in entry and "url" in entry:
         raise MCPConfigError(f"{where}: give either 'command' or 'url', not both")
+    trust = _trust(entry, where)
     if "command" in entry:
         command = _string(entry, "command", where)
         return ServerConfig(name=name, command=command, args=_strings(entry, "args", where),
                             env=_string_table(entry, "env", where),
-                            cwd=_string(entry, "cwd", where))
+                            cwd=_string(entry, "cwd", where), trust=trust)
     if "url" in entry:
         return ServerConfig(name=name, url=_string(entry, "url", where),
-                            headers=_string_table(entry, "headers", where))
+                            headers=_string_table(entry, "headers", where), trust=trust)
     raise MCPConfigError(f"{where} has neither 'command' nor 'url'")
 
 
@@ -257,3 +293,20 @@ def unique_names(servers: Iterable[ServerConfig]) -> list[ServerConfig]:
         seen.add(name)
         out.append(server if name == server.name else attrs.evolve(server, name=name))
     return out
+
+
+def trust_servers(servers: Iterable[ServerConfig], trusted: Iterable[str]) -> list[ServerConfig]:
+    """The servers, those named in ``trusted`` with their read-only hints trusted.
+
+    :raises MCPConfigError: a name in ``trusted`` is none of the servers' (a typo would
+        otherwise leave a server silently untrusted).
+    """
+    listed = list(servers)
+    wanted = set(trusted)
+    unknown = sorted(wanted - {s.name for s in listed})
+    if unknown:
+        known = ", ".join(repr(s.name) for s in listed) or "none"
+        raise MCPConfigError(f"cannot trust {', '.join(map(repr, unknown))}: no MCP server "
+                             f"has that name (the servers: {known})")
+    return [attrs.evolve(s, trust=TRUST_READ_ONLY_HINTS) if s.name in wanted else s
+            for s in listed]

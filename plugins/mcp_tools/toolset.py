@@ -34,7 +34,15 @@ from toolwire import (
 )
 from toolwire.plugin_api import current_call
 
-from .config import ServerConfig, load_config, server_from_command, server_from_url, unique_names
+from .config import (
+    TRUST_READ_ONLY_HINTS,
+    ServerConfig,
+    load_config,
+    server_from_command,
+    server_from_url,
+    trust_servers,
+    unique_names,
+)
 from .errors import MCPNotInstalledError, MCPServerError
 from .loop_thread import LoopThread
 from .naming import NamedTool, assign_names
@@ -123,6 +131,9 @@ class MCPServers:
     :param call_timeout: seconds a call may take when the session sets no timeout.
     :param max_restarts: how many times a server that stopped is started again.
     :param max_result_chars: the most characters of one result the model reads.
+    :param trusted: names of servers whose read-only hints are trusted (as
+        ``"trust": "read-only-hints"`` does for a configured server); every other
+        server's tools are write tools whatever their hints say.
     :param errlog: where stdio servers' standard error goes (default: kept in a
         temporary file, quoted when a server fails to start).
     """
@@ -131,9 +142,9 @@ class MCPServers:
                  connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
                  call_timeout: float = DEFAULT_CALL_TIMEOUT, max_restarts: int = 1,
                  max_result_chars: int = DEFAULT_MAX_RESULT_CHARS,
-                 errlog: IO[Any] | None = None) -> None:
-        self.configs: tuple[ServerConfig, ...] = tuple(unique_names(_as_config(s)
-                                                                    for s in servers))
+                 trusted: Iterable[str] = (), errlog: IO[Any] | None = None) -> None:
+        self.configs: tuple[ServerConfig, ...] = tuple(trust_servers(
+            unique_names(_as_config(s) for s in servers), trusted))
         self.connect_timeout = connect_timeout
         self.call_timeout = call_timeout
         self.max_restarts = max_restarts
@@ -253,6 +264,7 @@ class MCPServers:
             tool = self._tool(config, item, named)
             if tool is not None:
                 tools.append(tool)
+        self.notes.extend(_untrusted_hint_notes(found))
         return tools
 
     def _tool(self, config: ServerConfig, item: mcp_types.Tool, named: NamedTool) -> Tool | None:
@@ -263,8 +275,7 @@ class MCPServers:
             description += (f"\n\n(MCP server {config.name!r} calls this tool {item.name!r}.)"
                             if description else
                             f"(MCP server {config.name!r} calls this tool {item.name!r}.)")
-        annotations = item.annotations
-        read_only = bool(annotations is not None and annotations.read_only_hint)
+        read_only = config.trusts_read_only_hints and _hints_read_only(item)
         schema = {"name": named.name, "description": description,
                   "parameters": dict(item.input_schema or {"type": "object"})}
         function = MCPToolFunction(self, config.name, item.name, named.name)
@@ -379,6 +390,28 @@ class MCPServers:
     def __repr__(self) -> str:
         names = ", ".join(c.name for c in self.configs)
         return f"<MCPServers [{names}]{' closed' if self._closed else ''}>"
+
+
+def _hints_read_only(item: mcp_types.Tool) -> bool:
+    annotations = item.annotations
+    return bool(annotations is not None and annotations.read_only_hint is True)
+
+
+def _untrusted_hint_notes(found: Sequence[tuple[ServerConfig, mcp_types.Tool]]) -> list[str]:
+    """One note per untrusted server whose tools claim to be read-only."""
+    hinted: dict[str, list[str]] = {}
+    for config, item in found:
+        if not config.trusts_read_only_hints and _hints_read_only(item):
+            hinted.setdefault(config.name, []).append(item.name)
+    notes = []
+    for server, names in hinted.items():
+        shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+        notes.append(f"MCP server {server!r} marks {len(names)} tool"
+                     f"{'s' if len(names) > 1 else ''} read-only ({shown}); its hints are not "
+                     f"trusted, so they are write tools. To trust them: \"trust\": "
+                     f"\"{TRUST_READ_ONLY_HINTS}\" in its mcpServers entry, or --mcp-trust "
+                     f"{server}")
+    return notes
 
 
 async def _close_all(connections: Sequence[ServerConnection]) -> None:

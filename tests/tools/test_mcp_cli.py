@@ -44,15 +44,18 @@ def config(tmp_path: Path) -> Path:
     path = tmp_path / "mcp.json"
     path.write_text(json.dumps({"mcpServers": {
         "alpha": {"command": sys.executable, "args": [SCRIPT, "tools"],
-                  "env": {"MCP_TEST_LOG": str(tmp_path / "calls.jsonl")}},
-        "beta": {"command": sys.executable, "args": [SCRIPT, "other"]},
+                  "env": {"MCP_TEST_LOG": str(tmp_path / "calls.jsonl")},
+                  "trust": "read-only-hints"},
+        "beta": {"command": sys.executable, "args": [SCRIPT, "other"],
+                 "trust": "read-only-hints"},
         "retired": {"command": "/nonexistent", "disabled": True},
     }}))
     return path
 
 
 def test_tools_lists_every_tool_with_its_source_access_and_schema(tmp_path: Path) -> None:
-    run = toolwire("tools", "--mcp", TOOLS_SERVER, "--json", cwd=tmp_path)
+    run = toolwire("tools", "--mcp", TOOLS_SERVER, "--mcp-trust", "mcp_servers", "--json",
+                   cwd=tmp_path)
     assert run.returncode == 0, run.stderr
     rows = {row["name"]: row for row in json.loads(run.stdout)}
     assert rows["read_file"]["source"] == "toolwire.plugins.workspace_tools"
@@ -60,10 +63,33 @@ def test_tools_lists_every_tool_with_its_source_access_and_schema(tmp_path: Path
     assert rows["save_note"]["read_only"] is False
     assert rows["add"]["parameters"]["properties"]["a"]["type"] == "integer"
     assert rows["add"]["description"] == "Add two whole numbers."
-    text = toolwire("tools", "--mcp", TOOLS_SERVER, "--no-tools", "--read-only", cwd=tmp_path)
+    text = toolwire("tools", "--mcp", TOOLS_SERVER, "--mcp-trust", "mcp_servers", "--no-tools",
+                    "--read-only", cwd=tmp_path)
     assert text.returncode == 0, text.stderr
     assert "add  (mcp:mcp_servers, read-only)" in text.stdout
     assert "read_file" not in text.stdout and "save_note" not in text.stdout
+
+
+def test_an_untrusted_servers_hints_make_no_tool_read_only_and_a_note_says_so(
+        tmp_path: Path) -> None:
+    run = toolwire("tools", "--mcp", TOOLS_SERVER, "--no-tools", "--json", cwd=tmp_path)
+    assert run.returncode == 0, run.stderr
+    rows = {row["name"]: row for row in json.loads(run.stdout)}
+    assert "add" in rows and not any(row["read_only"] for row in rows.values())
+    assert "MCP server 'mcp_servers' marks 6 tools read-only (add, " in run.stderr
+    assert "--mcp-trust mcp_servers" in run.stderr
+    read_only = toolwire("tools", "--mcp", TOOLS_SERVER, "--no-tools", "--read-only",
+                         cwd=tmp_path)
+    assert (read_only.returncode, read_only.stdout) == (0, "no tools\n"), read_only.stderr
+    called = toolwire("tools", "--mcp", TOOLS_SERVER, "--call", "add", "--read-only",
+                      "--args", '{"a": 1, "b": 2}', cwd=tmp_path)
+    assert called.returncode == 1 and "read-only" in called.stdout
+
+
+def test_trusting_a_server_that_is_not_there_is_an_input_error(tmp_path: Path) -> None:
+    run = toolwire("tools", "--mcp", TOOLS_SERVER, "--mcp-trust", "mcp_server", cwd=tmp_path)
+    assert run.returncode == 2
+    assert "cannot trust 'mcp_server'" in run.stderr and "'mcp_servers'" in run.stderr
 
 
 def test_tools_call_runs_one_call_through_dispatch(config: Path, tmp_path: Path) -> None:

@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 
 from tests.support.paths import REPO
 from toolwire.plugins.mcp_tools import (
+    TRUST_READ_ONLY_HINTS,
     MCPConfigError,
     ServerConfig,
     assign_names,
@@ -334,7 +335,7 @@ def test_a_listed_tool_with_an_unusable_schema_is_skipped_with_a_note() -> None:
                                input_schema=schema,
                                annotations=SimpleNamespace(read_only_hint=hint))
 
-    owner = MCPServers([server_from_command("srv")])
+    owner = MCPServers([server_from_command("srv", trust=TRUST_READ_ONLY_HINTS)])
     try:
         tools = owner._build([(owner.configs[0], [
             listed("rows", {"type": "array"}, True),
@@ -347,3 +348,56 @@ def test_a_listed_tool_with_an_unusable_schema_is_skipped_with_a_note() -> None:
         [("peek", True, "A title"), ("poke", False, "A title")]
     assert owner.notes == ["MCP tool 'rows' of server 'srv' is skipped: tool 'rows': "
                            "parameters must have type 'object'"]
+
+
+# -- trust -----------------------------------------------------------------------------------
+
+
+def test_trust_is_read_from_a_config_entry_and_is_off_by_default() -> None:
+    servers = parse_config({"mcpServers": {
+        "files": {"command": "files-server", "trust": "read-only-hints"},
+        "web": {"url": "https://mcp.example.com/mcp", "trust": "read-only-hints"},
+        "plain": {"command": "plain-server"}}})
+    assert [(s.name, s.trusts_read_only_hints) for s in servers] == \
+        [("files", True), ("web", True), ("plain", False)]
+    assert not server_from_command("srv").trusts_read_only_hints
+    assert server_from_url("http://127.0.0.1:9/mcp", trust=TRUST_READ_ONLY_HINTS).trust == \
+        TRUST_READ_ONLY_HINTS
+
+
+@pytest.mark.parametrize("value", [True, "all", "read-only", ["read-only-hints"]])
+def test_a_trust_value_other_than_read_only_hints_is_refused_by_name(value: object) -> None:
+    with pytest.raises(MCPConfigError, match=r"server 'files': 'trust' must be "
+                                             r"'read-only-hints'"):
+        parse_config({"mcpServers": {"files": {"command": "files-server", "trust": value}}})
+    with pytest.raises(MCPConfigError, match="trust 'all' is not known"):
+        ServerConfig("files", command="files-server", trust="all")
+
+
+def test_trusted_names_apply_after_repeated_names_are_made_unique() -> None:
+    from toolwire.plugins.mcp_tools import MCPServers
+
+    owner = MCPServers(["srv --a", "srv --b"], trusted=["srv-2"])
+    try:
+        assert [(c.name, c.trusts_read_only_hints) for c in owner.configs] == \
+            [("srv", False), ("srv-2", True)]
+    finally:
+        owner.close()
+    with pytest.raises(MCPConfigError, match=r"cannot trust 'srv-3'.*'srv', 'srv-2'"):
+        MCPServers(["srv --a", "srv --b"], trusted=["srv-3"])
+
+
+def test_an_untrusted_listing_with_hints_gives_write_tools() -> None:
+    from toolwire.plugins.mcp_tools import MCPServers
+
+    hinted = SimpleNamespace(name="peek", description="d", title=None,
+                             input_schema={"type": "object"},
+                             annotations=SimpleNamespace(read_only_hint=True))
+    owner = MCPServers([server_from_command("srv")])
+    try:
+        tools = owner._build([(owner.configs[0], [hinted])], (), False)
+    finally:
+        owner.close()
+    assert [(t.name, t.read_only) for t in tools] == [("peek", False)]
+    assert owner.notes[-1].startswith("MCP server 'srv' marks 1 tool read-only (peek); its "
+                                      "hints are not trusted")

@@ -9,6 +9,7 @@ becomes the tool's result while the session and the other servers go on.
 from __future__ import annotations
 
 import asyncio
+import json
 import subprocess
 import sys
 import threading
@@ -30,8 +31,25 @@ from tests.support.mcp_fixtures import (
     wait_until,
 )
 from tests.support.paths import REPO
-from toolwire import CancelToken, Chat, Dispatcher, DispatchResult, ToolCall, ToolRegistry
-from toolwire.plugins.mcp_tools import MCPServerError, MCPServers, mcp_source, mcp_tools
+from toolwire import (
+    Approval,
+    ApprovalRequest,
+    CancelToken,
+    Chat,
+    Dispatcher,
+    DispatchResult,
+    ToolCall,
+    ToolRegistry,
+)
+from toolwire.plugins.mcp_tools import (
+    TRUST_READ_ONLY_HINTS,
+    MCPConfigError,
+    MCPServerError,
+    MCPServers,
+    mcp_source,
+    mcp_tools,
+    server_from_url,
+)
 from toolwire.testing.scripted import ScriptedBackend
 from toolwire.vocabulary.tools import Tool
 
@@ -48,7 +66,8 @@ def log(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def servers(log: Path) -> Iterator[MCPServers]:
-    with MCPServers([stdio_server("tools", log=log)], connect_timeout=START) as owner:
+    with MCPServers([stdio_server("tools", log=log)], connect_timeout=START,
+                    trusted=["tools"]) as owner:
         yield owner
 
 
@@ -96,6 +115,48 @@ def test_a_read_only_session_offers_only_hinted_tools_and_refuses_the_rest_by_na
     assert result.is_error and result.error_kind == "read_only"
     assert "'save_note' changes things and this session is read-only" in result.content
     assert logged(log, tool="save_note") == []
+
+
+def test_an_untrusted_servers_read_only_hints_make_write_tools_with_a_note() -> None:
+    with MCPServers([stdio_server("tools"), stdio_server("other")], trusted=["other"],
+                    connect_timeout=START) as owner:
+        tools = owner.tools(strict=True, taken=["search"])
+        by_name = {t.name: t for t in tools}
+        assert not any(by_name[name].read_only for name in READ_TOOLS - {"search"})
+        assert not by_name["tools_search"].read_only
+        assert by_name["archive_size"].read_only and by_name["other_search"].read_only
+        assert [n for n in owner.notes if "hints are not trusted" in n] == [
+            "MCP server 'tools' marks 6 tools read-only (add, lookup_city, search, pid, "
+            "picture and 1 more); its hints are not trusted, so they are write tools. To "
+            "trust them: \"trust\": \"read-only-hints\" in its mcpServers entry, or "
+            "--mcp-trust tools"]
+        read_only = Dispatcher(ToolRegistry(tools), read_only=True)
+        assert {t.name for t in read_only.offered_tools()} == {"archive_size", "other_search"}
+        refused = read_only.dispatch(ToolCall("c", "add", {"a": 1, "b": 2}))
+        assert refused.error_kind == "read_only"
+        asked: list[str] = []
+
+        def approver(request: ApprovalRequest) -> Approval:
+            asked.append(request.tool.name)
+            return Approval.DENY
+
+        gated = Dispatcher(ToolRegistry(tools), approve=approver, timeout=30)
+        assert gated.dispatch(ToolCall("c", "add", {"a": 1, "b": 2})).error_kind == "denied"
+        assert gated.dispatch(ToolCall("c", "archive_size", {})).content == "42"
+        assert asked == ["add"]  # the trusted server's read-only tool ran without asking
+
+
+def test_a_config_files_trust_entry_and_the_trusted_option_are_the_same_trust(
+        tmp_path: Path) -> None:
+    config = tmp_path / "mcp.json"
+    config.write_text(json.dumps({"mcpServers": {
+        "calc": {"command": sys.executable, "args": [stdio_server("tools").args[0], "tools"],
+                 "trust": "read-only-hints"}}}))
+    with MCPServers.from_config(config, connect_timeout=START) as owner:
+        assert {t.name for t in owner.tools(strict=True) if t.read_only} == READ_TOOLS
+    with pytest.raises(MCPConfigError, match=r"cannot trust 'calc2': no MCP server has that "
+                                             r"name \(the servers: 'calc'\)"):
+        MCPServers.from_config(config, trusted=["calc2"])
 
 
 # -- calls ---------------------------------------------------------------------------------
@@ -233,7 +294,7 @@ def test_a_server_that_crashes_mid_call_is_reported_restarted_once_then_given_up
 def test_a_server_that_never_answers_the_handshake_fails_alone_and_is_stopped() -> None:
     marker = f"mute-{uuid.uuid4().hex}"
     with MCPServers([stdio_server("mute", marker=marker), stdio_server("other")],
-                    connect_timeout=HANDSHAKE) as owner:
+                    connect_timeout=HANDSHAKE, trusted=["other"]) as owner:
         started = time.monotonic()
         tools = owner.tools()
         assert time.monotonic() - started < START
@@ -318,7 +379,8 @@ def test_an_owner_left_open_is_closed_when_the_interpreter_exits(tmp_path: Path)
 def test_a_streamable_http_server_lists_validates_and_runs_calls(tmp_path: Path) -> None:
     log = tmp_path / "calls.jsonl"
     with http_server(log=log) as (url, _process), \
-            MCPServers([url], connect_timeout=START) as owner:
+            MCPServers([server_from_url(url, trust=TRUST_READ_ONLY_HINTS)],
+                       connect_timeout=START) as owner:
         tools = owner.tools(strict=True)
         assert {t.name for t in tools if t.read_only} == READ_TOOLS
         assert all(mcp_source(t) == f"mcp:{owner.configs[0].name}" for t in tools)

@@ -61,7 +61,8 @@ def log(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def mcp(log: Path) -> Iterator[list[Tool]]:
-    with MCPServers([stdio_server("tools", log=log)], connect_timeout=90) as servers:
+    with MCPServers([stdio_server("tools", log=log)], connect_timeout=90,
+                    trusted=["tools"]) as servers:
         yield servers.tools(strict=True)
 
 

@@ -1,6 +1,7 @@
 """``toolwire tools``: every tool a session would offer, or one call run through dispatch.
 
-``toolwire tools [--mcp 'COMMAND ARGS'] [--mcp-url URL] [--mcp-config FILE] [--json]``
+``toolwire tools [--mcp 'COMMAND ARGS'] [--mcp-url URL] [--mcp-config FILE]
+[--mcp-trust NAME] [--json]``
 lists each tool with its source (the plugin, or ``mcp:<server>``), whether it is
 read-only, and its JSON schema. ``toolwire tools --call NAME --args JSON`` runs one
 call through the same dispatcher a chat uses (validation, read-only refusal, the
@@ -44,6 +45,10 @@ def add_mcp_arguments(parser: argparse.ArgumentParser) -> None:
                              "repeatable")
     parser.add_argument("--mcp-config", action="append", default=[], metavar="FILE",
                         help='use the MCP servers of a {"mcpServers": {...}} file')
+    parser.add_argument("--mcp-trust", action="append", default=[], metavar="NAME",
+                        help="trust the read-only hints of the MCP server called NAME (as "
+                             "'toolwire tools' shows it: mcp:NAME); an untrusted server's "
+                             "tools are all write tools; repeatable")
 
 
 def open_mcp_servers(args: argparse.Namespace, plugins: PluginManager) -> ToolSource | None:
@@ -51,7 +56,8 @@ def open_mcp_servers(args: argparse.Namespace, plugins: PluginManager) -> ToolSo
     (nothing started yet), or ``None`` when there are none."""
     options = {"commands": list(getattr(args, "mcp", None) or ()),
                "urls": list(getattr(args, "mcp_url", None) or ()),
-               "config_files": list(getattr(args, "mcp_config", None) or ())}
+               "config_files": list(getattr(args, "mcp_config", None) or ()),
+               "trusted": list(getattr(args, "mcp_trust", None) or ())}
     if not any(options.values()):
         return None
     try:
