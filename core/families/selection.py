@@ -219,16 +219,17 @@ def _checked(spec: ParserSpec, score: float, source: str, plugins: PluginManager
 
 def _not_claimed(source: str, why: str, checks: tuple[ClaimCheck, ...] = ()
                  ) -> ParserNotFoundError:
+    # one line a person can act on; what was refused and why is toolwire detect's to show
     markers = seen_markers(source)
     seen = ", ".join(repr(m) for m in markers) or "no known tool-call markers"
-    tried = "".join(f" The {c.family!r} parser (plugin {c.plugin!r}, score {c.score:g}) claims "
-                    f"it but was refused: {c.reason}." for c in checks)
-    derived = f" A parser could not be derived from the template either: {why}." if why else ""
+    claimed = ", ".join(repr(c.family) for c in checks)
+    refused = f"; {claimed} claimed it but misread its own rendered call" if checks else ""
+    underived = "; no parser could be derived from it" if why else ""
     return ParserNotFoundError(
-        f"no parser plugin claims this chat template (sha256 {template_hash(source)[:12]}); "
-        f"seen: {seen}.{tried}{derived} Tool calls will stay text. Install or write a parser "
-        "plugin for this family (see docs/plugin-tutorial.md), or force one with family=...",
-        seen_markers=markers)
+        f"no parser plugin claims this chat template (sha256 {template_hash(source)[:12]}; "
+        f"seen: {seen}{refused}{underived}): this model's tool calls will stay text and no "
+        "tool will run. 'toolwire detect' on the model or template shows why; family=... "
+        "forces a parser family", seen_markers=markers)
 
 
 _DERIVED: dict[str, tuple[ParserSpec | None, str]] = {}

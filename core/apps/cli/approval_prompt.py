@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Protocol, TextIO
 
 from ...conversation.approval import Approval, ApprovalRequest, Approver
+from .terminal_text import terminal_safe
 
 __all__ = ["PromptGuard", "TerminalApprover", "refuse_writes"]
 
@@ -49,10 +50,11 @@ class TerminalApprover:
 
     def __call__(self, request: ApprovalRequest) -> Approval:
         """Show the call, ask until the answer is y, n or a; Ctrl-C or end of input is no."""
-        name = request.tool.name
+        name = terminal_safe(request.tool.name)
         shown = json.dumps(dict(request.call.arguments), ensure_ascii=False, indent=2)
         if len(shown) > _SHOWN_ARGUMENTS:
             shown = shown[:_SHOWN_ARGUMENTS] + f"\n... ({len(shown)} characters in all)"
+        shown = terminal_safe(shown)  # the model wrote these: no escape reaches the terminal
         self.out.write(f"{name} changes things; it would run with:\n"
                        + "".join(f"  {line}\n" for line in shown.splitlines()))
         self.out.flush()
@@ -89,7 +91,7 @@ def refuse_writes(err: TextIO | None = None) -> Approver:
     stream = err or sys.stderr
 
     def refuse(request: ApprovalRequest) -> Approval:
-        name = request.tool.name
+        name = terminal_safe(request.tool.name)
         if name not in told:
             told.add(name)
             stream.write(f"toolwire: {name} was not run: it changes things, and a run without "

@@ -18,14 +18,18 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import signal
 import sys
+import tempfile
+import time
 from pathlib import Path
 from types import FrameType
 from typing import Any, TextIO
 
 from ...conversation.approval import Approver
 from ...conversation.chat import Chat
+from ...errors import ToolwireError
 from ...events import (
     DiagnosticEvent,
     DoneEvent,
@@ -51,13 +55,16 @@ from .model_options import (
     model_label,
 )
 from .models import add_models_dir_argument
-from .repl import LineEditing, Repl
+from .repl import LineEditing, Repl, default_history_file
+from .terminal_text import json_safe, terminal_safe
 from .tools import add_mcp_arguments, session_tools
 from .user_functions import add_function_arguments
 
 __all__ = ["add_chat_arguments", "build_chat", "register", "run_chat"]
 
 DIM, RED, CYAN, RESET = "\x1b[2m", "\x1b[31m", "\x1b[36m", "\x1b[0m"
+_FAILED_ENDS = frozenset({"error", "length"})
+"""How a reply ends that makes an interactive chat's exit status 1 when it was the last."""
 
 
 def add_chat_arguments(parser: argparse.ArgumentParser) -> None:
@@ -136,6 +143,15 @@ def make_backend(args: argparse.Namespace, plugins: PluginManager) -> Backend:
     """
     if not getattr(args, "model_options_checked", False):
         check_model_options(args, plugins)
+    try:
+        return _create_backend(args, plugins)
+    except ToolwireError:
+        raise  # typed already: main reports it with its own exit status
+    except ValueError as exc:  # a backend refuses option values it cannot work with
+        raise UsageError(cli_advice(str(exc))) from exc
+
+
+def _create_backend(args: argparse.Namespace, plugins: PluginManager) -> Backend:
     if args.provider == "completions":
         return plugins.backend("completions").create(**_completions_options(args))
     if any(getattr(args, key, None) for key in ("template", "model_file", "api")):
@@ -217,29 +233,31 @@ class _Printer:
         return f"{code}{text}{RESET}" if self.color else text
 
     def show(self, event: Event) -> None:
+        """Print one event; everything the model or a tool wrote is made terminal-safe."""
         if self.as_json:
-            self.out.write(json.dumps(event.to_dict(), ensure_ascii=False) + "\n")
+            self.out.write(json_safe(json.dumps(event.to_dict(), ensure_ascii=False)) + "\n")
             self.out.flush()
             return
         if isinstance(event, ReasoningEvent):
             if self.show_reasoning:
-                self._write(self._paint(DIM, event.text))
+                self._write(self._paint(DIM, terminal_safe(event.text)))
             return
         if isinstance(event, TextEvent):
-            self._write(event.text)
+            self._write(terminal_safe(event.text))
         elif isinstance(event, ToolCallEvent):
             args = json.dumps(dict(event.arguments), ensure_ascii=False)
-            self._line(self._paint(CYAN, f"-> {event.name}({_clip(args, 300)})"))
+            self._line(self._paint(CYAN, terminal_safe(f"-> {event.name}({_clip(args, 300)})")))
         elif isinstance(event, ToolResultEvent):
             mark = "!!" if event.is_error else "<-"
-            self._line(self._paint(RED if event.is_error else DIM,
-                                   f"{mark} {event.name}: {_clip(event.content, 500)}"))
+            self._line(self._paint(RED if event.is_error else DIM, terminal_safe(
+                f"{mark} {event.name}: {_clip(event.content, 500)}")))
         elif isinstance(event, ErrorEvent):
-            self._line(self._paint(RED, f"error ({event.kind}): {cli_advice(event.message)}"))
+            self._line(self._paint(RED, terminal_safe(
+                f"error ({event.kind}): {cli_advice(event.message)}")))
         elif isinstance(event, NoParserEvent):
-            self._line(self._paint(RED, f"note: {cli_advice(event.message)}"))
+            self._line(self._paint(RED, terminal_safe(f"note: {cli_advice(event.message)}")))
         elif isinstance(event, DiagnosticEvent):
-            self._line(self._paint(DIM, f"({event.code}: {event.message})"))
+            self._line(self._paint(DIM, terminal_safe(f"({event.code}: {event.message})")))
         elif isinstance(event, DoneEvent):
             if self._line_open:
                 self.out.write("\n")
@@ -316,6 +334,8 @@ def run_chat(args: argparse.Namespace, plugins: PluginManager,
         check_model_options(args, plugins)
     elif not Path(args.workspace).expanduser().is_dir():
         raise UsageError(f"--workspace {args.workspace}: not an existing folder")
+    if args.save:
+        _check_save_path(args.save)  # at the end of the chat it would be too late to learn
     messages = _non_interactive_messages(args)
     records = _read_resume(args.resume) if args.resume else None
     tools = session_tools(args, plugins)  # --functions files are input too: checked first
@@ -342,15 +362,21 @@ def run_chat(args: argparse.Namespace, plugins: PluginManager,
     with interrupts:
         if messages is not None:
             ended = [_exchange(chat, text, printer, interrupts) for text in messages]
-            _save_if_asked(chat, args.save)
-            return 0 if all(d is not None and d.reason == "stop" for d in ended) else 1
+            saved = _save_if_asked(chat, args.save)
+            return 0 if saved and all(d is not None and d.reason == "stop" for d in ended) else 1
+        last: list[DoneEvent | None] = [None]
+
+        def send(text: str) -> None:
+            last[0] = _exchange(chat, text, printer, interrupts)
+
         try:
-            Repl(chat, lambda text: _exchange(chat, text, printer, interrupts),
-                 editing=editing).run()
+            Repl(chat, send, editing=editing).run()
         except KeyboardInterrupt:
             print("", file=sys.stderr)
-    _save_if_asked(chat, args.save)
-    return 0
+    saved = _save_if_asked(chat, args.save)
+    # the last reply failed (not cancelled): a script around the chat should know
+    failed = last[0] is not None and last[0].reason in _FAILED_ENDS
+    return 1 if failed or not saved else 0
 
 
 def _non_interactive_messages(args: argparse.Namespace) -> list[str] | None:
@@ -383,11 +409,53 @@ def _read_resume(path: str) -> list[Any]:
         raise UsageError(f"cannot resume from {path}: {exc}") from exc
     if not isinstance(records, list):
         raise UsageError(f"cannot resume from {path}: it does not hold a list of messages "
-                         "(the stored format, see docs/events.md)")
+                         "(the JSON list that /save and --save write)")
     return records
 
 
-def _save_if_asked(chat: Chat, path: str | None) -> None:
-    if path:
-        Path(path).write_text(json.dumps(chat.save(), ensure_ascii=False, indent=2) + "\n",
-                              encoding="utf-8")
+def _check_save_path(path: str) -> None:
+    """``--save FILE``: refuse, before the chat, a file that could not be written."""
+    target = Path(path).expanduser()
+    if target.is_dir():
+        raise UsageError(f"--save {path}: is a folder; name a file to save the conversation to")
+    folder = target.parent
+    if not folder.is_dir():
+        what = "is not a folder" if folder.exists() else "does not exist"
+        raise UsageError(f"--save {path}: the folder {folder} {what}")
+    writable = os.access(target, os.W_OK) if target.exists() else os.access(
+        folder, os.W_OK | os.X_OK)
+    if not writable:
+        raise UsageError(f"--save {path}: cannot write there (permission denied)")
+
+
+def _save_if_asked(chat: Chat, path: str | None) -> bool:
+    """Save to ``path`` when asked; ``False`` when that failed.
+
+    The conversation is never lost: a file that cannot be written after all (the
+    folder went away, the disk is full) is saved to a file of its own in
+    toolwire's state folder, else the temporary folder, and the user is told
+    where; were both to fail, the conversation is printed to standard error.
+    """
+    if not path:
+        return True
+    text = json.dumps(chat.save(), ensure_ascii=False, indent=2) + "\n"
+    try:
+        Path(path).expanduser().write_text(text, encoding="utf-8")
+        return True
+    except OSError as exc:
+        problem = exc.strerror or str(exc)
+    name = time.strftime("chat-%Y%m%d-%H%M%S.json")
+    for folder in (default_history_file().parent / "unsaved", Path(tempfile.gettempdir())):
+        fallback = folder / name
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            with fallback.open("x", encoding="utf-8") as file:
+                file.write(text)
+        except OSError:
+            continue
+        print(f"toolwire: cannot save to {path} ({problem}); the conversation was saved to "
+              f"{fallback} instead (--resume {fallback} continues it)", file=sys.stderr)
+        return False
+    print(f"toolwire: cannot save to {path} ({problem}), nor to a file of toolwire's own; "
+          f"the conversation follows:\n{text}", file=sys.stderr)
+    return False

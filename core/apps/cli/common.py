@@ -19,12 +19,19 @@ from typing import TYPE_CHECKING, Any, NoReturn
 if TYPE_CHECKING:
     from ...hooks.manager import PluginManager
 
-__all__ = ["UsageError", "at_least", "check_family", "cli_advice", "did_you_mean", "fail",
-           "fraction", "load_tools", "read_json_file", "template_source"]
+__all__ = ["UsageError", "at_least", "check_family", "cli_advice", "did_you_mean",
+           "existing_folder", "extra_hint", "fail", "fraction", "load_tools", "read_json_file",
+           "template_source"]
 
 
 class UsageError(Exception):
     """A problem with what the user asked for: exit status 2."""
+
+
+def extra_hint(extra: str) -> str:
+    """How to install one of toolwire's extras; toolwire installs from its source (it is
+    not on PyPI yet)."""
+    return f"pip install -e '.[{extra}]' in toolwire's source folder"
 
 
 def fail(message: str) -> NoReturn:
@@ -51,6 +58,15 @@ def at_least(minimum: float, kind: Callable[[str], Any] = int,
 
     read.__name__ = kind.__name__  # argparse names the type in its messages
     return read
+
+
+def existing_folder(text: str) -> str:
+    """An argparse ``type=`` for a folder that must exist (``--models-dir``)."""
+    folder = Path(text).expanduser()
+    if not folder.is_dir():
+        raise argparse.ArgumentTypeError(
+            f"{text} is not a folder" if folder.exists() else f"{text} does not exist")
+    return text
 
 
 def fraction(text: str) -> float:
@@ -99,9 +115,14 @@ _FLAGS = {"family": ("--family", "NAME"), "api_key": ("--api-key-env", "VARIABLE
           "model": ("--model", "NAME"), "provider": ("--provider", "NAME")}
 
 
+_OPTION_NAMES = re.compile(r"(?<![\w-])(n_ctx|max_tokens)(?![\w=])")
+_OPTION_FLAGS = {"n_ctx": "--ctx-size", "max_tokens": "--max-tokens"}
+
+
 def cli_advice(message: str) -> str:
-    """Advice written for Python callers (``pass api_key=...``, ``family=...``)
-    rewritten with the command line's flags (``--api-key-env VARIABLE``, ``--family NAME``)."""
+    """Advice written for Python callers (``pass api_key=...``, ``family=...``, ``raise
+    n_ctx``) rewritten with the command line's flags (``--api-key-env VARIABLE``,
+    ``--family NAME``, ``--ctx-size``)."""
 
     def flag(match: re.Match[str]) -> str:
         name, value = _FLAGS[match.group(1)]
@@ -109,7 +130,8 @@ def cli_advice(message: str) -> str:
 
     for python, flags in _PYTHON_PHRASES:
         message = message.replace(python, flags)
-    return _PYTHON_ADVICE.sub(flag, message)
+    message = _PYTHON_ADVICE.sub(flag, message)
+    return _OPTION_NAMES.sub(lambda m: _OPTION_FLAGS[m.group(1)], message)
 
 
 def read_json_file(path: str, what: str) -> Any:
@@ -142,10 +164,15 @@ def template_source(path: str, *, tools: bool = True) -> tuple[str, str]:
     file = Path(path)
     if not file.exists():
         fail(f"file not found: {path}")
+    if file.is_dir():
+        fail(f"{path} is a folder, not a chat template or .gguf file")
     if file.suffix.lower() == ".gguf":
         from ...gguf.metadata import read_gguf_metadata
 
-        meta = read_gguf_metadata(file)
+        try:
+            meta = read_gguf_metadata(file)
+        except OSError as exc:
+            fail(f"cannot read {path}: {exc.strerror or exc}")
         found = meta.template_for(tools=tools)
         if found is None:
             fail(f"{path} has no tokenizer.chat_template in its metadata")

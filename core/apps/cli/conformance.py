@@ -88,7 +88,7 @@ def run_conformance(args: argparse.Namespace, plugins: PluginManager, *,
         from ...testing.conformance import PROPERTIES, check_parser
     except ImportError as exc:  # hypothesis comes with the "test" extra
         print(f"toolwire conformance needs hypothesis ({exc}); "
-              "install it with: pip install 'toolwire[test]'", file=err)
+              "install it with: pip install 'hypothesis>=6.100'", file=err)
         return 2
     rows: list[dict[str, Any]] = []
     status = 0

@@ -22,8 +22,10 @@ from ...events import DoneEvent
 from ...hooks.manager import PluginManager
 from ...templates.default_template import DEFAULT_CHAT_TEMPLATE
 from ...vocabulary.backend import Backend, ModelRequest
+from .common import extra_hint, fail
 
-__all__ = ["demo_grammar", "make_demo_backend", "register", "run_demo"]
+__all__ = ["DEMO_MODEL", "check_demo_folder", "demo_grammar", "make_demo_backend", "register",
+           "run_demo"]
 
 QUESTION = "What do my notes say about Alex?"
 NOTES = {
@@ -71,18 +73,58 @@ def make_demo_backend(base: Path, plugins: PluginManager) -> tuple[Backend, Path
     try:
         from ...testing.tiny_gguf import TINY_BACKEND_OPTIONS, write_tiny_gguf
     except ImportError as exc:  # pragma: no cover - depends on the install
-        raise ToolwireError(f"the demo needs the local extra: pip install 'toolwire[local]' "
+        raise ToolwireError(f"the demo needs the local extra: {extra_hint('local')} "
                             f"({exc})") from exc
     workspace = base / "workspace"
     for name, text in NOTES.items():
         (workspace / name).parent.mkdir(parents=True, exist_ok=True)
         (workspace / name).write_text(text, encoding="utf-8")
-    model = write_tiny_gguf(base / "tiny-demo.gguf", DEFAULT_CHAT_TEMPLATE)
+    model = write_tiny_gguf(base / DEMO_MODEL, DEFAULT_CHAT_TEMPLATE)
     options: dict[str, Any] = dict(TINY_BACKEND_OPTIONS)
     backend = plugins.backend("llama_cpp").create(
         model_path=model, grammar=demo_grammar, temperature=0.0, max_tokens=512,
         plugins=plugins, progress=False, **options)
     return backend, model, workspace
+
+
+DEMO_MODEL = "tiny-demo.gguf"
+"""The stand-in model's file name in the demo's folder."""
+
+
+def check_demo_folder(folder: Path) -> None:
+    """``--dir``: a folder (made if missing) where the demo overwrites nothing of the user's.
+
+    Files an earlier demo wrote there (the same notes, a stand-in model) are written
+    again; any other file in the demo's way stops it, named, before anything is written.
+
+    :raises UsageError: ``folder`` is a file, cannot be made, or holds such files.
+    """
+    if folder.exists() and not folder.is_dir():
+        fail(f"--dir {folder}: is a file; give a folder for the demo's model and notes")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        fail(f"--dir {folder}: cannot make that folder: {exc.strerror or exc}")
+    theirs = [name for name in (DEMO_MODEL, *(f"workspace/{n}" for n in NOTES))
+              if (folder / name).exists() and not _written_by_demo(folder / name, name)]
+    if theirs:
+        fail(f"--dir {folder}: the demo would overwrite {', '.join(theirs)}, which it did not "
+             "write; give a new or empty folder")
+
+
+def _written_by_demo(path: Path, name: str) -> bool:
+    if name == DEMO_MODEL:
+        from ...gguf.metadata import read_gguf_metadata
+
+        try:
+            return read_gguf_metadata(path).scalars.get("general.name") == "toolwire-tiny"
+        except (OSError, ToolwireError):
+            return False
+    try:
+        return path.is_file() and path.read_text(encoding="utf-8") == NOTES[
+            name.removeprefix("workspace/")]
+    except (OSError, UnicodeDecodeError):
+        return False
 
 
 def register(subparsers: Any) -> None:
@@ -99,7 +141,9 @@ def register(subparsers: Any) -> None:
 def run_demo(args: argparse.Namespace, plugins: PluginManager) -> int:
     """Run the demo; return 0 when the exchange ended normally."""
     if args.dir:
-        return _run_demo_in(Path(args.dir), args, plugins)
+        folder = Path(args.dir).expanduser()
+        check_demo_folder(folder)
+        return _run_demo_in(folder, args, plugins)
     with tempfile.TemporaryDirectory(prefix="toolwire-demo-") as base:
         return _run_demo_in(Path(base), args, plugins)
 

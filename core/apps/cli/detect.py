@@ -9,7 +9,7 @@ from typing import Any
 
 from ...errors import ParserConflictError, ParserNotFoundError
 from ...hooks.manager import PluginManager
-from .common import template_source
+from .common import cli_advice, template_source
 
 __all__ = ["PROBE_SHOWN", "RUNNERS_UP_SHOWN", "register", "run"]
 
@@ -66,7 +66,9 @@ def run(args: argparse.Namespace, plugins: PluginManager) -> int:
         result.update(family=choice.spec.name, plugin=choice.spec.plugin, score=choice.score,
                       checks=[c.to_dict() for c in choice.checks], note=choice.note)
     except (ParserNotFoundError, ParserConflictError) as exc:
-        result.update(family=None, plugin=None, score=0.0, error=str(exc))
+        result.update(family=None, plugin=None, score=0.0, error=cli_advice(str(exc)))
+        if isinstance(exc, ParserNotFoundError):
+            result.update(_why_unclaimed(source, ranking, plugins))
         status = 2
     if args.json:
         print(json.dumps(result, indent=2))
@@ -78,6 +80,8 @@ def run(args: argparse.Namespace, plugins: PluginManager) -> int:
     else:
         print(f"family:   none: {result['error']}")
     _print_checks(result.get("checks", ()), result.get("note", ""))
+    if result.get("derive_error"):
+        print(f"derived:  none: {result['derive_error']}")
     runners = [r for r in result["scores"] if r["family"] != result["family"]]
     shown = runners if args.all else runners[:RUNNERS_UP_SHOWN]
     if shown:
@@ -86,6 +90,23 @@ def run(args: argparse.Namespace, plugins: PluginManager) -> int:
         print("runners-up: " + ", ".join(f"{r['family']} {r['score']:g}" for r in shown)
               + rest)
     return status
+
+
+def _why_unclaimed(source: str, ranking: Any, plugins: PluginManager) -> dict[str, Any]:
+    """The detail behind a one-line "no parser" message: each claim's check, and why no
+    parser could be derived from the template."""
+    from ...errors import DerivationError
+    from ...families.derive import derive_format
+    from ...families.verification import check_claim
+
+    checks = [check_claim(spec, score, source, plugins=plugins).to_dict()
+              for spec, score in ranking if score > 0.0]
+    try:
+        derive_format(source)
+        derive_error = ""
+    except DerivationError as exc:
+        derive_error = str(exc)
+    return {"checks": checks, "derive_error": derive_error}
 
 
 PROBE_SHOWN = 300

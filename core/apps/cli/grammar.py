@@ -21,7 +21,7 @@ def register(subparsers: Any) -> None:
         "grammar", help="print the grammar that constrains a family's tool calls",
         description="Print the GBNF grammar that constrains a model family's tool calls to "
                     "the given tools (what a local model's sampler gets under --tool-choice "
-                    "required, a named tool, or auto). See docs/grammar.md.")
+                    "required, a named tool, or auto).")
     which = p.add_mutually_exclusive_group(required=True)
     which.add_argument("--family", metavar="F", help="a parser family (toolwire plugins)")
     which.add_argument("--template", metavar="PATH",

@@ -14,6 +14,7 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 from ... import __version__
 from ...errors import (
@@ -40,10 +41,10 @@ from . import (
     serve,
     tools,
 )
-from .common import UsageError, cli_advice
+from .common import UsageError, cli_advice, did_you_mean
 
 __all__ = ["COMMANDS", "EXIT_BROKEN_PIPE", "EXIT_FAILED", "EXIT_INTERRUPTED", "EXIT_USAGE",
-           "main"]
+           "TRACEBACK_VARIABLE", "main"]
 
 COMMANDS = (chat, serve, models, tools, parse, detect, grammar, render, conformance, plugins,
             demo)
@@ -60,12 +61,16 @@ _INPUT_BACKEND_KINDS = frozenset({"not_found", "config", "auth"})
 """Backend errors at start-up that are the user's input: a missing model file, an
 unknown provider or option, a missing API key."""
 
-_EPILOG = """'toolwire COMMAND --help' describes each command; docs/cli.md describes the chat's
-commands, input and approvals. Exit status: 0 success, 1 failure, 2 a usage or
-input error."""
+_EPILOG = """'toolwire COMMAND --help' describes each command; in a chat, /help lists the
+chat's commands and input. Exit status: 0 success, 1 failure, 2 a usage or input
+error."""
+
+TRACEBACK_VARIABLE = "TOOLWIRE_TRACEBACK"
+"""Set (to anything) to see the traceback of an unexpected error instead of one line."""
 
 
-def _parser() -> argparse.ArgumentParser:
+def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
+    """The ``toolwire`` parser, and each command's own parser by name."""
     parser = argparse.ArgumentParser(
         prog="toolwire",
         description="Chat with any LLM in its native tool-calling protocol: local GGUF\n"
@@ -77,16 +82,28 @@ def _parser() -> argparse.ArgumentParser:
                                 title="commands")
     for command in COMMANDS:
         command.register(sub)
-    return parser
+    return parser, dict(sub.choices)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; return the exit status."""
     try:
-        args = _parser().parse_args(argv)
+        parser, commands = _parser()
+        args, unknown = parser.parse_known_args(argv)
+        if unknown:
+            _unknown_arguments(commands[args.command], unknown)
         return _run(args)
     except BrokenPipeError:
         return _reader_went_away()
+
+
+def _unknown_arguments(command: argparse.ArgumentParser, unknown: list[str]) -> NoReturn:
+    """Stop with the command's own usage (its options), naming the closest option."""
+    options = [o for o in command._option_string_actions if o.startswith("--")]
+    first = next((a for a in unknown if a.startswith("-")), None)
+    hint = did_you_mean(first.partition("=")[0], options) if first else ""
+    command.error(f"unrecognized arguments: {' '.join(unknown)}{hint}; "
+                  f"'{command.prog} --help' describes each option")
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -103,6 +120,14 @@ def _run(args: argparse.Namespace) -> int:
         return _report(exc, EXIT_FAILED)
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        raise
+    except Exception as exc:  # a bug: one line, unless the traceback is asked for
+        if os.environ.get(TRACEBACK_VARIABLE):
+            raise
+        print(f"toolwire: unexpected error: {type(exc).__name__}: {exc} (a bug in toolwire "
+              f"or a plugin; {TRACEBACK_VARIABLE}=1 shows where)", file=sys.stderr, flush=True)
+        return EXIT_FAILED
 
 
 def _report(exc: BaseException, status: int) -> int:

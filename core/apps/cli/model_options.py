@@ -23,12 +23,14 @@ from ...hooks.manager import PluginManager
 from .common import at_least, check_family, did_you_mean, fail, fraction
 from .models import local_model_path
 
-__all__ = ["COMPLETIONS", "LOCAL_ONLY", "add_generation_arguments", "check_model_options",
-           "generation_options", "model_label"]
+__all__ = ["COMPLETIONS", "LOCAL_ONLY", "MAX_THREADS", "add_generation_arguments",
+           "check_model_options", "generation_options", "model_label"]
 
 COMPLETIONS = "completions"
 LOCAL_ONLY = ("n_threads", "n_gpu_layers")
 """Options only a local model takes (``--threads``, ``--n-gpu-layers``)."""
+MAX_THREADS = 512
+"""ggml's most threads (``GGML_MAX_N_THREADS``); far more crash llama.cpp."""
 
 _REMOTE_PROVIDERS = ("openai", "ollama", "vllm", "gemini", "anthropic", "llama_server",
                      "custom")
@@ -52,8 +54,9 @@ def add_generation_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--ctx-size", "--n-ctx", dest="n_ctx", type=at_least(2), metavar="N",
                        help="context size in tokens (default: a local model's trained "
                             "length, at most 8192; completions: what the engine says)")
-    group.add_argument("--threads", dest="n_threads", type=at_least(1), metavar="N",
-                       help="CPU threads of a local model (default: llama.cpp's choice)")
+    group.add_argument("--threads", dest="n_threads", type=at_least(1, maximum=MAX_THREADS),
+                       metavar="N", help=f"CPU threads of a local model, at most {MAX_THREADS} "
+                                         "(default: llama.cpp's choice)")
     group.add_argument("--n-gpu-layers", type=at_least(-1), metavar="N",
                        help="layers of a local model to offload to a GPU, -1 for all "
                             "(default: 0)")
@@ -104,7 +107,10 @@ def check_model_options(args: argparse.Namespace, plugins: PluginManager) -> Non
                  "--provider NAME --model NAME for a remote model)")
         args.model_given = args.model
         args.model = local_model_path(args.model, getattr(args, "models_dir", None))
-        read_gguf_metadata(args.model)  # a file that is not GGUF fails here, in milliseconds
+        try:
+            read_gguf_metadata(args.model)  # a file that is not GGUF fails here, in milliseconds
+        except OSError as exc:
+            fail(f"--model {args.model_given}: cannot read {args.model}: {exc.strerror or exc}")
         args.model_options_checked = True
         return
     local_only = [f"--{n.replace('n_threads', 'threads').replace('_', '-')}"

@@ -29,7 +29,8 @@ from ..local_models import (
     model_stores,
     resolve_model,
 )
-from .common import fail
+from .common import existing_folder, fail
+from .terminal_text import terminal_safe
 
 __all__ = ["add_models_dir_argument", "local_model_path", "register", "run"]
 
@@ -37,8 +38,9 @@ __all__ = ["add_models_dir_argument", "local_model_path", "register", "run"]
 def add_models_dir_argument(parser: argparse.ArgumentParser) -> None:
     """The ``--models-dir`` option of ``models``, ``chat`` and ``serve``."""
     parser.add_argument("--models-dir", action="append", default=[], metavar="DIR",
-                        help="also look for .gguf files in DIR (repeatable; also "
-                             "$TOOLWIRE_MODELS_DIR)")
+                        type=existing_folder,
+                        help="also look for .gguf files in the existing folder DIR "
+                             "(repeatable; also $TOOLWIRE_MODELS_DIR)")
 
 
 def register(subparsers: Any) -> None:
@@ -77,12 +79,13 @@ def run(args: argparse.Namespace, plugins: PluginManager) -> int:
     table += [[r["name"], _human_size(r["size"]), r["architecture"] or "-",
                r["quantization"] or "-", r["family"] or "-", r["path"]] for r in rows]
     widths = [max(len(line[i]) for line in table) for i in range(len(table[0]) - 1)]
-    for line in table:
-        print("  ".join(cell.ljust(w) for cell, w in zip(line, widths, strict=False))
-              + "  " + line[-1])
+    for line in table:  # names and paths come from other tools' downloads
+        print(terminal_safe("  ".join(cell.ljust(w) for cell, w in zip(line, widths,
+                                                                         strict=False))
+                            + "  " + line[-1]))
     for row in rows:
         if row["problem"]:
-            print(f"{row['name']}: {row['problem']}", file=sys.stderr)
+            print(terminal_safe(f"{row['name']}: {row['problem']}"), file=sys.stderr)
     return 0
 
 

@@ -38,6 +38,10 @@ def run(args: argparse.Namespace, plugins: PluginManager) -> int:
         check_family(args.family, plugins)
     tools = load_tools(args.tools)
     template = template_source(args.template)[1] if args.template else None
+    if sys.stdin.isatty():  # else a person would wait on a silent command
+        print("toolwire parse: reading the model's reply from standard input; end it with "
+              "Ctrl-D (or pipe it in: toolwire parse ... < reply.txt)", file=sys.stderr,
+              flush=True)
     text = sys.stdin.buffer.read().decode("utf-8", errors="replace")
     reply = parse_reply(text, family=args.family, chat_template=template, tools=tools,
                         chunk_size=args.chunk or 0, plugins=plugins)

@@ -21,6 +21,7 @@ from typing import Any, ClassVar, TextIO
 from ...conversation.chat import Chat
 from ...errors import ToolChoiceError
 from ...vocabulary.tool_choice import resolve_tool_choice
+from .terminal_text import terminal_safe
 
 __all__ = ["COMMANDS", "HISTORY_VARIABLE", "LineEditing", "Repl", "read_message"]
 
@@ -34,7 +35,7 @@ COMMANDS = (
     ("/system [TEXT]", "show the system prompt, or set it to TEXT ('/system -' removes it)"),
     ("/tools", "list the tools offered, and which change things"),
     ("/read-only [on|off]", "offer only read-only tools, or all of them again"),
-    ("/save FILE", "save the conversation (the stored format of docs/events.md)"),
+    ("/save FILE", "save the conversation (a JSON file --resume and /load read)"),
     ("/load FILE", "replace the conversation with a saved one"),
     ("/quit", "leave (also /exit, Ctrl-D)"),
 )
@@ -192,7 +193,8 @@ class Repl:
         return True
 
     def _say(self, text: str) -> None:
-        self.err.write(text + "\n")
+        # tool descriptions (an MCP server's), loaded files and errors are not ours
+        self.err.write(terminal_safe(text) + "\n")
         self.err.flush()
 
     def _help(self, rest: str) -> None:

@@ -7,7 +7,9 @@ annotations and the docstring as :func:`toolwire.tool` derives it; a
 They change things unless ``--read-only-functions`` says they do not (then a
 read-only session offers them and no approval is asked). A file that cannot be
 imported, defines no function, or a function whose annotations cannot be
-described is an input error that names the file and the line.
+described is an input error that names the file and the line; a parameter
+without a type is accepted with a warning (the model's value for it goes
+unchecked).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import importlib.util
 import inspect
 import sys
 import traceback
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import ModuleType
 
@@ -27,7 +29,8 @@ from ...errors import ToolDefinitionError
 from ...vocabulary.tools import Tool
 from .common import fail
 
-__all__ = ["add_function_arguments", "function_tools", "load_function_file"]
+__all__ = ["add_function_arguments", "function_tools", "load_function_file",
+           "unchecked_parameters"]
 
 
 def add_function_arguments(parser: argparse.ArgumentParser) -> None:
@@ -84,7 +87,25 @@ def load_function_file(path: str, number: int = 0, *, read_only: bool = False) -
     if not tools:
         fail(f"--functions {path}: the file defines no public function (names starting "
              "with _ are left out)")
+    for item in tools:
+        unchecked = unchecked_parameters(item)
+        if unchecked:
+            print(f"toolwire: warning: --functions {path}: {item.name!r} has parameters without "
+                  f"a type ({', '.join(unchecked)}): whatever the model passes for them is "
+                  "not checked", file=sys.stderr, flush=True)
     return tools
+
+
+_NOT_CONSTRAINTS = frozenset({"description", "default", "title", "examples"})
+
+
+def unchecked_parameters(item: Tool) -> list[str]:
+    """The parameters of ``item`` whose schema accepts any value (no annotation, or ``Any``)."""
+    properties = item.parameters.get("properties")
+    if not isinstance(properties, Mapping):
+        return []
+    return [name for name, schema in properties.items()
+            if isinstance(schema, Mapping) and not set(schema) - _NOT_CONSTRAINTS]
 
 
 def _import(file: Path, module_name: str) -> ModuleType:
