@@ -3,18 +3,28 @@
 The rule is :mod:`toolwire.templates.render_budget`'s: an operation that can
 build a value larger than its operands is checked (and charged) before it
 builds it; calls and loop iterations are steps against the deadline. This
-module is the list of such operations, in three groups:
+module is the list of such operations, in four groups:
 
 * operators and syntax: ``+`` (strings, lists), ``*`` (repetition, integer
   products), ``**``, ``%`` (string formatting), the ``~`` concatenation, list,
   tuple and dict literals, and every ``{% for %}`` iterable;
-* calls: the string methods that pad, replace or join (``center``, ``ljust``,
-  ``rjust``, ``zfill``, ``expandtabs``, ``replace``, ``join``, ``translate``,
-  ``format``, ``format_map``), the ``dict`` and ``namespace`` globals, and
-  (lenient mode) the methods that grow a list, dict or set;
-* filters and globals: ``center``, ``indent``, ``format``, ``replace``,
-  ``join``, ``pprint``, ``string``, ``list``, ``batch``, ``slice``, ``sum``,
-  ``tojson`` (its indentation), ``lipsum``, ``strftime_now``.
+* calls: the string (and bytes, and ``Markup``) methods that pad, replace or
+  join (``center``, ``ljust``, ``rjust``, ``zfill``, ``expandtabs``, ``replace``,
+  ``join``, ``translate``, ``format``, ``format_map``) are checked before they
+  run; every other string method's result, and the new container of a
+  container's ``copy``, ``union``, ``fromkeys``..., is counted after it (they
+  build at most a few times their operands); the methods that grow a list,
+  dict or set in place go through
+  :func:`~toolwire.templates.container_growth.guard_mutation`;
+* globals: ``lipsum``, ``strftime_now``, ``dict``, and ``tojson``'s
+  indentation (a namespace's attributes need no account: see
+  :mod:`~toolwire.templates.container_growth`);
+* what a template writes: ``{{ value }}`` of a container (measured before it is
+  printed), and the text a macro, ``caller()``, block, ``{% set %}`` or
+  ``{% filter %}`` block wrote (Jinja's ``concat``).
+
+Filters are :mod:`toolwire.templates.bounded_filters`'; a container grown in
+place is :mod:`toolwire.templates.container_growth`'s.
 
 A container counts as what it prints as: a list that holds one long string a
 thousand times takes little memory but becomes a huge text when printed, so
@@ -37,11 +47,10 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from string import Formatter
 from typing import Any, Final
 
-from jinja2 import filters as jinja_filters
-from jinja2 import pass_environment, pass_eval_context
-from jinja2.exceptions import FilterArgumentError
-from jinja2.utils import Namespace, generate_lorem_ipsum
+from jinja2.utils import generate_lorem_ipsum
+from markupsafe import Markup
 
+from .container_growth import MUTABLE_KINDS, READING_METHODS, collect, guard_mutation
 from .render_budget import (
     CLOCK_EVERY,
     SMALL,
@@ -55,18 +64,25 @@ from .render_budget import (
 __all__ = [
     "GUARDED_CALLABLE_TYPES",
     "INTERCEPTED_BINOPS",
+    "SIZED_RESULTS",
+    "account_result",
+    "account_value",
     "check_json",
+    "check_percent_format",
     "check_strftime_format",
     "check_text",
     "guard_add",
     "guard_binop",
     "guard_call",
     "guard_concat",
+    "guard_join",
     "guard_literal",
-    "guarded_filters",
+    "guard_output",
     "guarded_globals",
     "guarded_iterable",
     "guarded_str_format",
+    "joined_size",
+    "replacement_size",
 ]
 
 
@@ -85,9 +101,13 @@ own, faster path: :func:`guard_add`)."""
 
 def guard_add(left: Any, right: Any) -> Any:
     """``left + right``, after checking what it would build."""
-    if type(left) is str:
-        if type(right) is str and len(left) + len(right) > UNCOUNTED_SIZE:
-            current_budget().build(len(left) + len(right), "'+'")
+    if isinstance(left, _TEXT_TYPES):
+        if isinstance(right, _TEXT_TYPES) and len(left) + len(right) > UNCOUNTED_SIZE:
+            budget = current_budget()
+            budget.build(len(left) + len(right), "'+'")
+            # Markup's + escapes its right side: a few times longer at most
+            return account_value(budget, left + right,  # type: ignore[operator]  # str + bytes
+                                 "'+'")
     elif isinstance(left, list | tuple) and isinstance(right, list | tuple):
         budget = current_budget()
         size = budget.measure(left) + budget.measure(right)
@@ -106,8 +126,9 @@ def guard_binop(operator: str, left: Any, right: Any) -> Any:
         _check_times(budget, left, right)
     elif operator == "**":
         _check_power(budget, left, right)
-    elif operator == "%" and isinstance(left, str):
-        _check_percent_format(budget, left, right)
+    elif operator == "%" and isinstance(left, _TEXT_TYPES):
+        check_percent_format(budget, left, right)
+        return account_value(budget, left % right, "'%' formatting")
     return _BINOPS[operator](left, right)
 
 
@@ -119,7 +140,7 @@ def _check_times(budget: RenderBudget, left: Any, right: Any) -> None:
                                      f"{budget.limits.max_int_bits}")
         return
     count, sequence = (left, right) if isinstance(left, int) else (right, left)
-    if not isinstance(count, int) or not isinstance(sequence, str | list | tuple) or count <= 0:
+    if not isinstance(count, int) or not isinstance(sequence, _SEQUENCES) or count <= 0:
         return
     limit = budget.limits.max_value_size
     if count > limit:
@@ -137,20 +158,26 @@ def _check_power(budget: RenderBudget, left: Any, right: Any) -> None:
             raise ResourceLimitError(f"{left} ** {right} is too large")
 
 
+_SEQUENCES: Final = (str, bytes, bytearray, list, tuple)
 _PERCENT_SPEC: Final = re.compile(r"%(?:\([^)]*\))?[-#0 +]*(\*|\d*)(?:\.(\*|\d*))?")
+_BYTES_PERCENT_SPEC: Final = re.compile(rb"%(?:\([^)]*\))?[-#0 +]*(\*|\d*)(?:\.(\*|\d*))?")
 
 
-def _check_percent_format(budget: RenderBudget, template: str, arguments: Any) -> None:
+def check_percent_format(budget: RenderBudget, template: str | bytes | bytearray,
+                          arguments: Any) -> None:
     """``'%10s' % x``: the widths and precisions, and the values printed."""
     limit = budget.limits.max_value_size
     size = len(template)
     star = False
-    for width, precision in _PERCENT_SPEC.findall(template):
+    specs = _PERCENT_SPEC.findall(template) if isinstance(template, str) else [
+        (width.decode(), precision.decode())
+        for width, precision in _BYTES_PERCENT_SPEC.findall(template)]
+    for width, precision in specs:
         for number in (width, precision):
             if number == "*":
                 star = True
             elif number:
-                size += _spec_number(number, limit)
+                size += spec_number(number, limit)
     values = arguments.values() if isinstance(arguments, Mapping) else (
         arguments if isinstance(arguments, tuple) else (arguments,))
     for value in values:
@@ -162,7 +189,7 @@ def _check_percent_format(budget: RenderBudget, template: str, arguments: Any) -
     budget.build(size, "'%' formatting")
 
 
-def _spec_number(digits: str, limit: int) -> int:
+def spec_number(digits: str, limit: int) -> int:
     # A width of a billion digits must not itself become a huge integer.
     return limit + 1 if len(digits) > len(str(limit)) else int(digits)
 
@@ -192,6 +219,38 @@ def _concat_any(operands: tuple[Any, ...]) -> str:
         size += len(operand)
     budget.build(size, "'~'")
     return "".join(parts)
+
+
+def guard_join(pieces: Iterable[str]) -> str:
+    """Jinja's ``concat``: the text a macro, a ``caller()``, a block, a
+    ``{% set %}`` or ``{% filter %}`` block wrote, joined within the value bound
+    (it holds each piece once, but the joined text holds it once per time written)."""
+    if type(pieces) is list:
+        if len(pieces) > 1:
+            size = sum(map(len, pieces))
+            if size > UNCOUNTED_SIZE:
+                current_budget().build(size, "the text of a macro or block")
+        return "".join(pieces)
+    budget = current_budget()
+    limit = budget.limits.max_value_size
+    parts = []
+    size = 0
+    for piece in pieces:
+        size += len(piece)
+        if size > limit:
+            budget.build(size, "the text of a macro or block")  # raises
+        parts.append(piece)
+    if size > UNCOUNTED_SIZE:
+        budget.build(size, "the text of a macro or block")
+    return "".join(parts)
+
+
+def guard_output(value: Any) -> Any:
+    """``{{ value }}`` of a value that is not a string: what it prints as stays within
+    the bound before ``str()`` builds it."""
+    if type(value) not in _SCALARS and value is not None and not isinstance(value, str):
+        current_budget().text(value, "printing a value")
+    return value
 
 
 def guard_literal(value: Any) -> Any:
@@ -299,34 +358,73 @@ _SHORT_LOOP_TYPES: Final = frozenset({list, tuple, range, dict, str})
 # ---------------------------------------------------------------------------
 # Calls.
 
-_GROWING_METHODS: Final = frozenset({"append", "extend", "insert", "update", "setdefault",
-                                     "add"})
+GUARDED_CALLABLE_TYPES: Final = frozenset({types.BuiltinMethodType, types.MethodType})
+"""The types of callables :func:`guard_call` looks into (other calls are only steps): the
+methods of strings, bytes and containers (built in, or Python's, as ``Markup``'s)."""
 
-
-GUARDED_CALLABLE_TYPES: Final = frozenset({types.BuiltinMethodType, type})
-"""The types of callables :func:`guard_call` looks into (other calls are only steps)."""
+_TEXT_TYPES: Final = (str, bytes, bytearray)
 
 
 def guard_call(budget: RenderBudget, function: Any, args: tuple[Any, ...],
                kwargs: dict[str, Any]) -> tuple[Any, ...]:
-    """Check a call of a built-in method (or of ``namespace``) from a template before
-    it runs; returns the arguments to use.
+    """Check a call of a method from a template before it runs; returns the
+    arguments to use.
 
-    ``str.join`` of a generator gets the generator's items as a list (they
-    must be counted, and a generator can be read only once).
+    A string method that can build more than its operands is checked against
+    what it would build; a container's method against what the container would
+    grow to (:func:`~toolwire.templates.container_growth.guard_mutation`).
+    ``str.join`` of a generator, ``list.extend`` of one..., get the generator's
+    items as a list (they must be counted, and a generator can be read only once).
     """
-    if type(function) is types.BuiltinMethodType:
-        owner = function.__self__
+    owner = function.__self__
+    kind = type(owner)
+    if kind is str or (kind is not dict and isinstance(owner, _TEXT_TYPES)):
+        guard = _STRING_METHODS.get(function.__name__)
+        if guard is not None:
+            return guard(budget, owner, args, kwargs)
+    elif kind is dict or isinstance(owner, MUTABLE_KINDS):
         name = function.__name__
-        if type(owner) is str:
-            guard = _STRING_METHODS.get(name)
-            if guard is not None:
-                return guard(budget, owner, args, kwargs)
-        elif name in _GROWING_METHODS and isinstance(owner, list | dict | set):
-            _charge_arguments(budget, args, kwargs, f"{type(owner).__name__}.{name}")
-    elif function is Namespace:
-        _charge_arguments(budget, args, kwargs, "namespace")
+        if name in READING_METHODS:
+            return args
+        if kwargs:  # the keywords Jinja adds for its own use are not the method's
+            kwargs = {key: value for key, value in kwargs.items() if key not in _JINJA_KEYWORDS}
+        return guard_mutation(budget, owner, name, args, kwargs)
     return args
+
+
+_JINJA_KEYWORDS: Final = frozenset({"_loop_vars", "_block_vars"})
+
+
+SIZED_RESULTS: Final = frozenset({str, bytes, bytearray, list, tuple, dict, set, Markup})
+"""The types of call results :func:`account_result` may have to count."""
+_BUILDING_METHODS: Final = frozenset({"copy", "fromkeys", "union", "intersection",
+                                      "difference", "symmetric_difference"})
+"""Container methods whose result is a new container (the others return what the
+container holds)."""
+
+
+def account_result(budget: RenderBudget, function: Any, result: Any) -> Any:
+    """Count what a method call built: the new string of a string method (``upper``,
+    ``strip``..., which build at most a few times their operands), the list of
+    ``split``, a container's ``copy``; a result over the value bound stops the render."""
+    owner = function.__self__
+    name = function.__name__
+    if isinstance(owner, _TEXT_TYPES):
+        # split() and the like: pieces of the text, each printed with two more characters
+        if 3 * len(owner) + 4 <= UNCOUNTED_SIZE:
+            return result
+    elif not (name in _BUILDING_METHODS and (isinstance(owner, MUTABLE_KINDS) or owner is dict)):
+        return result
+    account_value(budget, result, f"{type(owner).__name__}.{name}")
+    return result
+
+
+def account_value(budget: RenderBudget, value: Any, what: str) -> Any:
+    """Count ``value``, just built by ``what``: past the value bound, stop the render."""
+    size = len(value) if isinstance(value, _TEXT_TYPES) else budget.measure(value)
+    if size > UNCOUNTED_SIZE:
+        budget.build(size, what)
+    return value
 
 
 def _charge_arguments(budget: RenderBudget, args: tuple[Any, ...], kwargs: Mapping[str, Any],
@@ -338,8 +436,11 @@ def _charge_arguments(budget: RenderBudget, args: tuple[Any, ...], kwargs: Mappi
 
 
 def _dict(*args: Any, **kwargs: Any) -> dict[Any, Any]:
-    """The ``dict`` global: what the new dict prints as stays within the bound."""
+    """The ``dict`` global: what the new dict prints as stays within the bound (an
+    iterable of pairs is read with each pair counted)."""
     budget = current_budget()
+    if args and not isinstance(args[0], Mapping | list | tuple):
+        args = (collect(budget, args[0], "dict"), *args[1:])
     size = _charge_arguments(budget, args, kwargs, "dict")
     made = dict(*args, **kwargs)
     budget.remember(made, size)
@@ -367,14 +468,16 @@ def _expandtabs(budget: RenderBudget, owner: str, args: tuple[Any, ...],
     return args
 
 
-def _replacement_size(text: str, old: Any, new: Any, count: Any) -> int:
-    """How long ``text.replace(old, new, count)`` can be (0: surely short)."""
-    if not isinstance(old, str) or not isinstance(new, str) or len(new) <= len(old):
+def replacement_size(text: str | bytes | bytearray, old: Any, new: Any, count: Any) -> int:
+    """How long ``text.replace(old, new, count)`` can be (0: surely short, or
+    arguments Python refuses)."""
+    if not isinstance(old, _TEXT_TYPES) or not isinstance(new, _TEXT_TYPES) \
+            or isinstance(old, str) != isinstance(text, str) or len(new) <= len(old):
         return 0
     growth = len(new) - len(old)
     if len(text) + (len(text) + 1) * growth <= UNCOUNTED_SIZE:
         return 0  # even a replacement at every position stays short
-    found = len(text) + 1 if not old else text.count(old)
+    found = len(text) + 1 if not old else text.count(old)  # type: ignore[arg-type]
     if isinstance(count, int) and count >= 0:
         found = min(found, count)
     return len(text) + found * growth
@@ -382,7 +485,7 @@ def _replacement_size(text: str, old: Any, new: Any, count: Any) -> int:
 
 def _replace(budget: RenderBudget, owner: str, args: tuple[Any, ...],
              kwargs: dict[str, Any]) -> tuple[Any, ...]:
-    size = _replacement_size(owner, _argument(args, kwargs, 0, "old", None),
+    size = replacement_size(owner, _argument(args, kwargs, 0, "old", None),
                              _argument(args, kwargs, 1, "new", None),
                              _argument(args, kwargs, 2, "count", -1))
     if size > UNCOUNTED_SIZE:
@@ -394,12 +497,12 @@ def _join(budget: RenderBudget, owner: str, args: tuple[Any, ...],
           kwargs: dict[str, Any]) -> tuple[Any, ...]:
     if len(args) != 1:
         return args
-    items = args[0] if isinstance(args[0], list | tuple) else list(args[0])
-    budget.build(_joined_size(items, owner, budget.limits.max_value_size), "join")
+    items = args[0] if isinstance(args[0], list | tuple) else collect(budget, args[0], "join")
+    budget.build(joined_size(items, owner, budget.limits.max_value_size), "join")
     return (items,)
 
 
-def _joined_size(items: Iterable[Any], separator: str, limit: int) -> int:
+def joined_size(items: Iterable[Any], separator: str, limit: int) -> int:
     size = 0
     count = 0
     for item in items:
@@ -454,7 +557,7 @@ class _BoundedFormatter(Formatter):
         limit = budget.limits.max_value_size
         size = text_size(value, limit)
         for digits in re.findall(r"\d+", format_spec):
-            size = max(size, _spec_number(digits, limit))
+            size = max(size, spec_number(digits, limit))
         self._size += size
         budget.build(self._size, "str.format")
         return super().format_field(value, format_spec)
@@ -493,115 +596,8 @@ def check_text(value: Any, what: str) -> None:
     current_budget().text(value, what)
 
 
-def _filter_center(value: Any, width: int = 80) -> str:
-    text = _as_text(value, "center")
-    if isinstance(width, int):
-        current_budget().build(max(width, len(text)), "the center filter")
-    return jinja_filters.do_center(text, width)
-
-
-def _filter_indent(s: Any, width: int | str = 4, first: bool = False,
-                   blank: bool = False) -> str:
-    text = _as_text(s, "indent")
-    step = len(width) if isinstance(width, str) else width if isinstance(width, int) else 0
-    current_budget().build(len(text) + (text.count("\n") + 1) * max(step, 0),
-                           "the indent filter")
-    return jinja_filters.do_indent(text, width, first, blank)
-
-
-def _filter_format(value: Any, *args: Any, **kwargs: Any) -> str:
-    if args and kwargs:
-        raise FilterArgumentError(
-            "can't handle positional and keyword arguments at the same time")
-    text = _as_text(value, "format")
-    _check_percent_format(current_budget(), text, kwargs or args)
-    return jinja_filters.do_format(text, *args, **kwargs)
-
-
-@pass_eval_context
-def _filter_replace(eval_ctx: Any, s: Any, old: Any, new: Any, count: int | None = None) -> str:
-    text = _as_text(s, "replace")
-    size = _replacement_size(text, str(old), str(new), -1 if count is None else count)
-    if size:
-        current_budget().build(size, "the replace filter")
-    return jinja_filters.do_replace(eval_ctx, s, old, new, count)
-
-
-@pass_eval_context
-def _filter_join(eval_ctx: Any, value: Any, d: str = "", attribute: Any = None) -> str:
-    items = value if isinstance(value, list | tuple) else list(value)
-    budget = current_budget()
-    budget.build(_joined_size(items, str(d), budget.limits.max_value_size), "the join filter")
-    return jinja_filters.sync_do_join(eval_ctx, items, d, attribute)
-
-
-def _filter_pprint(value: Any) -> str:
-    budget = current_budget()
-    budget.build(2 * text_size(value, budget.limits.max_value_size), "the pprint filter")
-    return jinja_filters.do_pprint(value)
-
-
-def _filter_string(value: Any) -> str:
-    return value if type(value) is str else _as_text(value, "string")
-
-
-def _filter_list(value: Any) -> list[Any]:
-    if hasattr(value, "__len__") and len(value) > UNCOUNTED_SIZE:
-        current_budget().build(len(value), "the list filter")
-    return jinja_filters.sync_do_list(value)
-
-
-def _filter_batch(value: Any, linecount: int, fill_with: Any = None) -> Any:
-    if fill_with is not None and isinstance(linecount, int):
-        current_budget().build(linecount, "the batch filter")
-    return jinja_filters.do_batch(value, linecount, fill_with)
-
-
-def _filter_slice(value: Any, slices: int, fill_with: Any = None) -> Any:
-    if isinstance(slices, int):  # the filter loops once per slice
-        current_budget().build(slices, "the slice filter")
-    return jinja_filters.sync_do_slice(value, slices, fill_with)
-
-
-@pass_environment
-def _filter_sum(environment: Any, iterable: Any, attribute: Any = None, start: Any = 0) -> Any:
-    if type(start) not in (list, tuple):
-        return jinja_filters.sync_do_sum(environment, iterable, attribute, start)
-    if attribute is not None:
-        iterable = map(jinja_filters.make_attrgetter(environment, attribute), iterable)
-    items = list(iterable)
-    if not all(type(item) is type(start) for item in items):
-        return sum(items, start)  # Python's own TypeError
-    # In linear time, where sum() would copy the growing list once per item.
-    current_budget().build(len(start) + sum(len(item) for item in items), "the sum filter")
-    joined: list[Any] = list(start)
-    for item in items:
-        joined.extend(item)
-    return joined if type(start) is list else tuple(joined)
-
-
-def _as_text(value: Any, what: str) -> str:
-    if type(value) is str:
-        return value
-    check_text(value, f"the {what} filter")
-    return str(value)
-
-
-def guarded_filters() -> dict[str, Callable[..., Any]]:
-    """Replacements for Jinja's filters that can build large values."""
-    return {
-        "center": _filter_center,
-        "indent": _filter_indent,
-        "format": _filter_format,
-        "replace": _filter_replace,
-        "join": _filter_join,
-        "pprint": _filter_pprint,
-        "string": _filter_string,
-        "list": _filter_list,
-        "batch": _filter_batch,
-        "slice": _filter_slice,
-        "sum": _filter_sum,
-    }
+# ---------------------------------------------------------------------------
+# Globals.
 
 
 def _lipsum(n: int = 5, html: bool = True, min: int = 20, max: int = 100) -> str:

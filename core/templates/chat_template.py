@@ -43,7 +43,6 @@ from typing import Any, Final
 import attrs
 import jinja2
 from jinja2 import nodes
-from jinja2.compiler import CodeGenerator, Frame, optimizeconst
 from jinja2.exceptions import SecurityError, TemplateRuntimeError, TemplateSyntaxError
 from jinja2.ext import Extension
 from jinja2.parser import Parser
@@ -56,21 +55,28 @@ from jinja2.sandbox import (
 )
 
 from ..errors import TemplateError, TemplateResourceError, TemplateSecurityError
+from .bounded_filters import guarded_filters
 from .bounded_ops import (
     GUARDED_CALLABLE_TYPES,
     INTERCEPTED_BINOPS,
+    SIZED_RESULTS,
+    account_result,
+    account_value,
     check_json,
     check_strftime_format,
     guard_add,
     guard_binop,
     guard_call,
     guard_concat,
+    guard_join,
     guard_literal,
-    guarded_filters,
+    guard_output,
     guarded_globals,
     guarded_iterable,
     guarded_str_format,
 )
+from .budgeted_compiler import LOOP_FILTER, BudgetedCodeGenerator
+from .container_growth import collect
 from .render_budget import (
     DEFAULT_MAX_OUTPUT_CHARS,
     UNCOUNTED_SIZE,
@@ -150,14 +156,14 @@ def _dump_json(
                 return dict(obj)
         elif isinstance(obj, Iterable) and not isinstance(obj, str | bytes):
             if lenient:
-                return list(obj)
+                return collect(current_budget(), obj, "tojson")
             raise _LenientOnly(
                 f"tojson of a {type(obj).__name__} (e.g. from map()) needs lenient mode"
             )
         raise TypeError(f"Object of type {type(obj).__name__} is not JSON serializable")
 
     check_json(value, indent)
-    return json.dumps(
+    text = json.dumps(
         value,
         ensure_ascii=ensure_ascii,
         indent=indent,
@@ -165,6 +171,9 @@ def _dump_json(
         sort_keys=sort_keys,
         default=convert,
     )
+    # escapes make the text a few times the value's size at most
+    return text if len(text) <= UNCOUNTED_SIZE else account_value(current_budget(), text,
+                                                                  "tojson")
 
 
 def _tojson_strict(
@@ -235,77 +244,23 @@ _DICT_ATTRIBUTES: Final = frozenset(dir(dict))
 _METHOD_TYPES: Final = frozenset({types.BuiltinMethodType, types.MethodType})
 _FORMAT_METHODS: Final = frozenset({"format", "format_map"})
 
-# The filter every ``{% for %}`` iterable is passed through, so that each item
-# is a step of the budget (Jinja allows no custom node types).
-_LOOP_FILTER: Final = "_toolwire_loop_items"
-
-
-class _BudgetedCodeGenerator(CodeGenerator):
-    """Jinja's code generator, routing what can build large values through the budget.
-
-    ``~`` and list/tuple/dict literals are not operators the sandbox can
-    intercept, so their generated code calls the environment's guards instead;
-    ``+`` calls its guard directly, which costs half of the sandbox's
-    ``call_binop`` route on the operator templates use most.
-    """
-
-    @optimizeconst
-    def visit_Add(self, node: nodes.BinExpr, frame: Frame) -> None:
-        # Inline for the common cases, two short strings or two integers (neither can
-        # grow a value much); anything else goes through the guard. Both operands are
-        # evaluated once, left first, into names of their own.
-        self._guard_names = getattr(self, "_guard_names", 0) + 1
-        left, right = f"t_add{self._guard_names}_l", f"t_add{self._guard_names}_r"
-        # (`&` rather than `and` so that both sides are evaluated whatever the first is.)
-        self.write(f"({left} + {right} if ((type({left} := ")
-        self.visit(node.left, frame)
-        self.write(f") is str) & (type({right} := ")
-        self.visit(node.right, frame)
-        self.write(f") is str) and len({left}) + len({right}) <= {UNCOUNTED_SIZE}) or "
-                   f"(type({left}) is int and type({right}) is int) "
-                   f"else environment.guarded_add({left}, {right}))")
-
-    @optimizeconst
-    def visit_Concat(self, node: nodes.Concat, frame: Frame) -> None:
-        self.write("environment.guarded_concat((")
-        for operand in node.nodes:
-            self.visit(operand, frame)
-            self.write(", ")
-        self.write("))")
-
-    def visit_List(self, node: nodes.List, frame: Frame) -> None:
-        self.write("environment.guarded_literal(")
-        super().visit_List(node, frame)
-        self.write(")")
-
-    def visit_Dict(self, node: nodes.Dict, frame: Frame) -> None:
-        self.write("environment.guarded_literal(")
-        super().visit_Dict(node, frame)
-        self.write(")")
-
-    def visit_Tuple(self, node: nodes.Tuple, frame: Frame) -> None:
-        if node.ctx != "load":  # a loop or assignment target
-            super().visit_Tuple(node, frame)
-            return
-        self.write("environment.guarded_literal(")
-        super().visit_Tuple(node, frame)
-        self.write(")")
-
-
 class _BudgetedSandbox(SandboxedEnvironment):
     """The sandbox with every operation that can cost much checked against the
     render's budget (see :mod:`toolwire.templates.render_budget`)."""
 
     intercepted_binops = INTERCEPTED_BINOPS
-    code_generator_class = _BudgetedCodeGenerator
+    code_generator_class = BudgetedCodeGenerator
     guarded_add = staticmethod(guard_add)
     guarded_concat = staticmethod(guard_concat)
     guarded_literal = staticmethod(guard_literal)
+    guarded_output = staticmethod(guard_output)
+    # what the generated code joins a macro's, a block's or a {% set %} block's text with
+    concat = staticmethod(guard_join)
 
     def _generate(self, source: nodes.Template, name: str | None, filename: str | None,
                   defer_init: bool = False) -> str:
         for loop in source.find_all(nodes.For):
-            loop.iter = nodes.Filter(loop.iter, _LOOP_FILTER, [], [], None, None,
+            loop.iter = nodes.Filter(loop.iter, LOOP_FILTER, [], [], None, None,
                                      lineno=loop.iter.lineno)
         return super()._generate(source, name, filename, defer_init)
 
@@ -320,11 +275,18 @@ class _BudgetedSandbox(SandboxedEnvironment):
         budget.steps += 1
         if budget.steps >= budget.next_clock:
             budget.checkpoint()
-        if type(__obj) in GUARDED_CALLABLE_TYPES:
-            args = guard_call(budget, __obj, args, kwargs)
+        if type(__obj) not in GUARDED_CALLABLE_TYPES:
+            if not __self.is_safe_callable(__obj):
+                raise SecurityError(f"{__obj!r} is not safely callable")
+            return __context.call(__obj, *args, **kwargs)
+        args = guard_call(budget, __obj, args, kwargs)
         if not __self.is_safe_callable(__obj):
             raise SecurityError(f"{__obj!r} is not safely callable")
-        return __context.call(__obj, *args, **kwargs)
+        result = __context.call(__obj, *args, **kwargs)
+        kind = type(result)
+        if kind not in SIZED_RESULTS or (kind is str and len(result) <= UNCOUNTED_SIZE):
+            return result
+        return account_result(budget, __obj, result)
 
     def wrap_str_format(self, value: Any) -> Any:
         if type(value) not in _METHOD_TYPES or value.__name__ not in _FORMAT_METHODS:
@@ -411,7 +373,7 @@ def _configure(env: jinja2.Environment, *, lenient: bool) -> jinja2.Environment:
     env.filters["from_json"] = json_filter
     env.filters["fromjson"] = json_filter
     env.filters.update(guarded_filters())
-    env.filters[_LOOP_FILTER] = guarded_iterable
+    env.filters[LOOP_FILTER] = guarded_iterable
     env.globals.update(guarded_globals())
     env.globals["raise_exception"] = _raise_exception
     env.globals["strftime_now"] = _strftime_now

@@ -70,10 +70,12 @@ SMALL: Final = 8
 # Characters built between two looks at the process's memory (a look costs a
 # few microseconds; building this much costs milliseconds).
 _MEMORY_CHECK_EVERY: Final = 16_000_000
+# A container growing in place by this many bytes at once looks at the memory first.
+_LARGE_GROWTH: Final = 1 << 20
 # Steps between two looks at the memory.
 _MEMORY_CHECK_STEPS: Final = 1 << 18
-# How many measured lists a budget remembers (see RenderBudget.sequence_size).
-_REMEMBERED_SIZES: Final = 8
+# How many measured containers a budget remembers (see RenderBudget.measure).
+_REMEMBERED_SIZES: Final = 64
 # Below this depth text_size recurses (fast); deeper values are walked with an
 # explicit stack, so no value can exhaust the interpreter's stack.
 _RECURSION_DEPTH: Final = 40
@@ -130,7 +132,7 @@ class RenderBudget:
     """
 
     __slots__ = ("baseline", "built", "deadline", "limits", "next_check", "next_clock",
-                 "next_step_check", "sized", "steps", "timed")
+                 "next_step_check", "sizes", "steps", "timed")
 
     def __init__(self, limits: RenderLimits, *, timed: bool = True) -> None:
         self.limits = limits
@@ -142,8 +144,9 @@ class RenderBudget:
         self.next_check = _MEMORY_CHECK_EVERY if timed else math.inf
         self.next_step_check = _MEMORY_CHECK_STEPS
         self.baseline: int | None = None
-        # The last few containers measured, with their sizes (see measure).
-        self.sized: list[tuple[object, int]] = []
+        # id -> (container, its size): the last few containers built or measured
+        # (see measure); each is kept, so its id stays its own.
+        self.sizes: dict[int, tuple[object, int]] = {}
 
     def step(self) -> None:
         """Count one step (a call, a loop iteration); past the deadline, stop the render."""
@@ -182,14 +185,34 @@ class RenderBudget:
         threads allocate meanwhile.)
         """
         if size > self.limits.max_value_size:
-            raise ResourceLimitError(
-                f"{what} would build a value of {size} characters or items, over the "
-                f"limit of {self.limits.max_value_size}")
+            raise self._over(size, what)
         self.built += size
         if self.built >= self.next_check:
             self._check_memory()
 
-    def _check_memory(self) -> None:
+    def grow(self, size: int, added_bytes: int, what: str) -> None:
+        """Allow a container to grow in place to where it prints as at least ``size``
+        characters (two for each item of a list, four for each key of a dict),
+        taking about ``added_bytes`` more memory, or stop the render.
+
+        The size is held to ``max_value_size``, and the memory the growth would
+        take to ``max_memory_bytes``, before it grows: a large growth
+        (:data:`_LARGE_GROWTH` bytes or more) compares the process's memory plus
+        what it adds with the bound; a small one counts as built (see
+        :meth:`build`).
+        """
+        if size > self.limits.max_value_size:
+            raise self._over(size, what)
+        self.built += added_bytes
+        if added_bytes >= _LARGE_GROWTH or self.built >= self.next_check:
+            self._check_memory(added_bytes)
+
+    def _over(self, size: int, what: str) -> ResourceLimitError:
+        return ResourceLimitError(
+            f"{what} would build a value of {size} characters or items, over the "
+            f"limit of {self.limits.max_value_size}")
+
+    def _check_memory(self, coming: int = 0) -> None:
         if not self.timed:
             return
         self.next_check = self.built + _MEMORY_CHECK_EVERY
@@ -198,27 +221,30 @@ class RenderBudget:
             return
         if self.baseline is None:
             self.baseline = resident
-        elif resident - self.baseline > self.limits.max_memory_bytes:
+        grown = resident + coming - self.baseline
+        if grown > self.limits.max_memory_bytes:
             raise ResourceLimitError(
-                f"rendering grew the process's memory by {resident - self.baseline} bytes, "
-                f"over the limit of {self.limits.max_memory_bytes}")
+                f"rendering grew the process's memory by {grown} bytes"
+                f"{' (counting what it was about to add)' if coming else ''}, over the limit "
+                f"of {self.limits.max_memory_bytes}")
 
     def measure(self, value: Any) -> int:
-        """:func:`text_size` of ``value``, remembering lists, tuples and dicts.
+        """:func:`text_size` of ``value``, remembering containers.
 
         A template that grows a value step by step (``acc = acc + [item]``,
-        ``ns.l = [ns.l, ns.l]``) hands each step the previous one's result:
-        remembering the last few sizes measures each step once, not once per
-        step per step. (A container a lenient template grows in place later
-        keeps its old size here; the growth is charged where it happens.)
+        ``ns.l = [ns.l, ns.l]``, ``l.append(item)``) hands each step the
+        previous one's result: remembering the last few sizes measures each
+        step once, not once per step per step. A container changed in place is
+        forgotten (:meth:`forget`: every method that changes one does it), and
+        measured afresh when next asked for.
         """
         kind = type(value)
         if kind is str:
             return len(value)
-        if kind is list or kind is tuple or kind is dict:
-            for known, size in self.sized:
-                if known is value:
-                    return size
+        if kind in _REMEMBERED_KINDS:
+            known = self.sizes.get(id(value))
+            if known is not None and known[0] is value:
+                return known[1]
             size = text_size(value, self.limits.max_value_size)
             self.remember(value, size)
             return size
@@ -226,9 +252,17 @@ class RenderBudget:
 
     def remember(self, value: Any, size: int) -> None:
         """Note the size of a container just built or measured."""
-        self.sized.append((value, size))
-        if len(self.sized) > _REMEMBERED_SIZES:
-            del self.sized[0]
+        sizes = self.sizes
+        sizes.pop(id(value), None)  # the newest last: the oldest is the one dropped
+        sizes[id(value)] = (value, size)
+        if len(sizes) > _REMEMBERED_SIZES:
+            del sizes[next(iter(sizes))]
+
+    def forget(self, value: Any) -> None:
+        """Drop what is remembered of ``value`` (it shrank or changed in place)."""
+        known = self.sizes.get(id(value))
+        if known is not None and known[0] is value:
+            del self.sizes[id(value)]
 
     def text(self, value: Any, what: str) -> None:
         """Allow ``value`` to be turned into text (``str()``, JSON...)."""
@@ -254,6 +288,8 @@ def resident_bytes() -> int | None:
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return peak if sys.platform == "darwin" else peak * 1024
 
+
+_REMEMBERED_KINDS: Final = frozenset({list, tuple, dict, set})
 
 _PAGE_SIZE: Final = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
@@ -304,6 +340,10 @@ def _size(value: Any, limit: int, indent: int, depth: int) -> int:
         return len(value)
     if kind is int:
         return int(value.bit_length()) // 3 + 1
+    if value is None or kind is float or kind is bool:
+        return SMALL
+    if isinstance(value, str | bytes | bytearray):  # Markup, a subclass
+        return len(value)
     if depth >= _RECURSION_DEPTH:
         return _walk(value, limit, indent, depth)
     if kind is dict or isinstance(value, Mapping):
@@ -326,7 +366,7 @@ def _size(value: Any, limit: int, indent: int, depth: int) -> int:
             if total > limit:
                 break
         return total
-    if kind is Namespace:
+    if isinstance(value, Namespace):
         return _size(object.__getattribute__(value, "_Namespace__attrs"), limit, indent, depth)
     return SMALL
 
@@ -342,7 +382,7 @@ def _walk(value: Any, limit: int, indent: int, depth: int) -> int:
             stack.pop()
             continue
         kind = type(item)
-        if kind is str or kind is bytes:
+        if kind is str or kind is bytes or isinstance(item, str | bytes | bytearray):
             total += len(item)
         elif isinstance(item, Mapping):
             total += 2 + len(item) * (4 + indent * (level + 1))
@@ -350,7 +390,7 @@ def _walk(value: Any, limit: int, indent: int, depth: int) -> int:
         elif isinstance(item, list | tuple | set | frozenset):
             total += 2 + len(item) * (2 + indent * (level + 1))
             stack.append((iter(item), level + 1))
-        elif kind is Namespace:
+        elif isinstance(item, Namespace):
             stack.append((iter((object.__getattribute__(item, "_Namespace__attrs"),)), level))
         elif kind is int:
             total += item.bit_length() // 3 + 1
