@@ -53,8 +53,10 @@ __all__ = [
     "describe_model",
     "find_models",
     "model_stores",
+    "quantization_from_name",
     "quantization_name",
     "resolve_model",
+    "shard_set",
 ]
 
 MODELS_DIR_VARIABLE = "TOOLWIRE_MODELS_DIR"
@@ -235,7 +237,7 @@ def describe_model(model: LocalModel, plugins: PluginManager, *,
     """
     from ..gguf.metadata import read_gguf_metadata
 
-    guess = _quantization_from_name(model.path.name)
+    guess = quantization_from_name(model.path.name)
     try:
         meta = read_gguf_metadata(model.path)
     except (OSError, ToolwireError) as exc:
@@ -290,9 +292,20 @@ _QUANT_IN_NAME = re.compile(
     re.IGNORECASE)
 
 
-def _quantization_from_name(filename: str) -> str | None:
+def quantization_from_name(filename: str) -> str | None:
+    """The quantization a file's name says (``Qwen3-4B-Q4_K_M.gguf`` -> ``Q4_K_M``), or ``None``."""
     found = _QUANT_IN_NAME.findall(filename.removesuffix(".gguf"))
     return found[-1].upper() if found else None
+
+
+def shard_set(filename: str) -> list[str] | None:
+    """Every shard's name of the split model ``filename`` belongs to
+    (``m-00002-of-00003.gguf`` -> the three names), or ``None`` for a single file."""
+    match = _SHARD.search(filename)
+    if match is None:
+        return None
+    prefix, total, suffix = filename[:match.start()], match.group(2), filename[match.end(2):]
+    return [f"{prefix}-{number:05d}-of-{total}{suffix}" for number in range(1, int(total) + 1)]
 
 
 def _unprefixed(name: str) -> str:

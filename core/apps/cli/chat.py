@@ -107,6 +107,10 @@ def register(subparsers: Any) -> None:
                               description="Chat in the terminal with a local GGUF model or a "
                                           "remote OpenAI-compatible provider, with tools.")
     add_chat_arguments(p)
+    p.add_argument("--demo", action="store_true",
+                   help="chat with the tiny stand-in model of 'toolwire demo' instead of "
+                        "--model/--provider: it calls one of your --functions (else "
+                        "search_text in sample notes) and quotes the result")
     p.add_argument("--show-reasoning", action="store_true", help="show reasoning, dimmed")
     p.add_argument("--json", action="store_true", help="print every event as a JSON line")
     p.add_argument("--message", metavar="TEXT",
@@ -330,6 +334,8 @@ def run_chat(args: argparse.Namespace, plugins: PluginManager,
     standard input), or one per line with ``--lines``; writes are refused unless
     ``--allow-write`` or ``--yes``. Status 0 when every reply ended normally.
     """
+    if getattr(args, "demo", False) and backend is None:
+        return _run_demo_chat(args, plugins)
     if backend is None:
         check_model_options(args, plugins)
     elif not Path(args.workspace).expanduser().is_dir():
@@ -340,7 +346,8 @@ def run_chat(args: argparse.Namespace, plugins: PluginManager,
     records = _read_resume(args.resume) if args.resume else None
     tools = session_tools(args, plugins)  # --functions files are input too: checked first
     if not args.json:
-        label = model_label(args) if backend is None else getattr(backend, "name", "model")
+        label = (model_label(args) if backend is None else "the stand-in model"
+                 if getattr(args, "demo", False) else getattr(backend, "name", "model"))
         print(f"loading {label} ...", file=sys.stderr, flush=True)
     interrupts = _Interrupts()
     editing = LineEditing() if messages is None else None
@@ -377,6 +384,36 @@ def run_chat(args: argparse.Namespace, plugins: PluginManager,
     # the last reply failed (not cancelled): a script around the chat should know
     failed = last[0] is not None and last[0].reason in _FAILED_ENDS
     return 1 if failed or not saved else 0
+
+
+DEMO_INTRO = """\
+toolwire chat --demo: a tiny stand-in model (random weights) that toolwire just wrote.
+llama.cpp runs it for real; a grammar forces what it writes, because random weights
+cannot choose a tool: for each message, a call of {target},
+then an answer quoting what the tool returned. Everything between is the real path
+(template, parser, validation, approval, the tool, its result rendered back).
+workspace: {workspace}"""
+
+
+def _run_demo_chat(args: argparse.Namespace, plugins: PluginManager) -> int:
+    """``chat --demo``: the chat, on the stand-in model of ``toolwire demo``, in a
+    temporary folder of sample notes removed at the end."""
+    if args.model or args.provider or args.base_url:
+        raise UsageError("--demo chats with the stand-in model: leave out --model, "
+                         "--provider and --base-url")
+    from .demo import grammar_calling, make_demo_backend
+
+    with tempfile.TemporaryDirectory(prefix="toolwire-chat-demo-") as base:
+        own = [t.name for t in plugins.tools()]
+        backend, _, workspace = make_demo_backend(Path(base), plugins,
+                                                  grammar=grammar_calling(own))
+        args.workspace = str(workspace)
+        target = ("the first of your --functions" if args.functions
+                  else "search_text in sample notes")
+        if not args.json:
+            print(DEMO_INTRO.format(target=target, workspace=workspace), file=sys.stderr,
+                  flush=True)
+        return run_chat(args, plugins, backend=backend)
 
 
 def _non_interactive_messages(args: argparse.Namespace) -> list[str] | None:

@@ -10,9 +10,11 @@ then an answer quoting the tool's real result), which the demo says plainly.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -22,10 +24,11 @@ from ...events import DoneEvent
 from ...hooks.manager import PluginManager
 from ...templates.default_template import DEFAULT_CHAT_TEMPLATE
 from ...vocabulary.backend import Backend, ModelRequest
+from ...vocabulary.tools import Tool
 from .common import extra_hint, fail
 
-__all__ = ["DEMO_MODEL", "check_demo_folder", "demo_grammar", "make_demo_backend", "register",
-           "run_demo"]
+__all__ = ["DEMO_MODEL", "EXAMPLE_TEXT", "check_demo_folder", "demo_grammar", "grammar_calling",
+           "make_demo_backend", "register", "run_demo", "scripted_arguments", "scripted_call"]
 
 QUESTION = "What do my notes say about Alex?"
 NOTES = {
@@ -67,9 +70,102 @@ def demo_grammar(request: ModelRequest) -> str:
                            else CALL)
 
 
-def make_demo_backend(base: Path, plugins: PluginManager) -> tuple[Backend, Path, Path]:
+EXAMPLE_TEXT = "Alex"
+"""The string the stand-in passes where a tool wants text (the demo's notes mention Alex)."""
+_SHOWN_RESULT = 400
+
+
+def scripted_arguments(parameters: Mapping[str, Any]) -> dict[str, Any]:
+    """Arguments a tool's schema accepts, made up for the stand-in model's call: each
+    required parameter (or the first, when none is required) with a value of its type."""
+    properties = parameters.get("properties")
+    if not isinstance(properties, Mapping) or not properties:
+        return {}
+    required = [n for n in parameters.get("required", ()) if n in properties]
+    return {name: _example(properties[name]) for name in required or list(properties)[:1]}
+
+
+def _example(schema: Any, depth: int = 0) -> Any:
+    if not isinstance(schema, Mapping) or depth > 8:
+        return EXAMPLE_TEXT
+    if "const" in schema:
+        return schema["const"]
+    if isinstance(schema.get("enum"), list) and schema["enum"]:
+        return schema["enum"][0]
+    if "default" in schema:
+        return schema["default"]
+    for key in ("anyOf", "oneOf", "allOf"):
+        branches = schema.get(key)
+        if isinstance(branches, list) and branches:
+            typed = [b for b in branches if not (isinstance(b, Mapping)
+                                                 and b.get("type") == "null")]
+            return _example((typed or branches)[0], depth + 1)
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        kind = next((k for k in kind if k != "null"), "null")
+    low = schema.get("minimum", schema.get("exclusiveMinimum", 1))
+    if kind == "integer":
+        return int(low) + (1 if "exclusiveMinimum" in schema else 0)
+    if kind == "number":
+        return float(low) + (1.0 if "exclusiveMinimum" in schema else 0.0)
+    if kind == "boolean":
+        return True
+    if kind == "null":
+        return None
+    if kind == "array":
+        return [_example(schema.get("items"), depth + 1)] * int(schema.get("minItems", 0))
+    if kind == "object":
+        return scripted_arguments(schema)
+    return EXAMPLE_TEXT
+
+
+def scripted_call(tool: Tool) -> str:
+    """The stand-in's call of ``tool``, in the markup of the demo model's template."""
+    parameters = "".join(
+        f"<parameter={name}>\n"
+        f"{value if isinstance(value, str) else json.dumps(value)}\n</parameter>\n"
+        for name, value in scripted_arguments(tool.parameters).items())
+    return (f"I will call {tool.name}.\n\n<tool_call>\n<function={tool.name}>\n"
+            f"{parameters}</function>\n</tool_call>")
+
+
+def grammar_calling(plugin_tools: Iterable[str] = ()) -> Callable[[ModelRequest], str]:
+    """What the stand-in writes in a chat: one call of the first offered tool that is
+    not one of ``plugin_tools`` (a user's own: ``--functions``, MCP), else of
+    ``search_text``, else of the first offered; then an answer quoting its result.
+
+    Random weights cannot choose a tool, so the choice is made here and forced with
+    a grammar; the answer says plainly what the tool returned.
+    """
+    theirs = frozenset(plugin_tools)
+
+    def grammar(request: ModelRequest) -> str:
+        from ...testing.tiny_gguf import forcing_grammar
+
+        last = request.messages[-1] if request.messages else None
+        if last is not None and last.role == "tool":
+            called = next((m.tool_calls[0].name for m in reversed(request.messages)
+                           if m.role == "assistant" and m.tool_calls), "the tool")
+            found = last.content.strip() or "(nothing)"
+            if len(found) > _SHOWN_RESULT:
+                found = found[:_SHOWN_RESULT] + " ..."
+            return forcing_grammar(f"(a stand-in model) {called} returned:\n{found}")
+        offered = {t.name: t for t in request.offered_tools}
+        if not offered:
+            return forcing_grammar("(a stand-in model) No tool is offered, so there is "
+                                   "nothing to call.")
+        tool = next((t for t in offered.values() if t.name not in theirs), None) or \
+            offered.get("search_text") or next(iter(offered.values()))
+        return forcing_grammar(scripted_call(tool))
+
+    return grammar
+
+
+def make_demo_backend(base: Path, plugins: PluginManager, *,
+                      grammar: Callable[[ModelRequest], str] = demo_grammar,
+                      ) -> tuple[Backend, Path, Path]:
     """Write the tiny model and a small workspace under ``base``; return the backend,
-    the model path and the workspace."""
+    the model path and the workspace (``grammar``: what the stand-in writes)."""
     try:
         from ...testing.tiny_gguf import TINY_BACKEND_OPTIONS, write_tiny_gguf
     except ImportError as exc:  # pragma: no cover - depends on the install
@@ -82,7 +178,7 @@ def make_demo_backend(base: Path, plugins: PluginManager) -> tuple[Backend, Path
     model = write_tiny_gguf(base / DEMO_MODEL, DEFAULT_CHAT_TEMPLATE)
     options: dict[str, Any] = dict(TINY_BACKEND_OPTIONS)
     backend = plugins.backend("llama_cpp").create(
-        model_path=model, grammar=demo_grammar, temperature=0.0, max_tokens=512,
+        model_path=model, grammar=grammar, temperature=0.0, max_tokens=512,
         plugins=plugins, progress=False, **options)
     return backend, model, workspace
 

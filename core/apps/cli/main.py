@@ -37,6 +37,7 @@ from . import (
     models,
     parse,
     plugins,
+    pull,
     render,
     serve,
     tools,
@@ -46,8 +47,8 @@ from .common import UsageError, cli_advice, did_you_mean
 __all__ = ["COMMANDS", "EXIT_BROKEN_PIPE", "EXIT_FAILED", "EXIT_INTERRUPTED", "EXIT_USAGE",
            "TRACEBACK_VARIABLE", "main"]
 
-COMMANDS = (chat, serve, models, tools, parse, detect, grammar, render, conformance, plugins,
-            demo)
+COMMANDS = (chat, serve, models, pull, tools, parse, detect, grammar, render, conformance,
+            plugins, demo)
 """The command modules, in the order ``--help`` lists them."""
 
 EXIT_FAILED = 1

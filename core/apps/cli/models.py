@@ -32,7 +32,7 @@ from ..local_models import (
 from .common import existing_folder, fail
 from .terminal_text import terminal_safe
 
-__all__ = ["add_models_dir_argument", "local_model_path", "register", "run"]
+__all__ = ["add_models_dir_argument", "human_size", "local_model_path", "register", "run"]
 
 
 def add_models_dir_argument(parser: argparse.ArgumentParser) -> None:
@@ -76,7 +76,7 @@ def run(args: argparse.Namespace, plugins: PluginManager) -> int:
               "(--models-dir DIR adds a folder)", file=sys.stderr)
         return 0
     table = [["NAME", "SIZE", "ARCH", "QUANT", "FAMILY", "PATH"]]
-    table += [[r["name"], _human_size(r["size"]), r["architecture"] or "-",
+    table += [[r["name"], human_size(r["size"]), r["architecture"] or "-",
                r["quantization"] or "-", r["family"] or "-", r["path"]] for r in rows]
     widths = [max(len(line[i]) for line in table) for i in range(len(table[0]) - 1)]
     for line in table:  # names and paths come from other tools' downloads
@@ -97,7 +97,8 @@ def _row(model: LocalModel, plugins: PluginManager, verify: bool) -> dict[str, A
             "context_length": about.context_length, "problem": about.problem}
 
 
-def _human_size(size: int) -> str:
+def human_size(size: int) -> str:
+    """``145.2 KB``, ``2.5 GB``: a size in bytes as a person reads it."""
     value = float(size)
     for unit in ("B", "KB", "MB", "GB"):
         if value < 1000 or unit == "GB":
