@@ -121,7 +121,7 @@ def _measure(server: Any, model: Path, request: ModelRequest, reply: str, runs: 
     def wired() -> int:
         calls = 0
         for item in backend.stream_turn(request, CancelToken()):
-            calls += getattr(item, "type", "") == "tool_call"
+            calls += getattr(item, "type", "") == "tool_call_end"
         assert calls == 1, "the forced call was not parsed"
         return calls
 

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from toolwire import CancelToken, Chat, Message, ModelRequest, TurnEnd, tool
-from toolwire.events import Event, TextEvent, ToolCallEvent
+from toolwire.events import Event, TextEvent, ToolCallEndEvent
 
 from .harness import print_table, time_runs
 
@@ -60,7 +60,7 @@ class _FastBackend:
     def stream_turn(self, request: ModelRequest, cancel: CancelToken) -> Iterator[Event | TurnEnd]:
         """Yield the reply's events."""
         if request.messages[-1].content == "write" and request.messages[-1].role == "user":
-            yield ToolCallEvent("write_note", {"text": "x"}, index=0)
+            yield ToolCallEndEvent("write_note", {"text": "x"}, index=0)
             yield TurnEnd("tool_calls")
             return
         for i in range(self.tokens):

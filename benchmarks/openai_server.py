@@ -32,7 +32,13 @@ from pathlib import Path
 from typing import Any
 
 from toolwire import CancelToken, Chat, ModelRequest, TurnEnd
-from toolwire.events import Event, TextEvent, ToolCallDeltaEvent, ToolCallEvent, ToolCallStartEvent
+from toolwire.events import (
+    Event,
+    TextEvent,
+    ToolCallDeltaEvent,
+    ToolCallEndEvent,
+    ToolCallStartEvent,
+)
 
 from .harness import print_table, time_runs, write_results
 
@@ -84,7 +90,7 @@ class FastBackend:
             else:
                 yield TextEvent(f"w{i} ")
         if mode == "args":
-            yield ToolCallEvent("write", {"content": "".join(parts)}, index=0)
+            yield ToolCallEndEvent("write", {"content": "".join(parts)}, index=0)
         yield TurnEnd("stop", usage={"prompt_tokens": 1, "completion_tokens": self.tokens})
 
 

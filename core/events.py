@@ -4,10 +4,13 @@ Every event is a frozen attrs record with a stable JSON shape: ``to_dict()``
 returns a dict whose ``"type"`` field names the event; ``event_from_dict``
 reads one back. ``docs/events.md`` documents each shape.
 
-Parsers and backends emit the same records for what they read from a model
-(``text``, ``reasoning``, ``tool_call_start``, ``tool_call_delta``,
-``tool_call``, ``diagnostic``); a parser leaves ``id`` empty and the chat loop
-fills in the call id before the event reaches the caller.
+Parsers and backends emit records for what they read from a model (``text``,
+``reasoning``, ``tool_call_start``, ``tool_call_delta``, ``tool_call_end``,
+``diagnostic``); a parser leaves ``id`` empty and the chat loop fills in the call
+id before the event reaches the caller. Each event says one thing:
+``tool_call_end`` is "the model finished writing this call" (a parser's or a
+backend's word), ``tool_call`` is "this call runs now" (the chat loop's word, after
+it took the call from the reply).
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ __all__ = [
     "ReasoningEvent",
     "TextEvent",
     "ToolCallDeltaEvent",
+    "ToolCallEndEvent",
     "ToolCallEvent",
     "ToolCallStartEvent",
     "ToolResultEvent",
@@ -98,8 +102,30 @@ class ToolCallDeltaEvent(_EventBase):
 
 
 @attrs.frozen
+class ToolCallEndEvent(_EventBase):
+    """The model finished writing a call: its arguments, typed by the tool's schema.
+
+    Parsers and backends emit it when a call's markup (or its streamed
+    ``tool_calls`` entry) is complete. It is not yet validated or run: the chat
+    loop takes it from the reply and announces the call with a
+    :class:`ToolCallEvent` when it runs it.
+    """
+
+    type: ClassVar[str] = "tool_call_end"
+    name: str
+    arguments: Mapping[str, Any] = attrs.field(converter=_freeze_mapping, factory=dict)
+    id: str = ""
+    index: int = 0
+
+
+@attrs.frozen
 class ToolCallEvent(_EventBase):
-    """A complete call, with its arguments typed by the tool's schema."""
+    """A call the chat loop runs now, with its arguments typed by the tool's schema.
+
+    Emitted by the loop just before it validates and runs the call (its
+    :class:`ToolResultEvent` follows). What a parser or backend read is a
+    :class:`ToolCallEndEvent`.
+    """
 
     type: ClassVar[str] = "tool_call"
     name: str
@@ -194,6 +220,7 @@ Event = (
     | ReasoningEvent
     | ToolCallStartEvent
     | ToolCallDeltaEvent
+    | ToolCallEndEvent
     | ToolCallEvent
     | ToolResultEvent
     | ApprovalRequestEvent
@@ -206,8 +233,8 @@ Event = (
 _BY_TYPE: dict[str, type[_EventBase]] = {
     cls.type: cls
     for cls in (TextEvent, ReasoningEvent, ToolCallStartEvent, ToolCallDeltaEvent,
-                ToolCallEvent, ToolResultEvent, ApprovalRequestEvent, DiagnosticEvent,
-                NoParserEvent, ErrorEvent, DoneEvent)
+                ToolCallEndEvent, ToolCallEvent, ToolResultEvent, ApprovalRequestEvent,
+                DiagnosticEvent, NoParserEvent, ErrorEvent, DoneEvent)
 }
 
 

@@ -42,6 +42,7 @@ from .events import (
     ReasoningEvent,
     TextEvent,
     ToolCallDeltaEvent,
+    ToolCallEndEvent,
     ToolCallEvent,
     ToolCallStartEvent,
 )
@@ -150,6 +151,7 @@ __all__ = [
     "Tool",
     "ToolCall",
     "ToolCallDeltaEvent",
+    "ToolCallEndEvent",
     "ToolCallError",
     "ToolCallEvent",
     "ToolCallStartEvent",

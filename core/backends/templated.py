@@ -45,7 +45,7 @@ from ..errors import (
     TemplateResourceError,
     ToolChoiceError,
 )
-from ..events import DiagnosticEvent, ErrorEvent, Event, NoParserEvent, ToolCallEvent
+from ..events import DiagnosticEvent, ErrorEvent, Event, NoParserEvent, ToolCallEndEvent
 from ..families.selection import DERIVED_FAMILY, build_pipeline, select_parser
 from ..grammar.build import ToolGrammar
 from ..grammar.turn import grammar_failure, turn_grammar
@@ -521,7 +521,7 @@ class TemplatedBackend:
                 end = piece
                 break
             for event in pipeline.feed(piece):
-                called = called or isinstance(event, ToolCallEvent)
+                called = called or isinstance(event, ToolCallEndEvent)
                 yield event
         ended = time.perf_counter()
         usage["completion_tokens"] = end.completion_tokens
@@ -536,7 +536,7 @@ class TemplatedBackend:
             yield TurnEnd(end.reason, usage=usage, timings=timings)
             return
         for event in pipeline.close():
-            called = called or isinstance(event, ToolCallEvent)
+            called = called or isinstance(event, ToolCallEndEvent)
             yield event
         reason = "tool_calls" if end.reason == "stop" and called else end.reason
         yield TurnEnd(reason, usage=usage, timings=timings)

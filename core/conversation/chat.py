@@ -31,6 +31,7 @@ from ..events import (
     ReasoningEvent,
     TextEvent,
     ToolCallDeltaEvent,
+    ToolCallEndEvent,
     ToolCallEvent,
     ToolCallStartEvent,
     ToolResultEvent,
@@ -286,7 +287,8 @@ class Chat:
                     outcome.reasoning.append(item.text)
                 elif isinstance(item, ToolCallStartEvent | ToolCallDeltaEvent):
                     item = attrs.evolve(item, id=call_id(item.index, item.id))
-                elif isinstance(item, ToolCallEvent):
+                elif isinstance(item, ToolCallEndEvent | ToolCallEvent):
+                    # a call the model wrote (ToolCallEvent: a backend of before 0.2)
                     cid = call_id(item.index, item.id)
                     outcome.calls.append(ToolCall(cid, item.name, item.arguments))
                     continue  # announced when it runs

@@ -37,7 +37,7 @@ from ..events import (
     Event,
     ReasoningEvent,
     TextEvent,
-    ToolCallEvent,
+    ToolCallEndEvent,
     ToolCallStartEvent,
 )
 from ..vocabulary.schema import ToolSchemaIndex
@@ -463,7 +463,7 @@ class CallParser:
         before = len(out)
         status, at = reader.feed(data, pos, out, eof)
         if self._call is None and len(out) > before and \
-                any(type(e) is ToolCallEvent for e in out[before:]):
+                any(type(e) is ToolCallEndEvent for e in out[before:]):
             self._separator = ""  # a call came of it: the blanks before the marker were markup
             self._section_calls += 1
             self._made_call = True
@@ -541,7 +541,7 @@ class CallParser:
         reader = self._reader
         assert call is not None and reader is not None
         out.extend(reader.notes)
-        out.append(ToolCallEvent(name=call.name, arguments=reader.arguments or {},
+        out.append(ToolCallEndEvent(name=call.name, arguments=reader.arguments or {},
                                  id=call.call_id, index=call.index))
         self._call = None
         self._reader = None

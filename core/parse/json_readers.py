@@ -22,7 +22,13 @@ from typing import Any, Final
 
 import attrs
 
-from ..events import DiagnosticEvent, Event, ToolCallDeltaEvent, ToolCallEvent, ToolCallStartEvent
+from ..events import (
+    DiagnosticEvent,
+    Event,
+    ToolCallDeltaEvent,
+    ToolCallEndEvent,
+    ToolCallStartEvent,
+)
 from .json_stream import INVALID, NEED_MORE, JsonValueScanner, decode_json
 from .readers import DONE, FAIL, MORE, NOT_A_CALL, CallContext, CallNumbering, ReaderBase
 from .record import CallObjects
@@ -409,7 +415,7 @@ class CallObjectReader(_JsonReader):
                 out.append(ToolCallDeltaEvent(self._index, self._name, self._args_text))
         if double:
             out.append(double_encoded_note(self._name, self._args_text or ""))
-        out.append(ToolCallEvent(name=self._name, arguments=arguments, index=self._index))
+        out.append(ToolCallEndEvent(name=self._name, arguments=arguments, index=self._index))
         self.raw = []
         return DONE, pos
 

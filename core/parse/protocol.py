@@ -24,7 +24,7 @@ from ..events import (
     ReasoningEvent,
     TextEvent,
     ToolCallDeltaEvent,
-    ToolCallEvent,
+    ToolCallEndEvent,
 )
 from ..vocabulary.call_ids import default_call_id
 
@@ -238,7 +238,7 @@ class ParsedReply:
 
     content: str
     reasoning: str
-    tool_calls: tuple[ToolCallEvent, ...]
+    tool_calls: tuple[ToolCallEndEvent, ...]
     diagnostics: tuple[DiagnosticEvent, ...]
     family: str | None = None
 
@@ -261,14 +261,14 @@ def collect_reply(events: Iterable[Event], family: str | None = None) -> ParsedR
     """Fold a reply's events into a :class:`ParsedReply`."""
     text: list[str] = []
     reasoning: list[str] = []
-    calls: list[ToolCallEvent] = []
+    calls: list[ToolCallEndEvent] = []
     diagnostics: list[DiagnosticEvent] = []
     for event in events:
         if isinstance(event, TextEvent):
             text.append(event.text)
         elif isinstance(event, ReasoningEvent):
             reasoning.append(event.text)
-        elif isinstance(event, ToolCallEvent):
+        elif isinstance(event, ToolCallEndEvent):
             calls.append(event)
         elif isinstance(event, DiagnosticEvent):
             diagnostics.append(event)

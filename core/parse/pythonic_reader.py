@@ -30,7 +30,7 @@ from ..events import (
     DiagnosticEvent,
     Event,
     ToolCallDeltaEvent,
-    ToolCallEvent,
+    ToolCallEndEvent,
     ToolCallStartEvent,
 )
 from ..vocabulary.schema import ToolSchemaIndex
@@ -260,7 +260,7 @@ class PythonicCallsReader(ReaderBase):
         return -1, match.end()
 
     def _complete_call(self, out: list[Event]) -> None:
-        out.append(ToolCallEvent(name=self._name, arguments=self._args, index=self._call_index))
+        out.append(ToolCallEndEvent(name=self._name, arguments=self._args, index=self._call_index))
         self.raw = []
         self._state = _AFTER_CALL
 
@@ -447,4 +447,4 @@ def calls_from_source(source: str) -> list[tuple[str, dict[str, Any]]]:
     status, at = reader.feed(text, 0, out, True)
     if status != DONE or text[at:].strip():
         raise ValueError(reader.message or "not a list of calls")
-    return [(e.name, dict(e.arguments)) for e in out if isinstance(e, ToolCallEvent)]
+    return [(e.name, dict(e.arguments)) for e in out if isinstance(e, ToolCallEndEvent)]

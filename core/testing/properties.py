@@ -21,7 +21,7 @@ from ..events import (
     Event,
     TextEvent,
     ToolCallDeltaEvent,
-    ToolCallEvent,
+    ToolCallEndEvent,
     ToolCallStartEvent,
 )
 from ..families.selection import DERIVED_FAMILY, build_pipeline, select_parser
@@ -101,10 +101,10 @@ def _short(value: Any, limit: int = 300) -> str:
 
 def _check_call_events(events: Sequence[Event], count: int) -> None:
     """Calls are numbered 0, 1, ... in order; each call's start and deltas precede it."""
-    finals = [(i, e) for i, e in enumerate(events) if isinstance(e, ToolCallEvent)]
+    finals = [(i, e) for i, e in enumerate(events) if isinstance(e, ToolCallEndEvent)]
     indices = [e.index for _, e in finals]
     if indices != list(range(count)):
-        raise AssertionError(f"tool_call events are numbered {indices}, "
+        raise AssertionError(f"tool_call_end events are numbered {indices}, "
                              f"expected {list(range(count))}")
     done_at = {e.index: i for i, e in finals}
     started: set[int] = set()
@@ -117,7 +117,7 @@ def _check_call_events(events: Sequence[Event], count: int) -> None:
             end = done_at.get(event.index)
             if end is None or i > end:
                 raise AssertionError(f"a {event.type} event for call {event.index} comes after "
-                                     "that call's tool_call event (or for no call at all)")
+                                     "that call's tool_call_end event (or for no call at all)")
         if isinstance(event, ToolCallDeltaEvent) and started and event.index not in started:
             raise AssertionError(f"a tool_call_delta for call {event.index} precedes its "
                                  "tool_call_start")

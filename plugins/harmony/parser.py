@@ -35,7 +35,7 @@ from toolwire.plugin_api import (
     TextEvent,
     TokenSet,
     ToolCallDeltaEvent,
-    ToolCallEvent,
+    ToolCallEndEvent,
     ToolCallStartEvent,
     double_encoded_note,
     json_arguments,
@@ -378,14 +378,14 @@ class HarmonyParser:
             self._malformed(out, "unclosed_call" if at_eof or not complete
                             else "malformed_arguments")
             return
-        out.append(ToolCallEvent(name=self._call_name, arguments=arguments,
+        out.append(ToolCallEndEvent(name=self._call_name, arguments=arguments,
                                  index=self._call_index))
         self._raw = []
 
     def _tagged_events(self, events: list[Event], out: list[Event]) -> None:
         """Pass on a tagged body's events; text before its first call keeps the header."""
         for event in events:
-            if isinstance(event, ToolCallEvent):
+            if isinstance(event, ToolCallEndEvent):
                 self._message_calls += 1
             elif isinstance(event, TextEvent) and not self._message_calls and self._raw:
                 out.append(TextEvent("".join(self._raw)))

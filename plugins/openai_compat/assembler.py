@@ -34,7 +34,7 @@ from toolwire.plugin_api import (
     ErrorEvent,
     Event,
     ToolCallDeltaEvent,
-    ToolCallEvent,
+    ToolCallEndEvent,
     ToolCallStartEvent,
 )
 
@@ -230,5 +230,5 @@ class ToolCallAssembler:
                     parsed += " (the reply hit the token limit while writing this call)"
                 events.append(ErrorEvent("invalid_arguments", parsed))
                 continue
-            events.append(ToolCallEvent(slot.name, parsed, slot.id, slot.position))
+            events.append(ToolCallEndEvent(slot.name, parsed, slot.id, slot.position))
         return events

@@ -41,7 +41,7 @@ from toolwire.plugin_api import (
     RequestContext,
     ResolvedConnection,
     TextEvent,
-    ToolCallEvent,
+    ToolCallEndEvent,
     TurnEnd,
     classify_exception,
     rejects_stream_options,
@@ -155,7 +155,7 @@ class TurnTranslator:
             out.append(DiagnosticEvent("content_filter",
                                        "the provider's content filter stopped the reply; what "
                                        "was written is kept", raw))
-        elif reason == "stop" and any(isinstance(e, ToolCallEvent) for e in out):
+        elif reason == "stop" and any(isinstance(e, ToolCallEndEvent) for e in out):
             reason = "tool_calls"  # Gemini and Ollama say "stop" after calls
         out.append(TurnEnd(reason, self.usage))
         return out

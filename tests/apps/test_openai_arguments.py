@@ -27,7 +27,7 @@ from toolwire.apps.server.tool_arguments import (
     CanonicalJsonStream,
     close_json_prefix,
 )
-from toolwire.events import Event, ToolCallEvent
+from toolwire.events import Event, ToolCallEndEvent
 from toolwire.testing import AssistantTurnRenderer
 from toolwire.testing import strategies as tws
 
@@ -215,7 +215,7 @@ def test_a_familys_streamed_arguments_join_to_its_final_arguments(
         raise
     pieces = data.draw(tws.chunkings(reply.text))
     events = parse(family, pieces, tools, template=template, prompt_tail=reply.prompt_tail)
-    finals = [e for e in events if isinstance(e, ToolCallEvent)]
+    finals = [e for e in events if isinstance(e, ToolCallEndEvent)]
     assume(finals)
     joined, response = streamed_arguments(events)
     sent = response["choices"][0]["message"]["tool_calls"]
@@ -225,7 +225,7 @@ def test_a_familys_streamed_arguments_join_to_its_final_arguments(
             tws.json_dumps(dict(final.arguments))
     whole_events = parse(family, [reply.text], tools, template=template,
                          prompt_tail=reply.prompt_tail)
-    whole_finals = [e for e in whole_events if isinstance(e, ToolCallEvent)]
+    whole_finals = [e for e in whole_events if isinstance(e, ToolCallEndEvent)]
     if [(e.name, tws.json_dumps(dict(e.arguments))) for e in whole_finals] == \
             [(e.name, tws.json_dumps(dict(e.arguments))) for e in finals]:
         whole_joined, _ = streamed_arguments(whole_events)

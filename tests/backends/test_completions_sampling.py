@@ -35,7 +35,7 @@ from toolwire import (
     ModelRequest,
     SamplingOverrides,
     TextEvent,
-    ToolCallEvent,
+    ToolCallEndEvent,
     TurnEnd,
     grammar_for,
 )
@@ -247,7 +247,7 @@ def test_the_real_engine_under_a_forcing_choice_writes_one_valid_call(
     for seed in (1, 2):
         items = run(backend, request(SamplingOverrides(seed=seed), tool_choice=choice,
                                      parallel_tool_calls=False))
-        calls = [e for e in items if isinstance(e, ToolCallEvent)]
+        calls = [e for e in items if isinstance(e, ToolCallEndEvent)]
         end = items[-1]
         assert isinstance(end, TurnEnd) and end.reason == "tool_calls", items
         assert len(calls) == 1 and calls[0].name in names, items

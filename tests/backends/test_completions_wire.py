@@ -43,7 +43,7 @@ from toolwire import (
     Message,
     ModelRequest,
     TextEvent,
-    ToolCallEvent,
+    ToolCallEndEvent,
     ToolResultEvent,
     TurnEnd,
 )
@@ -101,7 +101,7 @@ def turn(backend: CompletionsBackend, text: str = "Weather in São Paulo?",
 
 def summary(items: list[Any]) -> tuple[str, list[tuple[str, dict[str, Any]]], str]:
     text = "".join(e.text for e in items if isinstance(e, TextEvent))
-    calls = [(e.name, dict(e.arguments)) for e in items if isinstance(e, ToolCallEvent)]
+    calls = [(e.name, dict(e.arguments)) for e in items if isinstance(e, ToolCallEndEvent)]
     end = items[-1]
     assert isinstance(end, TurnEnd)
     return text, calls, end.reason

@@ -36,7 +36,7 @@ from toolwire import (
     ModelRequest,
     TextEvent,
     Tool,
-    ToolCallEvent,
+    ToolCallEndEvent,
     TurnEnd,
     grammar_for,
 )
@@ -174,7 +174,7 @@ def outcome(events: list[Event | TurnEnd]) -> tuple[list[tuple[str, dict[str, An
     """The calls, the text, and the problems (errors and diagnostics) of a turn."""
     if any(isinstance(e, ErrorEvent) and e.kind == "template" for e in events):
         reject()  # the real template cannot render this schema (a template limit)
-    calls = [(e.name, dict(e.arguments)) for e in events if isinstance(e, ToolCallEvent)]
+    calls = [(e.name, dict(e.arguments)) for e in events if isinstance(e, ToolCallEndEvent)]
     text = "".join(e.text for e in events if isinstance(e, TextEvent))
     problems = [e for e in events if isinstance(e, ErrorEvent)
                 or (isinstance(e, DiagnosticEvent) and e.code not in NOTICES)]

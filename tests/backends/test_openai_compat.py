@@ -50,7 +50,7 @@ from toolwire import (
     Tool,
     ToolCall,
     ToolCallDeltaEvent,
-    ToolCallEvent,
+    ToolCallEndEvent,
     ToolCallStartEvent,
     ToolResultEvent,
     TurnEnd,
@@ -163,13 +163,13 @@ def test_text_and_split_arguments(server: WireServer) -> None:
     assert len(deltas) > 3
     assert all(d.index == 0 and d.id == "call_a" and d.parameter is None for d in deltas)
     assert json.loads("".join(d.text for d in deltas)) == {"name": "groceries"}
-    assert of(items, ToolCallEvent) == [ToolCallEvent("read_note", {"name": "groceries"},
+    assert of(items, ToolCallEndEvent) == [ToolCallEndEvent("read_note", {"name": "groceries"},
                                                       "call_a", 0)]
     assert end_of(items) == TurnEnd("tool_calls", {"prompt_tokens": 10, "completion_tokens": 5,
                                                    "total_tokens": 15})
     # every start precedes its deltas, which precede the final call
     kinds = [type(i).__name__ for i in items if not isinstance(i, TextEvent)]
-    assert kinds[0] == "ToolCallStartEvent" and kinds[-2:] == ["ToolCallEvent", "TurnEnd"]
+    assert kinds[0] == "ToolCallStartEvent" and kinds[-2:] == ["ToolCallEndEvent", "TurnEnd"]
 
 
 def test_parallel_calls_interleaved(server: WireServer) -> None:
@@ -189,9 +189,9 @@ def test_parallel_calls_interleaved(server: WireServer) -> None:
         by_index[delta.index] += delta.text
     assert json.loads(by_index[0]) == {"name": "a"}
     assert json.loads(by_index[1]) == {"name": "b", "text": "hi"}
-    assert of(items, ToolCallEvent) == [
-        ToolCallEvent("read_note", {"name": "a"}, "call_1", 0),
-        ToolCallEvent("write_note", {"name": "b", "text": "hi"}, "call_2", 1),
+    assert of(items, ToolCallEndEvent) == [
+        ToolCallEndEvent("read_note", {"name": "a"}, "call_1", 0),
+        ToolCallEndEvent("write_note", {"name": "b", "text": "hi"}, "call_2", 1),
     ]
     assert end_of(items).reason == "tool_calls"
     assert end_of(items).usage is None  # no usage chunk was sent
@@ -205,7 +205,8 @@ def test_ids_only_on_first_delta_reach_every_event(server: WireServer) -> None:
         finish_chunk("tool_calls"),
     ]))
     items = run_turn(backend_for(server))
-    assert {e.id for e in items if isinstance(e, ToolCallDeltaEvent | ToolCallEvent)} == {"call_x"}
+    ids = {e.id for e in items if isinstance(e, ToolCallDeltaEvent | ToolCallEndEvent)}
+    assert ids == {"call_x"}
 
 
 def test_gemini_calls_without_index_each_whole_in_its_own_chunk(server: WireServer) -> None:
@@ -217,9 +218,9 @@ def test_gemini_calls_without_index_each_whole_in_its_own_chunk(server: WireServ
         finish_chunk("stop"),  # Gemini says "stop" after calls
     ]))
     items = run_turn(backend_for(server))
-    assert of(items, ToolCallEvent) == [
-        ToolCallEvent("read_note", {"name": "a"}, "function-call-1", 0),
-        ToolCallEvent("read_note", {"name": "b"}, "function-call-2", 1),
+    assert of(items, ToolCallEndEvent) == [
+        ToolCallEndEvent("read_note", {"name": "a"}, "function-call-1", 0),
+        ToolCallEndEvent("read_note", {"name": "b"}, "function-call-2", 1),
     ]
     assert end_of(items).reason == "tool_calls"
 
@@ -231,7 +232,7 @@ def test_gemini_index_zero_reused_for_each_call(server: WireServer) -> None:
         tool_chunk(call_delta(0, id="c3", name="read_note", arguments='{"name": "c"}')),
         finish_chunk("stop"),
     ]))
-    calls = of(run_turn(backend_for(server)), ToolCallEvent)
+    calls = of(run_turn(backend_for(server)), ToolCallEndEvent)
     assert [(c.name, dict(c.arguments), c.id, c.index) for c in calls] == [
         ("read_note", {"name": "a"}, "c1", 0), ("ping", {}, "c2", 1),
         ("read_note", {"name": "c"}, "c3", 2)]
@@ -246,15 +247,15 @@ def test_assembler_indexless_continuation_and_repeated_ids() -> None:
     events += asm.feed([{"id": "g1", "function": {"name": "read_note",
                                                  "arguments": '{"name": "b"}'}}])
     assert [e.index for e in events if isinstance(e, ToolCallStartEvent)] == [0, 1]
-    assert asm.finish() == [ToolCallEvent("read_note", {"name": "a"}, "g1", 0),
-                            ToolCallEvent("read_note", {"name": "b"}, "", 1)]
+    assert asm.finish() == [ToolCallEndEvent("read_note", {"name": "a"}, "g1", 0),
+                            ToolCallEndEvent("read_note", {"name": "b"}, "", 1)]
 
 
 def test_assembler_same_tool_twice_without_ids_or_index() -> None:
     asm = ToolCallAssembler({"read_note": read_note.parameters})
     asm.feed([{"function": {"name": "read_note", "arguments": '{"name": "a"}'}}])
     asm.feed([{"function": {"name": "read_note", "arguments": '{"name": "b"}'}}])
-    assert [dict(e.arguments) for e in of(asm.finish(), ToolCallEvent)] == [{"name": "a"},
+    assert [dict(e.arguments) for e in of(asm.finish(), ToolCallEndEvent)] == [{"name": "a"},
                                                                            {"name": "b"}]
 
 
@@ -268,7 +269,7 @@ def test_assembler_repeated_and_cumulative_names_late_id_and_early_arguments() -
                                                                    "arguments": "}"}}])
     assert events[0] == ToolCallStartEvent(0, "read", "")
     assert events[1] == ToolCallDeltaEvent(0, "read", '{"name"', None, "")
-    assert asm.finish() == [ToolCallEvent("read_note", {"name": "x"}, "late_id", 0)]
+    assert asm.finish() == [ToolCallEndEvent("read_note", {"name": "x"}, "late_id", 0)]
 
 
 def test_assembler_object_and_double_encoded_arguments() -> None:
@@ -277,7 +278,7 @@ def test_assembler_object_and_double_encoded_arguments() -> None:
                                                    "arguments": {"name": "obj"}}}])
     asm.feed([{"index": 1, "id": "b", "function": {"name": "read_note",
                                                    "arguments": json.dumps('{"name": "s"}')}}])
-    assert [dict(e.arguments) for e in of(asm.finish(), ToolCallEvent)] == [{"name": "obj"},
+    assert [dict(e.arguments) for e in of(asm.finish(), ToolCallEndEvent)] == [{"name": "obj"},
                                                                            {"name": "s"}]
 
 
@@ -308,7 +309,7 @@ def test_assembler_is_indifferent_to_how_deltas_are_split_and_interleaved(
         if chosen not in first_seen:
             first_seen.append(chosen)
         asm.feed([pending[chosen].pop(0)])
-    assert asm.finish() == [ToolCallEvent("t", calls[wire], f"id{wire}", position)
+    assert asm.finish() == [ToolCallEndEvent("t", calls[wire], f"id{wire}", position)
                             for position, wire in enumerate(first_seen)]
 
 
@@ -326,7 +327,7 @@ def test_parameterless_tool_with_empty_arguments_runs(server: WireServer) -> Non
 def test_optional_only_tool_with_empty_arguments_gets_defaults(server: WireServer) -> None:
     server.enqueue(Stream([tool_chunk(call_delta(0, id="c", name="search")),
                            finish_chunk("tool_calls")]))
-    assert of(run_turn(backend_for(server)), ToolCallEvent) == [ToolCallEvent("search", {},
+    assert of(run_turn(backend_for(server)), ToolCallEndEvent) == [ToolCallEndEvent("search", {},
                                                                               "c", 0)]
 
 
@@ -614,7 +615,7 @@ def test_stream_cut_drops_a_half_written_call(server: WireServer) -> None:
                                                  arguments='{"name"')),
                            finish_chunk("tool_calls")], drop_after=1))
     items = run_turn(backend_for(server))
-    assert error_of(items).kind == "stream_cut" and not of(items, ToolCallEvent)
+    assert error_of(items).kind == "stream_cut" and not of(items, ToolCallEndEvent)
 
 
 def test_stream_ending_without_finish_reason_is_a_cut(server: WireServer) -> None:
@@ -846,7 +847,7 @@ def test_async_path(server: WireServer) -> None:
         return first, second
 
     first, second = asyncio.run(collect())
-    assert of(first, ToolCallEvent) == [ToolCallEvent("ping", {}, "call_9", 0)]
+    assert of(first, ToolCallEndEvent) == [ToolCallEndEvent("ping", {}, "call_9", 0)]
     assert end_of(first).reason == "tool_calls"
     assert error_of(second).kind == "not_found"
 

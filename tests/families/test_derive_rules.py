@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from toolwire.errors import DerivationError
-from toolwire.events import DiagnosticEvent, ToolCallEvent
+from toolwire.events import DiagnosticEvent, ToolCallEndEvent
 from toolwire.families.derive import clear_derivation_cache, derive_format
 from toolwire.families.derive_probe import ProbeRenderer
 from toolwire.parse.engine import CallParser
@@ -57,7 +57,7 @@ def _parse(fmt: CallFormat, pieces: list[str]) -> tuple[list[tuple[str, dict[str
     parser = CallParser(fmt, TOOLS)
     events = [e for p in pieces for e in parser.feed(p)] + parser.close()
     assert not [e for e in events if isinstance(e, DiagnosticEvent)], events
-    calls = [(e.name, dict(e.arguments)) for e in events if isinstance(e, ToolCallEvent)]
+    calls = [(e.name, dict(e.arguments)) for e in events if isinstance(e, ToolCallEndEvent)]
     text = "".join(e.text for e in events if e.type == "text")
     return calls, text
 
@@ -238,7 +238,7 @@ def test_the_name_written_twice_is_one_checked_value() -> None:
     parser = CallParser(fmt, TOOLS)  # the copies disagree: not a call
     events = parser.feed('@search: <invoke name="lookup">{"limit": 2}</invoke>') + \
         parser.close()
-    assert not [e for e in events if isinstance(e, ToolCallEvent)]
+    assert not [e for e in events if isinstance(e, ToolCallEndEvent)]
 
 
 # -- 6: content-dependent wrapping ---------------------------------------------------------
@@ -302,7 +302,7 @@ def test_object_values_written_as_nested_elements_are_read_back() -> None:
     reply = ('@@<call name="search">@@<query>x@@</query>@@<filter>@@<tags>@@<item>a@@</item>'
              "@@<item>b@@</item>@@</tags>@@</filter>@@</call>")
     events = parser.feed(reply) + parser.close()
-    got = [(e.name, dict(e.arguments)) for e in events if isinstance(e, ToolCallEvent)]
+    got = [(e.name, dict(e.arguments)) for e in events if isinstance(e, ToolCallEndEvent)]
     assert got == [("search", {"query": "x", "filter": {"tags": ["a", "b"]}})]
 
 

@@ -36,7 +36,7 @@ from tests.support.json_families import (
     template_names,
 )
 from toolwire import merge_events
-from toolwire.events import ReasoningEvent, ToolCallDeltaEvent, ToolCallEvent
+from toolwire.events import ReasoningEvent, ToolCallDeltaEvent, ToolCallEndEvent
 from toolwire.parse.engine import CallParser
 from toolwire.plugins import deepseek
 from toolwire.plugins.deepseek import DEEPSEEK_FORMAT
@@ -109,7 +109,7 @@ def test_r1_think_block_then_calls() -> None:
                    prompt_tail="<｜User｜>hi<｜Assistant｜><think>\n")
     merged = merge_events(events)
     assert merged[0] == ReasoningEvent("Need the weather.")
-    assert [e.name for e in merged if isinstance(e, ToolCallEvent)] == ["get_weather"]
+    assert [e.name for e in merged if isinstance(e, ToolCallEndEvent)] == ["get_weather"]
 
 
 def test_content_rendered_after_the_calls_is_text() -> None:

@@ -31,7 +31,7 @@ from toolwire.events import (
     ReasoningEvent,
     TextEvent,
     ToolCallDeltaEvent,
-    ToolCallEvent,
+    ToolCallEndEvent,
     ToolCallStartEvent,
 )
 from toolwire.parse.engine import CallParser
@@ -95,7 +95,7 @@ def test_arguments_stream_as_json_deltas_between_start_and_call() -> None:
     assert all(d.parameter is None for d in deltas)
     assert "".join(d.text for d in deltas) == args
     kinds = [type(e) for e in events if not isinstance(e, TextEvent)]
-    assert kinds[0] is ToolCallStartEvent and kinds[-1] is ToolCallEvent
+    assert kinds[0] is ToolCallStartEvent and kinds[-1] is ToolCallEndEvent
 
 
 def test_text_after_the_calls_is_text() -> None:
@@ -276,6 +276,6 @@ def test_bfcl_round_trip_through_qwen25(kind: str) -> None:
         reply = render_turn(renderer, calls, tools)
         events = parse(FAMILY, [reply.text[i:i + 7] for i in range(0, len(reply.text), 7)],
                        tools, template=source, prompt_tail=reply.prompt_tail)
-        got = [(e.name, e.arguments) for e in events if isinstance(e, ToolCallEvent)]
+        got = [(e.name, e.arguments) for e in events if isinstance(e, ToolCallEndEvent)]
         assert canonical_calls(got) == canonical_calls(calls), reply.text
         assert spec.name == FAMILY

@@ -51,7 +51,7 @@ from tests.support.json_families import (
     template_names,
 )
 from toolwire import merge_events
-from toolwire.events import ReasoningEvent, TextEvent, ToolCallDeltaEvent, ToolCallEvent
+from toolwire.events import ReasoningEvent, TextEvent, ToolCallDeltaEvent, ToolCallEndEvent
 from toolwire.hooks.manager import PluginManager
 from toolwire.parse.engine import CallParser
 from toolwire.plugins import json_wrappers
@@ -226,7 +226,7 @@ def test_nemotron_reply_after_the_open_think_of_the_prompt() -> None:
                    template=template, prompt_tail="<SPECIAL_11>Assistant\n<think>\n")
     merged = merge_events(events)
     assert merged[0] == ReasoningEvent("plan the call")
-    assert [e.name for e in merged if isinstance(e, ToolCallEvent)] == ["a"]
+    assert [e.name for e in merged if isinstance(e, ToolCallEndEvent)] == ["a"]
     assert not [e for e in merged if isinstance(e, TextEvent)]
 
 

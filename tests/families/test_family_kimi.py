@@ -17,7 +17,7 @@ from tests.support.tagged_families import (
     conformance,
     markers,
 )
-from toolwire.events import ToolCallDeltaEvent, ToolCallEvent, ToolCallStartEvent
+from toolwire.events import ToolCallDeltaEvent, ToolCallEndEvent, ToolCallStartEvent
 from toolwire.plugins import kimi
 from toolwire.plugins.kimi import K2_FORMAT, K3_FORMAT, kimi_call_id
 
@@ -72,7 +72,7 @@ def test_k2_call_ids_come_from_the_markup() -> None:
     events = parse("kimi_k2", [reply[i:i + 5] for i in range(0, len(reply), 5)], TOOLS,
                    template=template_source("Kimi-K2-Instruct.jinja"),
                    prompt_tail="<|im_assistant|>assistant<|im_middle|>")
-    calls = [e for e in events if isinstance(e, ToolCallEvent)]
+    calls = [e for e in events if isinstance(e, ToolCallEndEvent)]
     assert [(c.name, c.id, dict(c.arguments)) for c in calls] == [
         ("t", "functions.t:0", {"text": "a", "n": 1}),
         ("math.sum", "functions.math.sum:1", {"xs": [1, 2]})]

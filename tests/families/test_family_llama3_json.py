@@ -25,7 +25,7 @@ from tests.support.json_families import (
     template_names,
 )
 from toolwire import merge_events
-from toolwire.events import TextEvent, ToolCallEvent
+from toolwire.events import TextEvent, ToolCallEndEvent
 from toolwire.parse.engine import CallParser
 from toolwire.plugins import llama3_json
 from toolwire.plugins.llama3_json import LLAMA3_FORMAT, calls_from_source
@@ -103,7 +103,7 @@ def test_pythonic_call_list_is_read() -> None:
     reply = '[get_weather(city="Paris", days=3), get_time(zone=\'CET\', exact=True, ' \
             'extra=None, tags=["a", "b"], opts={"k": false})]'
     for size in (1, 4, 1000):
-        calls = [e for e in stream(reply, size) if isinstance(e, ToolCallEvent)]
+        calls = [e for e in stream(reply, size) if isinstance(e, ToolCallEndEvent)]
         assert [(c.name, dict(c.arguments)) for c in calls] == [
             ("get_weather", {"city": "Paris", "days": 3}),
             ("get_time", {"zone": "CET", "exact": True, "extra": None, "tags": ["a", "b"],
@@ -118,7 +118,7 @@ def test_pythonic_builtin_tool_syntax_after_python_tag() -> None:
 
 def test_pythonic_strings_hold_brackets_quotes_and_triple_quotes() -> None:
     reply = '[write(path="a]b.py", text=\'\'\'x = "]"\ny = \'(\'\'\'\'\', n=1)]'
-    calls = [e for e in stream(reply, 2) if isinstance(e, ToolCallEvent)]
+    calls = [e for e in stream(reply, 2) if isinstance(e, ToolCallEndEvent)]
     # the text is a triple-quoted string followed by an empty one, as Python reads it
     assert [dict(c.arguments) for c in calls] == [{"path": "a]b.py", "text": 'x = "]"\ny = \'(',
                                                    "n": 1}]
@@ -224,7 +224,7 @@ def test_bfcl_round_trip_in_the_pythonic_form() -> None:
     for tools, calls in bfcl_sample("parallel_multiple", every=2):
         reply = _pythonic(calls)
         events = stream(reply, 4)
-        got = [(e.name, e.arguments) for e in events if isinstance(e, ToolCallEvent)]
+        got = [(e.name, e.arguments) for e in events if isinstance(e, ToolCallEndEvent)]
         assert canonical_calls(got) == canonical_calls(calls), reply
         assert tools
 
@@ -235,5 +235,5 @@ def test_pythonic_round_trip_of_generated_calls(case: Any) -> None:
     if not calls:
         return
     got = [(e.name, e.arguments) for e in stream(_pythonic(calls), 3)
-           if isinstance(e, ToolCallEvent)]
+           if isinstance(e, ToolCallEndEvent)]
     assert canonical_calls(got) == canonical_calls(calls)

@@ -32,7 +32,7 @@ from tests.support.json_families import (
     template_names,
 )
 from toolwire import merge_events
-from toolwire.events import ReasoningEvent, TextEvent, ToolCallDeltaEvent, ToolCallEvent
+from toolwire.events import ReasoningEvent, TextEvent, ToolCallDeltaEvent, ToolCallEndEvent
 from toolwire.parse.engine import CallParser
 from toolwire.plugins import mistral
 from toolwire.plugins.mistral import MISTRAL_FORMAT
@@ -67,7 +67,7 @@ def test_v11_calls_each_after_their_own_marker() -> None:
 def test_small_32_call_ids_are_read_and_not_kept() -> None:
     reply = '[TOOL_CALLS]get_weather[CALL_ID]hRd62muVF[ARGS]{"city": "Paris"}'
     events = merge_events(parse(FAMILY, [reply[i:i + 2] for i in range(0, len(reply), 2)]))
-    call = next(e for e in events if isinstance(e, ToolCallEvent))
+    call = next(e for e in events if isinstance(e, ToolCallEndEvent))
     assert (call.name, dict(call.arguments), call.id) == ("get_weather", {"city": "Paris"}, "")
 
 

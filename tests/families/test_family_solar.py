@@ -10,7 +10,7 @@ import pytest
 
 from tests.support.families import parse, parse_text
 from tests.support.tagged_families import bfcl_round_trip, conformance, markers
-from toolwire.events import ToolCallDeltaEvent, ToolCallEvent
+from toolwire.events import ToolCallDeltaEvent, ToolCallEndEvent
 from toolwire.plugins import solar
 from toolwire.plugins.solar import SOLAR_FORMAT, solar_call_id
 
@@ -40,7 +40,7 @@ def test_reasoning_text_and_calls_with_their_ids() -> None:
              + solar_call("f6g7h8i9j0", "get_weather", '{"city": "Rome", "days": 2}')
              + "<|calls|>")
     events = parse("solar", [reply[i:i + 3] for i in range(0, len(reply), 3)], TOOLS)
-    calls = [e for e in events if isinstance(e, ToolCallEvent)]
+    calls = [e for e in events if isinstance(e, ToolCallEndEvent)]
     assert [(c.id, dict(c.arguments)) for c in calls] == [
         ("a1b2c3d4e5", {"city": "Oslo"}), ("f6g7h8i9j0", {"city": "Rome", "days": 2})]
     deltas = [e for e in events if isinstance(e, ToolCallDeltaEvent) and e.index == 1]

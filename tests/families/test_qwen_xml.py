@@ -22,7 +22,7 @@ from toolwire.events import (
     ReasoningEvent,
     TextEvent,
     ToolCallDeltaEvent,
-    ToolCallEvent,
+    ToolCallEndEvent,
     ToolCallStartEvent,
 )
 from toolwire.families.selection import build_pipeline
@@ -215,7 +215,7 @@ def test_string_parameter_streams_argument_deltas() -> None:
     assert len(deltas) > 3
     assert "".join(d.text for d in deltas) == "line 1\nline 2\nline 3"
     start = next(i for i, e in enumerate(events) if isinstance(e, ToolCallStartEvent))
-    end = next(i for i, e in enumerate(events) if isinstance(e, ToolCallEvent))
+    end = next(i for i, e in enumerate(events) if isinstance(e, ToolCallEndEvent))
     assert start < events.index(deltas[0]) < end
 
 

@@ -21,7 +21,7 @@ from tests.support.families import parse, plugins, template_source
 from tests.support.paths import MISSING_TEMPLATES
 from tests.support.tagged_families import render
 from tests.support.templates import SHARED_TEMPLATES
-from toolwire.events import DiagnosticEvent, ReasoningEvent, TextEvent, ToolCallEvent
+from toolwire.events import DiagnosticEvent, ReasoningEvent, TextEvent, ToolCallEndEvent
 from toolwire.parse.protocol import collect_reply, merge_events
 from toolwire.parse.record import (
     CallFormat,
@@ -308,7 +308,7 @@ def test_a_finished_call_is_never_relabelled_as_reasoning(family: str) -> None:
         assert "f" not in got.reasoning, got.reasoning
     assert not any(isinstance(d, DiagnosticEvent) and d.code == "parser_error"
                    for d in _read(family, stored, tools, "")[1])
-    assert ToolCallEvent  # the call event type the rule is about
+    assert ToolCallEndEvent  # the call event type the rule is about
 
 
 @pytest.mark.parametrize("family", FAMILIES)

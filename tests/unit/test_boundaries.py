@@ -38,7 +38,7 @@ from toolwire import (
     PluginManager,
     StreamFilterSpec,
     TextEvent,
-    ToolCallEvent,
+    ToolCallEndEvent,
     ToolResultEvent,
     TurnEnd,
     tool,
@@ -307,7 +307,7 @@ def filter_plugin(create: Callable[[FilterContext], Any]) -> object:
 def parses_a_call(plugins: PluginManager) -> bool:
     pipeline = build_pipeline(plugins.parser("qwen_xml"), {"search": {}}, plugins=plugins)
     events = pipeline.feed(CALL) + pipeline.close()
-    return any(isinstance(e, ToolCallEvent) for e in events)
+    return any(isinstance(e, ToolCallEndEvent) for e in events)
 
 
 @pytest.mark.parametrize("make", ESCAPE_MAKERS, ids=ESCAPE_IDS)

@@ -24,6 +24,7 @@ from toolwire import (
     ModelRequest,
     TextEvent,
     ToolCallDeltaEvent,
+    ToolCallEndEvent,
     ToolCallEvent,
     ToolCallStartEvent,
     ToolResultEvent,
@@ -431,7 +432,7 @@ def test_backend_error_event_drops_the_turns_calls(tools: Tools, plugins: Plugin
         name = "error-mid-call"
 
         def stream_turn(self, request: ModelRequest, cancel: CancelToken) -> Iterator[Any]:
-            yield ToolCallEvent("search", {"query": "x"})
+            yield ToolCallEndEvent("search", {"query": "x"})
             yield ErrorEvent("stream_cut", "the connection closed mid-reply")
             yield TurnEnd("error")
 
@@ -443,6 +444,30 @@ def test_backend_error_event_drops_the_turns_calls(tools: Tools, plugins: Plugin
     assert tools.ran == []
     assert events[-1].reason == "error"
     assert chat.history[-1].tool_calls == ()
+
+
+def test_a_backend_that_still_yields_tool_call_events_has_its_calls_run(
+        tools: Tools, plugins: PluginManager) -> None:
+    class OlderBackend:  # before 0.2 a backend announced a complete call as tool_call
+        name = "older"
+
+        def __init__(self) -> None:
+            self.turns = 0
+
+        def stream_turn(self, request: ModelRequest, cancel: CancelToken) -> Iterator[Any]:
+            self.turns += 1
+            if self.turns == 1:
+                yield ToolCallEvent("search", {"query": "x"})
+            else:
+                yield TextEvent("done")
+            yield TurnEnd("stop")
+
+        def make_call_id(self, index: int) -> str:
+            return f"call_{index}"
+
+    events = list(Chat(OlderBackend(), tools.all(), plugins=plugins).send("hi"))
+    assert tools.ran and [e.type for e in events if e.type.startswith("tool_")] == \
+        ["tool_call", "tool_result"]
 
 
 # -- history replay ----------------------------------------------------------------------

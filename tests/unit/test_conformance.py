@@ -36,7 +36,7 @@ from toolwire import (
     ParserSpec,
     PluginLoadError,
     TextEvent,
-    ToolCallEvent,
+    ToolCallEndEvent,
 )
 from toolwire.apps.cli.conformance import register as add_conformance_command
 from toolwire.parse.engine import CallParser
@@ -124,14 +124,14 @@ def _strip_each_text(events: list[Event]) -> list[Event]:
 
 
 def _number_every_call_zero(events: list[Event]) -> list[Event]:
-    return [ToolCallEvent(e.name, e.arguments, index=0) if isinstance(e, ToolCallEvent) else e
+    return [ToolCallEndEvent(e.name, e.arguments, index=0) if isinstance(e, ToolCallEndEvent) else e
             for e in events]
 
 
 def _stringify_values(events: list[Event]) -> list[Event]:
-    return [ToolCallEvent(e.name, {k: v if isinstance(v, str) else json.dumps(v)
+    return [ToolCallEndEvent(e.name, {k: v if isinstance(v, str) else json.dumps(v)
                                    for k, v in e.arguments.items()}, index=e.index)
-            if isinstance(e, ToolCallEvent) else e for e in events]
+            if isinstance(e, ToolCallEndEvent) else e for e in events]
 
 
 def _raise_on_diagnostics(events: list[Event]) -> list[Event]:
@@ -143,7 +143,7 @@ def _raise_on_diagnostics(events: list[Event]) -> list[Event]:
 def _leak_markup(events: list[Event]) -> list[Event]:
     out: list[Event] = []
     for event in events:
-        if isinstance(event, ToolCallEvent):
+        if isinstance(event, ToolCallEndEvent):
             out.append(TextEvent("[[call"))
         out.append(event)
     return out

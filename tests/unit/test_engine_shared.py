@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.support.families import bfcl_invalid_calls, conformance_examples, plugins
-from toolwire.events import DiagnosticEvent, Event, TextEvent, ToolCallEvent
+from toolwire.events import DiagnosticEvent, Event, TextEvent, ToolCallEndEvent
 from toolwire.parse.markers import TokenSet
 from toolwire.parse.protocol import FilterContext, merge_events
 from toolwire.parse.reasoning import family_think_filter_spec
@@ -149,7 +149,7 @@ def test_a_huge_string_argument_is_parsed_in_one_pass() -> None:
     parser = plugins().parser("seed_xml").create({})
     events = [e for i in range(0, len(reply), 4096) for e in parser.feed(reply[i:i + 4096])]
     events += parser.close()
-    calls = [e for e in events if isinstance(e, ToolCallEvent)]
+    calls = [e for e in events if isinstance(e, ToolCallEndEvent)]
     assert len(calls) == 1 and calls[0].arguments["content"] == content
     assert not [e for e in events if isinstance(e, DiagnosticEvent)]
 

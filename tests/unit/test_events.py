@@ -17,6 +17,7 @@ from toolwire import (
     ReasoningEvent,
     TextEvent,
     ToolCallDeltaEvent,
+    ToolCallEndEvent,
     ToolCallEvent,
     ToolCallStartEvent,
     ToolResultEvent,
@@ -31,6 +32,7 @@ SAMPLES = [
     ToolCallStartEvent(0, "search", "call_1"),
     ToolCallDeltaEvent(0, "search", "al", "query", "call_1"),
     ToolCallDeltaEvent(1, "lookup", '{"q": ', None, "call_2"),
+    ToolCallEndEvent("search", {"query": "alex", "tags": ["a", "b"]}, "call_1", 0),
     ToolCallEvent("search", {"query": "alex", "tags": ["a", "b"]}, "call_1", 0),
     ToolResultEvent("call_1", "search", "3 hits"),
     ToolResultEvent("call_2", "lookup", "Error: boom", True, "tool_error"),
@@ -64,7 +66,8 @@ def test_events_are_frozen(event: Any) -> None:
 
 def test_every_event_type_has_a_distinct_name() -> None:
     names = {type(e).type for e in SAMPLES}
-    assert names == {"text", "reasoning", "tool_call_start", "tool_call_delta", "tool_call",
+    assert names == {"text", "reasoning", "tool_call_start", "tool_call_delta",
+                     "tool_call_end", "tool_call",
                      "tool_result", "diagnostic", "no_parser", "error", "done"}
 
 
@@ -124,3 +127,10 @@ def test_a_whole_exchange_serialises_and_reads_back() -> None:
             "text", "done"} <= kinds
     lines = [json.dumps(e.to_dict()) for e in events]
     assert [event_from_dict(json.loads(line)) for line in lines] == events
+
+
+def test_the_call_a_parser_read_and_the_call_the_loop_runs_are_different_events() -> None:
+    read = ToolCallEndEvent("search", {"query": "a"}, "c", 1)
+    runs = ToolCallEvent("search", {"query": "a"}, "c", 1)
+    assert (read.to_dict()["type"], runs.to_dict()["type"]) == ("tool_call_end", "tool_call")
+    assert not isinstance(read, ToolCallEvent) and not isinstance(runs, ToolCallEndEvent)

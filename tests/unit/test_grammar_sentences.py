@@ -18,7 +18,7 @@ from tests.support.families import parse, plugins
 from tests.support.gbnf_sampler import GbnfSampler
 from tests.support.grammar_schemas import NAMES, call_problems, tool_lists
 from toolwire import grammar_for
-from toolwire.events import DiagnosticEvent, TextEvent, ToolCallEvent
+from toolwire.events import DiagnosticEvent, TextEvent, ToolCallEndEvent
 from toolwire.grammar import GrammarSchemaError
 from toolwire.parse.record import CallFormat
 
@@ -47,7 +47,7 @@ def _replies(family: str, tools: list[dict[str, Any]], text: str, seed: int
         pieces.append(text[at:at + step])
         at += step
     events = parse(family, pieces, tools, prompt_tail="\n")
-    calls = [(e.name, dict(e.arguments)) for e in events if isinstance(e, ToolCallEvent)]
+    calls = [(e.name, dict(e.arguments)) for e in events if isinstance(e, ToolCallEndEvent)]
     spoken = "".join(e.text for e in events if isinstance(e, TextEvent))
     notes = [e for e in events if isinstance(e, DiagnosticEvent)]
     return calls, spoken, notes

@@ -20,7 +20,7 @@ from toolwire.events import (
     ReasoningEvent,
     TextEvent,
     ToolCallDeltaEvent,
-    ToolCallEvent,
+    ToolCallEndEvent,
     ToolCallStartEvent,
 )
 from toolwire.parse.engine import CallParser
@@ -152,7 +152,7 @@ def test_object_reader_streams_arguments_and_emits_the_call() -> None:
     assert isinstance(out[0], ToolCallStartEvent)
     deltas = "".join(e.text for e in out if isinstance(e, ToolCallDeltaEvent))
     assert deltas == '{"a": [1, 2], "b": "x"}'
-    assert out[-1] == ToolCallEvent("f", {"a": [1, 2], "b": "x"}, index=0)
+    assert out[-1] == ToolCallEndEvent("f", {"a": [1, 2], "b": "x"}, index=0)
 
 
 def test_strict_object_with_a_foreign_key_is_not_a_call() -> None:
@@ -165,7 +165,7 @@ def test_strict_object_with_a_foreign_key_is_not_a_call() -> None:
 def test_named_object_takes_the_key_as_the_tool_name() -> None:
     status, _, out = read(CallObjectReader(CallObjects(named=True), CallNumbering()),
                           ['{"get_weather": {"city": "Oslo"}}'])
-    assert status == DONE and out[-1] == ToolCallEvent("get_weather", {"city": "Oslo"})
+    assert status == DONE and out[-1] == ToolCallEndEvent("get_weather", {"city": "Oslo"})
 
 
 def test_list_reader_numbers_calls_in_order() -> None:
@@ -174,7 +174,7 @@ def test_list_reader_numbers_calls_in_order() -> None:
     status, _, out = read(CallObjectsReader(CallObjects(container="list"), numbering),
                           ['[{"name": "a", "arguments": {}}, {"name": "b"}]'])
     assert status == DONE
-    assert [(e.name, e.index) for e in out if isinstance(e, ToolCallEvent)] == [("a", 1),
+    assert [(e.name, e.index) for e in out if isinstance(e, ToolCallEndEvent)] == [("a", 1),
                                                                                ("b", 2)]
 
 
@@ -227,7 +227,7 @@ def test_section_parser_reads_calls_between_text(size: int) -> None:
     text = 'Hi \n<<call>>{"name": "a", "arguments": {"x": 1}}\n\nbye<end>  '
     events = toy(text, size)
     assert events[0] == TextEvent("Hi")
-    assert ToolCallEvent("a", {"x": 1}) in events
+    assert ToolCallEndEvent("a", {"x": 1}) in events
     assert events[-1] == TextEvent("bye  ")  # only the token is dropped
 
 

@@ -39,7 +39,7 @@ from toolwire import (
     Tool,
     ToolArgumentsError,
     ToolCall,
-    ToolCallEvent,
+    ToolCallEndEvent,
     ToolDefinitionError,
     ToolRegistry,
     ToolSchemaBudgetError,
@@ -426,7 +426,7 @@ def test_a_recursive_schema_gives_a_grammar_whose_sentences_read_back_as_valid_c
     for _ in range(6):
         text = sampler.sentence(rng)
         events = parse(family, [text], tools, prompt_tail="\n")
-        calls = [(e.name, dict(e.arguments)) for e in events if isinstance(e, ToolCallEvent)]
+        calls = [(e.name, dict(e.arguments)) for e in events if isinstance(e, ToolCallEndEvent)]
         assert calls and call_problems(calls, tools) == [], text
 
 

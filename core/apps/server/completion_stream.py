@@ -27,6 +27,7 @@ from ...events import (
     ReasoningEvent,
     TextEvent,
     ToolCallDeltaEvent,
+    ToolCallEndEvent,
     ToolCallEvent,
     ToolCallStartEvent,
 )
@@ -156,7 +157,7 @@ class CompletionBuilder:
                                                                  chunks)
             if call is not None:
                 chunks.extend(self._arguments(call, call.writer.feed(item.text, item.parameter)))
-        elif isinstance(item, ToolCallEvent):
+        elif isinstance(item, ToolCallEndEvent | ToolCallEvent):  # the latter: older backends
             call = self._calls.get(item.index) or self._new_call(item.index, item.name, item.id,
                                                                  chunks)
             if call is not None and not call.complete:
