@@ -41,28 +41,11 @@ def grammar_for_format(fmt: CallFormat, tools: Sequence[Any] = (), *,
                        max_reasoning_chars: int | None = None) -> ToolGrammar:
     """The grammar of the calls a family's record ``fmt`` writes to ``tools`` (cached).
 
-    :func:`toolwire.grammar_for` takes a family by name, parser or template and
-    calls this with its record.
+    :func:`toolwire.grammar_for` takes a family by name, parser or template, finds its
+    record and calls this; its docstring says what every other parameter means.
 
-    :param fmt: the family's record.
-    :param tools: :class:`toolwire.Tool` objects or OpenAI tool schemas.
-    :param template: the chat template's source (to select the family, and to
-        know its reasoning tags).
-    :param tool_choice: ``"required"`` (the default here), a named tool
-        (``{"type": "function", "function": {"name": N}}``), or ``"auto"`` (a
-        lazy grammar: see :class:`ToolGrammar`).
-    :param parallel_tool_calls: ``False``: exactly one call.
-    :param prompt_tail: the rendered prompt's end: a reasoning block it opens is
-        left for the model to finish before its calls.
-    :param end_markers: texts of the runtime's end-of-generation tokens.
-    :param max_calls: the most calls the grammar allows (default: the record's
-        ``max_calls``, else no limit).
-    :param max_reasoning_chars: bound the reasoning the grammar lets the model
-        finish (``None``: no bound).
-    :raises GrammarError: the family or a schema cannot be written as a grammar
-        (:class:`GrammarFormatError`, :class:`GrammarSchemaError`).
-    :raises ToolChoiceError: a malformed ``tool_choice``, ``"none"``, or a tool
-        name that is not among ``tools``.
+    :raises GrammarError: the record or a schema cannot be written as a grammar.
+    :raises ToolChoiceError: a malformed ``tool_choice``, or a tool it names is not offered.
     """
     pairs = [p for p in (fmt.reasoning, DEFAULT_REASONING) if p is not None]
     if template is not None:

@@ -408,12 +408,7 @@ class PluginManager:
 
         :raises BackendNotFoundError: none is registered under that name.
         """
-        found = self._collect()["backends"].get(name)
-        if found is None:
-            known = ", ".join(sorted(self._collect()["backends"])) or "none"
-            raise BackendNotFoundError(f"no backend {name!r} (registered: {known}); "
-                                       "is its extra installed?")
-        spec: BackendSpec = found
+        spec: BackendSpec = self._named("backends", name, BackendNotFoundError)
         return spec
 
     def tools(self) -> list[Tool]:
@@ -429,13 +424,18 @@ class PluginManager:
 
         :raises ToolSourceNotFoundError: none is registered under that name.
         """
-        found = self._collect()["tool_sources"].get(name)
-        if found is None:
-            known = ", ".join(sorted(self._collect()["tool_sources"])) or "none"
-            raise ToolSourceNotFoundError(f"no tool source {name!r} (registered: {known}); "
-                                          "is its extra installed?")
-        spec: ToolSourceSpec = found
+        spec: ToolSourceSpec = self._named("tool_sources", name, ToolSourceNotFoundError)
         return spec
+
+    def _named(self, kind: str, name: str, missing: type[LookupError]) -> Any:
+        """The record of ``kind`` called ``name``; ``missing`` names the ones there are."""
+        records = self._collect()[kind]
+        found = records.get(name)
+        if found is None:
+            known = ", ".join(sorted(records)) or "none"
+            raise missing(f"no {_LABELS[kind]} {name!r} (registered: {known}); "
+                          "is its extra installed?")
+        return found
 
     def stream_filters(self) -> list[StreamFilterSpec]:
         """Every stream filter, sorted by priority then name (never by load order)."""

@@ -78,7 +78,7 @@ def test_an_origin_that_raises_is_contained_and_names_nothing() -> None:
 def test_the_built_in_mcp_source_names_its_tools_and_refuses_a_bad_command() -> None:
     plugins = toolwire.default_plugin_manager()
     spec = plugins.tool_source("mcp")
-    assert set(spec.options) == {"commands", "urls", "config_files"}
+    assert {"commands", "urls", "config_files"} <= set(spec.options)
     assert spec.origin(ping) is None
     with pytest.raises(toolwire.ToolwireError, match="empty"):
         spec.open(commands=["   "])
