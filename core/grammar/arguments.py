@@ -207,7 +207,7 @@ class ArgumentWriter:
             return alternatives(*kept)
         low, high = _lengths(schema, self.parameters)
         if low or high is not None:
-            return bounded_text(words, low, high)
+            return bounded_text(self.rules, words, low, high)
         return avoiding_text(self.rules, words, hint=f"{hint}-text", after=after)
 
     def _tagged_json(self, schema: Any, words: list[str], path: str) -> str:
@@ -262,7 +262,7 @@ class ArgumentWriter:
                     keyword="enum")
             return alternatives(*kept)
         low, high = _lengths(schema, self.parameters)
-        return sequence('"\'"', bounded_text(["'"], low, high), '"\'"')
+        return sequence('"\'"', bounded_text(self.rules, ["'"], low, high), '"\'"')
 
 
 def _header_end(args: TaggedArguments, kind: str) -> str:

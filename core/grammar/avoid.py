@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .gbnf import RuleSet, char_class, literal, sequence
+from .gbnf import RuleSet, char_class, literal, repetition, sequence
 
 __all__ = ["avoiding_text", "bounded_text", "first_chars"]
 
@@ -32,14 +32,13 @@ def first_chars(words: Sequence[str]) -> str:
     return "".join(sorted({w[0] for w in words if w}))
 
 
-def bounded_text(words: Sequence[str], low: int, high: int | None, *,
+def bounded_text(rules: RuleSet, words: Sequence[str], low: int, high: int | None, *,
                  excluded: str = "") -> str:
-    """An expression for ``low``..``high`` characters, none a first character of ``words``."""
+    """An expression for ``low``..``high`` characters, none a first character of
+    ``words`` (counts llama.cpp cannot hold relaxed: :func:`~toolwire.grammar.gbnf.repetition`)."""
     chars = char_class(first_chars(words) + excluded + _NEVER, negate=True)
-    upper = "" if high is None else str(high)
-    if low == 0 and high is None:
-        return f"{chars}*"
-    return f"{chars}{{{low},{upper}}}"
+    return repetition(rules, chars, low, high, hint="bounded-text") or '""'
+
 
 
 class _Automaton:

@@ -214,7 +214,7 @@ def build_grammar(fmt: CallFormat, tools: Sequence[Any], choice: ResolvedChoice,
     root = calls
     if reasoning is not None:
         close_tag = reasoning[1]
-        text = (bounded_text([close_tag], 0, max_reasoning_chars)
+        text = (bounded_text(rules, [close_tag], 0, max_reasoning_chars)
                 if max_reasoning_chars is not None
                 else avoiding_text(rules, [close_tag], hint="reasoning", after=close_tag))
         root = sequence(text, literal(close_tag), '[ \\n]{0,2}', calls)

@@ -5,14 +5,34 @@ one is that rule, so shared pieces are written once) and prints the grammar.
 :func:`literal` and :func:`char_class` spell text and character sets in GBNF's
 escapes. Expressions are plain strings in GBNF syntax; rule names are made of
 letters, digits and ``-``.
+
+:func:`repetition` writes every bounded or unbounded repetition, in the one form
+llama.cpp accepts whatever the bounds (see :data:`MAX_REPEAT`).
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from typing import Final
 
-__all__ = ["RuleSet", "alternatives", "char_class", "literal", "optional", "sequence"]
+__all__ = ["MAX_REPEAT", "RuleSet", "alternatives", "char_class", "is_symbol", "literal",
+           "optional", "repetition", "sequence"]
+
+MAX_REPEAT: Final = 1999
+"""The largest count a repetition is written with. llama.cpp's grammar parser
+(``src/llama-grammar.cpp``) expands ``S{m,n}`` into copies of ``S`` and ``n - m``
+rules of its own, and refuses the grammar (``MAX_REPETITION_THRESHOLD``, 2,000)
+when a count is over 2,000 (``{2001}``), or when the count (the upper one, else the
+lower one, ``*`` and ``?`` counting 1) times the rules the repeated part makes is
+2,000 or more; an upper count over 2,000 it reads as no upper bound. So each
+repetition here repeats one symbol (a rule name, a literal or a character class:
+it makes one rule) and is a rule of its own (so the rules its expansion makes
+are never counted in an enclosing group's), with counts of at most this: a
+larger lower bound is written as this one, a larger upper bound as none. The
+grammar then admits a little more than the schema, and dispatch validates."""
+
+_SYMBOL = re.compile(r'[a-zA-Z0-9-]+|"(?:[^"\\]|\\.)*"|\[\^?(?:[^\]\\]|\\.)*\]|\.')
 
 _NAME_UNSAFE = re.compile(r"[^a-zA-Z0-9-]+")
 _CLASS_SPECIAL = {"\\": "\\\\", "]": "\\]", "[": "\\[", "-": "\\-", "^": "\\^",
@@ -66,6 +86,37 @@ def optional(part: str) -> str:
     if not part or part == '""':
         return ""
     return f"({part})?"
+
+
+def is_symbol(expression: str) -> bool:
+    """Whether ``expression`` is one symbol: a rule name, a literal, a character class."""
+    return _SYMBOL.fullmatch(expression) is not None
+
+
+def repetition(rules: RuleSet, part: str, low: int, high: int | None, *,
+               hint: str = "repeat") -> str:
+    """``part`` repeated ``low`` to ``high`` times (``None``: no upper bound), as a rule
+    llama.cpp accepts (see :data:`MAX_REPEAT`: a bound past it is relaxed); ``""``
+    when at most zero times."""
+    if high is not None and high < low:
+        high = low
+    if high == 0:
+        return ""
+    if low == 0 and high is None and is_symbol(part):
+        # one rule, whatever encloses it (and the grammar of an unbounded value as it was)
+        return f"{part}*" if part[0] in "[\"" else f"({part})*"
+    if not is_symbol(part):
+        part = rules.add(f"{hint}-item", part)
+    low = min(low, MAX_REPEAT)
+    if high is not None and high > MAX_REPEAT:
+        high = None
+    if high is None:
+        body = f"{part}*" if low == 0 else f"{part}+" if low == 1 else f"{part}{{{low},}}"
+    elif low == high:
+        body = part if low == 1 else f"{part}{{{low}}}"
+    else:
+        body = f"{part}?" if (low, high) == (0, 1) else f"{part}{{{low},{high}}}"
+    return rules.add(hint, body)
 
 
 class RuleSet:

@@ -32,9 +32,11 @@ the grammar would have to guess the shape: ``patternProperties``,
 ``prefixItems``, ``not``, ``if``/``then``/``else``, ``dependentSchemas``,
 ``unevaluatedProperties``, ``propertyNames``, remote ``$ref``.
 
-Numbers have at most 16 integral and 15 fractional digits and a two-digit
-exponent; whitespace is at most one space after ``:`` and ``,`` (as
-``json.dumps`` writes it), so a model cannot pad forever.
+Counts llama.cpp cannot hold (``minLength`` 2001, ``minItems`` 3000...) are
+relaxed as :data:`~toolwire.grammar.gbnf.MAX_REPEAT` says. Numbers have at most
+16 integral and 15 fractional digits and a two-digit exponent; whitespace is at
+most one space after ``:`` and ``,`` (as ``json.dumps`` writes it), so a model
+cannot pad forever.
 """
 
 from __future__ import annotations
@@ -46,7 +48,7 @@ from typing import Any, Final
 
 from ..errors import GrammarSchemaError
 from ..vocabulary.schema import resolve_ref
-from .gbnf import RuleSet, alternatives, char_class, literal, optional, sequence
+from .gbnf import RuleSet, alternatives, char_class, literal, optional, repetition, sequence
 
 __all__ = ["ANNOTATIONS", "REFUSED", "RELAXED", "JsonValues", "json_text"]
 
@@ -78,7 +80,6 @@ _HANDLED: Final = frozenset({
 })
 _TYPES: Final = ("string", "integer", "number", "boolean", "null", "object", "array")
 _MAX_ENUMERATED_RANGE: Final = 64
-_MAX_REPEAT: Final = 256
 _INLINE_REUSE: Final = 40
 """A subschema's expression met again is named as a rule when it is longer than this."""
 
@@ -272,7 +273,8 @@ class JsonValues:
         """A quoted string, within ``minLength``/``maxLength``."""
         low = _count(schema.get("minLength"), 0)
         high = _count(schema.get("maxLength"), None)
-        return sequence('"\\""', _repeat(self.char, low, high), '"\\""')
+        return sequence('"\\""', repetition(self.rules, self.char, low, high, hint="chars"),
+                        '"\\""')
 
     def integer(self, schema: Mapping[str, Any]) -> str:
         """An integer: a sign only where the lower bound allows a negative one."""
@@ -320,25 +322,26 @@ class JsonValues:
         required ones always, ``separator`` between two (``lead`` before each).
 
         One rule per position and "something written yet" state: linear in the
-        number of members, and unambiguous.
+        number of members, and unambiguous. Written from the last member back
+        (a rule names the one after it), so a thousand members need no deep stack.
         """
         n = len(members)
         names: dict[tuple[int, bool], str] = {}
 
-        def rest(i: int, first: bool) -> str:
-            if i == n:
-                return ""
-            key = (i, first)
-            if key in names:
-                return names[key]
+        def body(i: int, first: bool) -> str:
             prefix, value, needed = members[i]
-            sep = "" if first else separator
-            taken = sequence(sep, lead, prefix, value, rest(i + 1, False))
-            body = taken if needed else alternatives(taken, rest(i + 1, first) or '""')
-            names[key] = self.rules.add(f"{hint}-{i}", body)
-            return names[key]
+            taken = sequence("" if first else separator, lead, prefix, value,
+                             names.get((i + 1, False), ""))
+            return taken if needed else alternatives(taken, names.get((i + 1, first), "") or '""')
 
-        return rest(0, True)
+        # every later position is reached after something was written; the positions
+        # reached with nothing written yet are those up to the first required member
+        for i in range(n - 1, 0, -1):
+            names[(i, False)] = self.rules.add(f"{hint}-{i}", body(i, False))
+        first_required = next((i for i, (_, _, needed) in enumerate(members) if needed), n - 1)
+        for i in range(first_required, -1, -1):
+            names[(i, True)] = self.rules.add(f"{hint}-{i}", body(i, True))
+        return names.get((0, True), "")
 
     def array(self, schema: Mapping[str, Any], path: str) -> str:
         """An array of ``items``, within ``minItems``/``maxItems``."""
@@ -347,8 +350,8 @@ class JsonValues:
         high = _count(schema.get("maxItems"), None)
         if high == 0:
             return '"[]"'
-        more = _repeat(f'("," {self.ws} {item})', max(low - 1, 0),
-                       None if high is None else high - 1)
+        more = repetition(self.rules, f'"," {self.ws} {item}', max(low - 1, 0),
+                          None if high is None else high - 1, hint="more-items")
         items = sequence(item, more)
         return sequence('"["', items if low > 0 else optional(items), '"]"')
 
@@ -398,16 +401,3 @@ def _bound(schema: Mapping[str, Any], inclusive: str, exclusive: str, step: int)
 
     pick = max(found) if step >= 0 else min(found)
     return float(math.ceil(pick)) if step >= 0 else float(math.floor(pick))
-
-
-def _repeat(item: str, low: int, high: int | None) -> str:
-    """``item`` repeated ``low``..``high`` times (``None``: no upper bound)."""
-    if high is not None and high < low:
-        high = low
-    if low == 0 and high is None:
-        return f"({item})*"
-    if high is None:
-        return f"({item}){{{min(low, _MAX_REPEAT)},}}"
-    if low == 0 and high == 0:
-        return ""
-    return f"({item}){{{min(low, _MAX_REPEAT)},{min(high, _MAX_REPEAT)}}}"

@@ -21,7 +21,7 @@ from ..errors import GrammarSchemaError
 from ..parse.markers import valid_name
 from ..vocabulary.schema import resolve_ref
 from .avoid import avoiding_text, bounded_text
-from .gbnf import RuleSet, alternatives, literal, sequence
+from .gbnf import RuleSet, alternatives, literal, repetition, sequence
 from .json_values import REFUSED, JsonValues, json_text
 
 __all__ = ["NestedValues"]
@@ -117,16 +117,15 @@ class NestedValues:
                                                                   f"{path}/items")))
             low = schema.get("minItems") if isinstance(schema.get("minItems"), int) else 0
             high = schema.get("maxItems") if isinstance(schema.get("maxItems"), int) else None
-            upper = "" if high is None else str(high)
-            if low == 0 and high is None:
-                return f"({item})*"
-            return f"({item}){{{low},{upper}}}"
+            return repetition(self.rules, item, low, high, hint="nested-items") or '""'
         if kind == "string":
             shortest = schema.get("minLength")
             longest = schema.get("maxLength")
             low = shortest if isinstance(shortest, int) else 0
             high = longest if isinstance(longest, int) else None
-            return self.text if not low and high is None else bounded_text([self.ns], low, high)
+            if not low and high is None:
+                return self.text
+            return bounded_text(self.rules, [self.ns], low, high)
         if kind == "integer":
             return self.scalars.integer(schema)
         if kind == "number":
