@@ -9,16 +9,26 @@ with nothing of toolwire in between, so the difference is what toolwire's bridge
 (the worker thread, the hand-off to the servers' loop thread, the deadline and
 cancellation watch) costs. Also: a stdio server's start plus listing, as
 ``MCPServers.tools()`` pays it.
+
+And huge results, cut while they are read (``max_message_bytes``, 4 MiB): the
+seconds from the call to the cut result and the host's peak of traced Python
+memory, for 100 MB and 400 MB from the 'raw' server (it writes its result in
+pieces, so the server costs little and the figure is the host's: the pipe and
+the cut), 100 MB from the SDK's own server over stdio and over streamable HTTP
+(its serialization included), and, for comparison, 10 MB through the SDK's own
+stdio client with no bound (its reading is quadratic in a line's length).
 """
 
 from __future__ import annotations
 
 import asyncio
+import resource
 import socket
 import statistics
 import subprocess
 import sys
 import time
+import tracemalloc
 from pathlib import Path
 from typing import Any
 
@@ -68,6 +78,70 @@ def _raw_sdk(target: Any, calls: int, runs: int) -> dict[str, Any]:
     samples = asyncio.run(measure())
     return {"median_us": statistics.median(samples), "min_us": min(samples), "runs": runs,
             "calls_per_run": calls}
+
+
+def _cut_result(tools: list[Any], megabytes: float, runs: int) -> dict[str, Any]:
+    """Seconds to a cut ``huge`` result and the host's peak traced memory, per call."""
+    dispatcher = Dispatcher(ToolRegistry(tools), timeout=600.0)
+    call = ToolCall("c", "huge", {"megabytes": megabytes})
+    seconds, peaks = [], []
+    for _ in range(runs):
+        tracemalloc.start()
+        started = time.perf_counter()
+        result = dispatcher.dispatch(call)
+        seconds.append(time.perf_counter() - started)
+        peaks.append(tracemalloc.get_traced_memory()[1] / 2**20)
+        tracemalloc.stop()
+        assert not result.is_error and "[result cut: " in result.content, result.content[-300:]
+    return {"median_us": statistics.median(seconds) * 1e6, "min_us": min(seconds) * 1e6,
+            "runs": runs, "calls_per_run": 1, "peak_python_mb": max(peaks)}
+
+
+def _raw_sdk_huge(megabytes: float) -> dict[str, Any]:
+    """The same call through the SDK's own stdio client: no bound, the whole line read."""
+    from mcp import Client, StdioServerParameters
+
+    async def measure() -> float:
+        target = StdioServerParameters(command=sys.executable, args=[SERVER, "raw"])
+        async with Client(target, cache=None) as client:
+            started = time.perf_counter()
+            await client.call_tool("huge", {"megabytes": megabytes}, read_timeout_seconds=600)
+            return time.perf_counter() - started
+
+    tracemalloc.start()
+    seconds = asyncio.run(measure())
+    peak = tracemalloc.get_traced_memory()[1] / 2**20
+    tracemalloc.stop()
+    return {"median_us": seconds * 1e6, "min_us": seconds * 1e6, "runs": 1,
+            "calls_per_run": 1, "peak_python_mb": peak}
+
+
+def _huge_rows(row: Any, quick: bool) -> None:
+    from toolwire.plugins.mcp_tools import MCPServers, ServerConfig
+
+    runs = 1 if quick else 3
+    raw = ServerConfig("raw", command=sys.executable, args=[SERVER, "raw"])
+    with MCPServers([raw], connect_timeout=120) as servers:
+        tools = servers.tools(strict=True)
+        row("huge result cut while read: 100 MB, raw server, stdio", _cut_result(tools, 100, runs))
+        row("huge result cut while read: 400 MB, raw server, stdio", _cut_result(tools, 400, runs))
+    sdk = ServerConfig("sdk", command=sys.executable, args=[SERVER, "tools"])
+    with MCPServers([sdk], connect_timeout=120) as servers:
+        row("huge result cut while read: 100 MB, SDK server, stdio",
+            _cut_result(servers.tools(strict=True), 100, runs))
+    url, process = _http_server()
+    try:
+        with MCPServers([url], connect_timeout=120) as servers:
+            row("huge result cut while read: 100 MB, SDK server, HTTP (SSE)",
+                _cut_result(servers.tools(strict=True), 100, runs))
+    finally:
+        process.kill()
+        process.wait()
+    row("host's peak resident memory (MB, whole process) after the cut results",
+        {"median_us": 0.0, "min_us": 0.0, "runs": 1, "calls_per_run": 0,
+         "peak_python_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024})
+    if not quick:
+        row("huge result, SDK's own stdio client (no bound): 10 MB", _raw_sdk_huge(10))
 
 
 def _http_server() -> tuple[str, subprocess.Popen[bytes]]:
@@ -127,13 +201,15 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
     row("MCP stdio server start + listing",
         {"median_us": statistics.median(starts) * 1000, "min_us": min(starts) * 1000,
          "runs": len(starts), "calls_per_run": 1})
+    _huge_rows(row, quick)
     return rows
 
 
 def report(rows: list[dict[str, Any]]) -> None:
     """Print the table."""
-    print_table(rows, ["case", "median_us", "min_us", "runs", "calls_per_run"],
-                "A tool call through the dispatcher: plain Python vs MCP (microseconds)")
+    print_table(rows, ["case", "median_us", "min_us", "runs", "calls_per_run", "peak_python_mb"],
+                "A tool call through the dispatcher: plain Python vs MCP (microseconds), "
+                "and huge results cut while read")
 
 
 if __name__ == "__main__":

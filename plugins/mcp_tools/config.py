@@ -217,8 +217,8 @@ def _string_table(entry: Mapping[str, Any], key: str, where: str) -> dict[str, s
 
 def _trust(entry: Mapping[str, Any], where: str) -> str | None:
     value = entry.get("trust")
-    if value is None or value in TRUST_LEVELS:
-        return value  # type: ignore[no-any-return]
+    if value is None or (isinstance(value, str) and value in TRUST_LEVELS):
+        return value
     raise MCPConfigError(f"{where}: 'trust' must be {TRUST_READ_ONLY_HINTS!r} (the server's "
                          f"read-only hints are then believed), not {value!r}")
 

@@ -25,13 +25,12 @@ import math
 import os
 import tempfile
 from collections.abc import AsyncIterator
-from typing import IO, Any, TextIO, cast
+from typing import IO, Any
 
 import anyio
 import attrs
 import mcp_types
-from mcp import Client, StdioServerParameters
-from mcp.client.stdio import stdio_client
+from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
@@ -40,6 +39,8 @@ from toolwire import ToolExecutionError, ToolTimeoutError, __version__
 
 from .config import ServerConfig
 from .errors import MCPServerError
+from .http_transport import bounded_http_client
+from .stdio_transport import bounded_stdio_client
 
 __all__ = ["ServerConnection"]
 
@@ -48,6 +49,7 @@ _SHUTDOWN_WAIT = 8.0
 _FORCED_SHUTDOWN_WAIT = 4.0
 _MAX_LIST_PAGES = 100
 _STDERR_TAIL_BYTES = 4000
+_EVENT_SLACK = 64 * 1024
 
 
 class ServerConnection:
@@ -57,15 +59,18 @@ class ServerConnection:
     :param connect_timeout: seconds the start (process or HTTP session, then the
         handshake) may take.
     :param max_restarts: how many times a server that stopped is started again.
+    :param max_message_bytes: the most bytes of one message from the server that are
+        read (a tool result over it is cut while it is read, see :mod:`.message_cut`).
     :param errlog: where a stdio server's standard error goes; ``None`` keeps it in
         a temporary file (its end is quoted when the server fails to start).
     """
 
     def __init__(self, config: ServerConfig, *, connect_timeout: float, max_restarts: int,
-                 errlog: IO[Any] | None = None) -> None:
+                 max_message_bytes: int, errlog: IO[Any] | None = None) -> None:
         self.config = config
         self.connect_timeout = connect_timeout
         self.max_restarts = max_restarts
+        self.max_message_bytes = max_message_bytes
         self._errlog = errlog
         self._stderr: IO[bytes] | None = None
         self._client: Client | None = None
@@ -256,22 +261,17 @@ class ServerConnection:
     @contextlib.asynccontextmanager
     async def _open_client(self) -> AsyncIterator[Client]:
         info = mcp_types.Implementation(name="toolwire", version=__version__)
+        limit = self.max_message_bytes
         async with contextlib.AsyncExitStack() as stack:
             if self.config.command is not None:
-                params = StdioServerParameters(command=self.config.command,
-                                               args=list(self.config.args),
-                                               env=dict(self.config.env) or None,
-                                               cwd=self.config.cwd)
-                transport: Any = stdio_client(params, errlog=cast(TextIO, self._stderr_sink()))
-            elif self.config.headers:
-                import httpx2
-
-                http = await stack.enter_async_context(httpx2.AsyncClient(
-                    headers=dict(self.config.headers),
-                    timeout=httpx2.Timeout(30.0, read=300.0)))
-                transport = streamable_http_client(str(self.config.url), http_client=http)
+                transport: Any = bounded_stdio_client(self.config, errlog=self._stderr_sink(),
+                                                      max_message_bytes=limit)
             else:
-                transport = streamable_http_client(str(self.config.url))
+                http = await stack.enter_async_context(bounded_http_client(
+                    self.config.headers, max_message_bytes=limit))
+                # the SDK's own event bound only backs ours up (a cut event is re-encoded)
+                transport = streamable_http_client(str(self.config.url), http_client=http,
+                                                   max_sse_event_size=2 * limit + _EVENT_SLACK)
             client = Client(transport, client_info=info, cache=None)
             yield await stack.enter_async_context(client)
 

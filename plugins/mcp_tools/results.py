@@ -6,7 +6,10 @@ text, and the SDK's servers wrap a plain value as ``{"result": value}``). Every
 other block is described in one bracketed line (kind, media type, size, URI), so
 the model knows it was there even though it cannot see an image or hear audio;
 a text resource embedded in the result is included with its URI. A result
-longer than the budget is cut, with a note saying how much was left out.
+longer than the budget is cut, with a note saying how much was left out (the two
+together within the budget, so the dispatcher's own cut never hides the note); so is a
+result the transport already cut while reading it (its ``_meta`` says so, see
+:mod:`.message_cut`), with a note saying how large the server's answer was.
 
 The result is untrusted: anything it holds is read defensively (by attribute,
 with defaults), so a block of an unknown kind is described, never an error.
@@ -17,6 +20,8 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from typing import Any
+
+from .message_cut import CUT_META_KEY
 
 __all__ = ["DEFAULT_MAX_RESULT_CHARS", "render_content", "render_result"]
 
@@ -34,7 +39,26 @@ def render_result(result: Any, *, max_chars: int = DEFAULT_MAX_RESULT_CHARS) -> 
     if structured is not None and not _said_in_text(content, structured):
         parts.append("structured content: " + _json(structured))
     text = "\n".join(p for p in parts if p) or _EMPTY
-    return _cut(text, max_chars)
+    read_cut = _cut_while_read(result)
+    if read_cut is None:
+        return _cut(text, max_chars)
+    size, limit = read_cut
+    note = (f"\n[result cut: the MCP server's answer was {size:,} bytes, more than the "
+            f"{limit:,} bytes read of one message; only its first part is shown]")
+    return text[:max(0, max_chars - len(note))] + note
+
+
+def _cut_while_read(result: Any) -> tuple[int, int] | None:
+    """``(answer bytes, bound)`` when the transport cut the result while reading it."""
+    meta = getattr(result, "meta", None)
+    mark = meta.get(CUT_META_KEY) if isinstance(meta, dict) else None
+    if not isinstance(mark, dict):
+        return None
+    size, limit = mark.get("bytes"), mark.get("limit")
+    if isinstance(size, bool) or isinstance(limit, bool) or not isinstance(size, int) \
+            or not isinstance(limit, int) or size < 0 or limit < 0:
+        return None
+    return size, limit
 
 
 def render_content(block: Any) -> str:
@@ -105,7 +129,10 @@ def _json(value: Any) -> str:
 
 
 def _cut(text: str, max_chars: int) -> str:
+    """``text``, or its start and a note, together within ``max_chars`` (so a later cut
+    at the same bound, the dispatcher's, leaves the note where the model reads it)."""
     if len(text) <= max_chars:
         return text
-    left = len(text) - max_chars
-    return text[:max_chars] + f"\n[result cut: {left} more characters not shown]"
+    note = f"\n[result cut: {len(text)} more characters not shown]"  # the longest it can be
+    keep = max(0, max_chars - len(note))
+    return text[:keep] + f"\n[result cut: {len(text) - keep} more characters not shown]"

@@ -45,6 +45,7 @@ from .config import (
 )
 from .errors import MCPNotInstalledError, MCPServerError
 from .loop_thread import LoopThread
+from .message_cut import DEFAULT_MAX_MESSAGE_BYTES
 from .naming import NamedTool, assign_names
 from .results import DEFAULT_MAX_RESULT_CHARS, render_result
 
@@ -63,6 +64,9 @@ DEFAULT_CALL_TIMEOUT = 300.0
 _CANCEL_POLL_SECONDS = 0.05
 _DEADLINE_GRACE = 1.0  # the request times itself out on the loop; this only backs that up
 _CLOSE_WAIT = 30.0
+_FAILURE_PREFIX = "Error: "
+"""What the dispatcher writes before a failure's message (room is kept for it, so a cut
+error result keeps its note within the same bound)."""
 
 _OPEN: set[MCPServers] = set()
 _OPEN_LOCK = threading.Lock()
@@ -131,6 +135,10 @@ class MCPServers:
     :param call_timeout: seconds a call may take when the session sets no timeout.
     :param max_restarts: how many times a server that stopped is started again.
     :param max_result_chars: the most characters of one result the model reads.
+    :param max_message_bytes: the most bytes of one message from a server that are
+        read; a tool result over it is cut while it is read (its first part, and a
+        note), any other answer over it is an error, so neither time nor memory grows
+        with what a server sends.
     :param trusted: names of servers whose read-only hints are trusted (as
         ``"trust": "read-only-hints"`` does for a configured server); every other
         server's tools are write tools whatever their hints say.
@@ -142,15 +150,20 @@ class MCPServers:
                  connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
                  call_timeout: float = DEFAULT_CALL_TIMEOUT, max_restarts: int = 1,
                  max_result_chars: int = DEFAULT_MAX_RESULT_CHARS,
+                 max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
                  trusted: Iterable[str] = (), errlog: IO[Any] | None = None) -> None:
+        if max_message_bytes < 1:
+            raise ValueError("max_message_bytes must be at least 1")
         self.configs: tuple[ServerConfig, ...] = tuple(trust_servers(
             unique_names(_as_config(s) for s in servers), trusted))
         self.connect_timeout = connect_timeout
         self.call_timeout = call_timeout
         self.max_restarts = max_restarts
         self.max_result_chars = max_result_chars
+        self.max_message_bytes = max_message_bytes
         self._errlog = errlog
-        self.notes: list[str] = []
+        self._notes: list[str] = []
+        self.notes: Sequence[str] = self._notes  # read-only to users, as ToolSource says
         """What the user should know: renamed tools, skipped tools, servers that failed."""
         self.failures: dict[str, str] = {}
         """Servers that could not be started or listed, with the reason."""
@@ -182,6 +195,7 @@ class MCPServers:
                 self._connections = {
                     c.name: ServerConnection(c, connect_timeout=self.connect_timeout,
                                              max_restarts=self.max_restarts,
+                                             max_message_bytes=self.max_message_bytes,
                                              errlog=self._errlog)
                     for c in self.configs}
             return self._connections[server]
@@ -249,7 +263,7 @@ class MCPServers:
                 message = str(answer) if isinstance(answer, MCPServerError) \
                     else f"MCP server {config.name!r} failed: {type(answer).__name__}: {answer}"
                 self.failures[config.name] = message
-                self.notes.append(message)
+                self._notes.append(message)
                 problems.append(message)
                 continue
             found.extend((config, item) for item in answer)
@@ -260,11 +274,11 @@ class MCPServers:
         tools = []
         for (config, item), named in zip(found, names, strict=True):
             if named.note:
-                self.notes.append(named.note)
+                self._notes.append(named.note)
             tool = self._tool(config, item, named)
             if tool is not None:
                 tools.append(tool)
-        self.notes.extend(_untrusted_hint_notes(found))
+        self._notes.extend(_untrusted_hint_notes(found))
         return tools
 
     def _tool(self, config: ServerConfig, item: mcp_types.Tool, named: NamedTool) -> Tool | None:
@@ -282,7 +296,7 @@ class MCPServers:
         try:
             return Tool(schema=schema, function=function, read_only=read_only)
         except ToolDefinitionError as exc:
-            self.notes.append(f"MCP tool {item.name!r} of server {config.name!r} is skipped: "
+            self._notes.append(f"MCP tool {item.name!r} of server {config.name!r} is skipped: "
                               f"{exc}")
             return None
 
@@ -313,12 +327,12 @@ class MCPServers:
         finally:
             if not future.done():
                 future.cancel()  # cancels the request's task: the server is told to stop
-        text = render_result(result, max_chars=self.max_result_chars)
-        if getattr(result, "is_error", False):
-            raise ToolExecutionError(f"MCP tool {function.remote!r} (server "
-                                     f"{function.server!r}) reported an error: {text}",
-                                     tool=function.name)
-        return text
+        if not getattr(result, "is_error", False):
+            return render_result(result, max_chars=self.max_result_chars)
+        said = f"MCP tool {function.remote!r} (server {function.server!r}) reported an error: "
+        room = self.max_result_chars - len(said) - len(_FAILURE_PREFIX)
+        raise ToolExecutionError(said + render_result(result, max_chars=max(0, room)),
+                                 tool=function.name)
 
     def _wait(self, future: concurrent.futures.Future[Any], function: MCPToolFunction,
               deadline: float, cancel: Any) -> Any:

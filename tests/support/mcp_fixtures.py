@@ -43,12 +43,17 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def http_server(kind: str = "tools", *, log: Path | None = None,
-                ready_within: float = 90.0) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
-    """A streamable-HTTP test server on 127.0.0.1: yields its URL and its process."""
+def http_server(kind: str = "tools", *, log: Path | None = None, ready_within: float = 90.0,
+                json_response: bool = False) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """A streamable-HTTP test server on 127.0.0.1: yields its URL and its process.
+
+    :param json_response: answer each request with a JSON body instead of an SSE stream.
+    """
     port = free_port()
     env = {**os.environ, **({"MCP_TEST_LOG": str(log)} if log else {})}
-    process = subprocess.Popen([sys.executable, SCRIPT, kind, "--http", str(port)], env=env,
+    flags = ["--json"] if json_response else []
+    process = subprocess.Popen([sys.executable, SCRIPT, kind, "--http", str(port), *flags],
+                               env=env,
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + ready_within

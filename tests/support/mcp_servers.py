@@ -5,7 +5,15 @@ Run as a script (the tests start it as a subprocess)::
     python tests/support/mcp_servers.py tools            # stdio
     python tests/support/mcp_servers.py other            # stdio, a tool name shared with 'tools'
     python tests/support/mcp_servers.py mute             # stdio, never answers the handshake
+    python tests/support/mcp_servers.py raw              # stdio without the SDK (below)
     python tests/support/mcp_servers.py tools --http PORT   # streamable HTTP on 127.0.0.1:PORT/mcp
+    python tests/support/mcp_servers.py tools --http PORT --json   # answers as JSON, not SSE
+
+The 'tools' server's ``huge``, ``huge_failure`` and ``many_blocks`` return results of
+any size. The 'raw' server speaks MCP with the standard library alone and writes
+its ``huge`` result in pieces, never holding it whole, with the members in the
+order the TypeScript SDK writes them (``result`` first, ``id`` last); so a
+benchmark measures the client, not the server's own serialization.
 
 ``MCP_TEST_LOG`` names a file the 'tools' server appends one JSON line to per
 tool call it receives (and per call it sees cancelled), so a test can check what
@@ -127,7 +135,29 @@ def make_tools_server() -> MCPServer:
         """Structured numbers about a city."""
         return {"city": city, "population": 1200000, "rivers": ["Danube"]}
 
+    @server.tool(annotations=READ_ONLY)
+    def huge(megabytes: float, fill: str = "x") -> CallToolResult:
+        """A text result of this many MiB (``fill`` repeated)."""
+        return CallToolResult(content=[TextContent(type="text", text=_filled(megabytes, fill))])
+
+    @server.tool()
+    def huge_failure(megabytes: float) -> CallToolResult:
+        """An isError result whose text is this many MiB."""
+        return CallToolResult(content=[TextContent(type="text", text=_filled(megabytes, "e"))],
+                              is_error=True)
+
+    @server.tool(annotations=READ_ONLY)
+    def many_blocks(count: int) -> CallToolResult:
+        """``count`` text blocks, ``block 0``, ``block 1``..."""
+        return CallToolResult(content=[TextContent(type="text", text=f"block {i}")
+                                       for i in range(count)])
+
     return server
+
+
+def _filled(megabytes: float, fill: str) -> str:
+    size = int(megabytes * 2**20)
+    return (fill * (size // max(1, len(fill)) + 1))[:size]
 
 
 def make_other_server() -> MCPServer:
@@ -157,15 +187,75 @@ async def _mute() -> None:
         await anyio.sleep_forever()
 
 
+_RAW_TOOLS = [
+    {"name": "huge", "description": "A text result of this many MiB, written in pieces.",
+     "inputSchema": {"type": "object", "properties": {"megabytes": {"type": "number"}},
+                     "required": ["megabytes"]}},
+    {"name": "add", "description": "Add two whole numbers.",
+     "inputSchema": {"type": "object", "properties": {"a": {"type": "integer"},
+                                                      "b": {"type": "integer"}},
+                     "required": ["a", "b"]}},
+]
+
+
+def _raw_answer(out: Any, request: dict[str, Any]) -> None:
+    """Answer one request the way the TypeScript SDK orders members: result, jsonrpc, id."""
+    method, params = request.get("method"), request.get("params") or {}
+    tail = json.dumps(request["id"])
+    if method == "tools/call" and params.get("name") == "huge":
+        size = int(float(params.get("arguments", {}).get("megabytes", 0)) * 2**20)
+        out.write(b'{"result":{"content":[{"type":"text","text":"')
+        piece = b"x" * 2**20
+        for start in range(0, size, len(piece)):
+            out.write(piece[:size - start])
+        out.write(b'"}],"isError":false},"jsonrpc":"2.0","id":' + tail.encode() + b"}\n")
+        out.flush()
+        return
+    if method == "initialize":
+        result: dict[str, Any] = {
+            "protocolVersion": params.get("protocolVersion", "2025-06-18"),
+            "capabilities": {"tools": {}}, "serverInfo": {"name": "raw", "version": "1"}}
+    elif method == "tools/list":
+        result = {"tools": _RAW_TOOLS}
+    elif method == "tools/call" and params.get("name") == "add":
+        arguments = params.get("arguments", {})
+        result = {"content": [{"type": "text", "text": str(arguments["a"] + arguments["b"])}]}
+    elif method == "ping":
+        result = {}
+    else:
+        out.write(json.dumps({"jsonrpc": "2.0", "id": request["id"], "error": {
+            "code": -32601, "message": f"no method {method}"}}).encode() + b"\n")
+        out.flush()
+        return
+    out.write(json.dumps({"result": result, "jsonrpc": "2.0"}).encode()[:-1]
+              + b',"id":' + tail.encode() + b"}\n")
+    out.flush()
+
+
+def _raw() -> None:
+    """The 'raw' server: JSON-RPC lines on stdin, answers on stdout, the standard library only."""
+    for line in sys.stdin.buffer:
+        try:
+            request = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(request, dict) and "id" in request and "method" in request:
+            _raw_answer(sys.stdout.buffer, request)
+
+
 def main(argv: list[str]) -> None:
     kind = argv[0] if argv else "tools"
     if kind == "mute":
         anyio.run(_mute)
         return
+    if kind == "raw":
+        _raw()
+        return
     server = make_tools_server() if kind == "tools" else make_other_server()
     if "--http" in argv:
         port = int(argv[argv.index("--http") + 1])
-        server.run("streamable-http", host="127.0.0.1", port=port)
+        server.run("streamable-http", host="127.0.0.1", port=port,
+                   json_response="--json" in argv)
     else:
         server.run()
 

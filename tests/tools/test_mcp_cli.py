@@ -76,7 +76,7 @@ def test_an_untrusted_servers_hints_make_no_tool_read_only_and_a_note_says_so(
     assert run.returncode == 0, run.stderr
     rows = {row["name"]: row for row in json.loads(run.stdout)}
     assert "add" in rows and not any(row["read_only"] for row in rows.values())
-    assert "MCP server 'mcp_servers' marks 6 tools read-only (add, " in run.stderr
+    assert "MCP server 'mcp_servers' marks 8 tools read-only (add, " in run.stderr
     assert "--mcp-trust mcp_servers" in run.stderr
     read_only = toolwire("tools", "--mcp", TOOLS_SERVER, "--no-tools", "--read-only",
                          cwd=tmp_path)

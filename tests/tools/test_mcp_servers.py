@@ -55,8 +55,8 @@ from toolwire.vocabulary.tools import Tool
 
 START = 90.0  # seconds a server may take to start on a busy two-core machine
 HANDSHAKE = 15.0  # long enough for a real server to start here, short enough to wait out
-READ_TOOLS = {"add", "lookup_city", "search", "pid", "picture", "stats"}
-WRITE_TOOLS = {"save_note", "refuse", "slow", "crash"}
+READ_TOOLS = {"add", "lookup_city", "search", "pid", "picture", "stats", "huge", "many_blocks"}
+WRITE_TOOLS = {"save_note", "refuse", "slow", "crash", "huge_failure"}
 
 
 @pytest.fixture(scope="module")
@@ -126,8 +126,8 @@ def test_an_untrusted_servers_read_only_hints_make_write_tools_with_a_note() -> 
         assert not by_name["tools_search"].read_only
         assert by_name["archive_size"].read_only and by_name["other_search"].read_only
         assert [n for n in owner.notes if "hints are not trusted" in n] == [
-            "MCP server 'tools' marks 6 tools read-only (add, lookup_city, search, pid, "
-            "picture and 1 more); its hints are not trusted, so they are write tools. To "
+            "MCP server 'tools' marks 8 tools read-only (add, lookup_city, search, pid, "
+            "picture and 3 more); its hints are not trusted, so they are write tools. To "
             "trust them: \"trust\": \"read-only-hints\" in its mcpServers entry, or "
             "--mcp-trust tools"]
         read_only = Dispatcher(ToolRegistry(tools), read_only=True)
