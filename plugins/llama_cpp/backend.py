@@ -8,14 +8,20 @@ from :meth:`llama_cpp.Llama.generate` with no stop strings: the model ends its
 turn with an end-of-generation token (EOS, EOT, ``<|im_end|>``...), exactly as
 it was trained to.
 
-``llama_cpp`` is imported only when a model is loaded.
+``llama_cpp`` is imported only when a model is loaded. A quantized model is
+loaded with llama.cpp's weight repacking unless a one-time probe in a child
+process saw it crash on this CPU (:mod:`.repack_probe`), or ``repack=False``.
+A closed model raises :class:`~toolwire.BackendError` (kind ``closed``) instead of
+reaching freed native memory.
 """
 
 from __future__ import annotations
 
 import codecs
+import contextlib
 import os
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -29,6 +35,7 @@ from toolwire.plugin_api import (
     CancelToken,
     DiagnosticEvent,
     EncodedPrompt,
+    ErrorEvent,
     Event,
     GenerationEnd,
     GenerationSetupError,
@@ -42,10 +49,12 @@ from toolwire.plugin_api import (
     TemplateSource,
     ToolGrammar,
     TriggerWatch,
+    TurnEnd,
     read_gguf_metadata,
 )
 
 from .grammar_sampling import check_grammar_first
+from .repack_probe import ProbeVerdict, repack_verdict
 
 __all__ = [
     "DEFAULT_CHAT_TEMPLATE",
@@ -54,6 +63,7 @@ __all__ = [
     "LazyCalls",
     "LlamaCppBackend",
     "install_log_filter",
+    "is_standin",
     "llama_seed",
 ]
 
@@ -65,7 +75,7 @@ _FALLBACK_N_CTX: Final = 4096  # when the file does not say its context length
 OPTIONS: Final = (
     "model_path", "n_ctx", "max_tokens", "temperature", "top_p", "seed", "n_threads",
     "n_gpu_layers", "enable_thinking", "family", "chat_template", "verbose", "progress",
-    "plugins", "grammar", "max_reasoning_chars",
+    "plugins", "grammar", "max_reasoning_chars", "repack",
 )
 """The keyword arguments of :class:`LlamaCppBackend` (``toolwire plugins`` lists them)."""
 
@@ -98,8 +108,10 @@ class _Runtime:
 
     def __init__(self, model: Any) -> None:
         self.model = model
+        self.closed = False
         self._pieces: dict[int, bytes] = {}
-        self._standin = callable(getattr(model, "is_eog", None))
+        self._standin = is_standin(model)
+        self.check_open()
         if self._standin:
             self._vocab: Any = None
             self.add_bos = bool(model.add_bos_token())
@@ -114,7 +126,22 @@ class _Runtime:
         # turn that brings none (so a seed set with Llama.set_seed still holds)
         self._seed_before: int | None = None
 
+    def closed_reason(self) -> str:
+        """Why the model cannot be used (``""``: it can): closed by the backend, or a
+        ``Llama`` whose model or context someone else freed."""
+        if self.closed:
+            return "the backend was closed"
+        return "" if self._standin else _freed(self.model)
+
+    def check_open(self) -> None:
+        """Raise before any native call on a closed model (it would read freed memory).
+
+        :raises BackendError: ``kind="closed"``.
+        """
+        _refuse(self.closed_reason())
+
     def n_ctx(self) -> int:
+        self.check_open()
         return int(self.model.n_ctx())
 
     def tokenize(self, text: str) -> list[int]:
@@ -124,6 +151,7 @@ class _Runtime:
     def tokenize_pieces(self, pieces: Sequence[PromptPiece]) -> list[int]:
         """The tokens of a prompt given as pieces (see :mod:`toolwire.backends.prompt_pieces`):
         markup with special tokens parsed, message text without; one BOS at most."""
+        self.check_open()
         tokens: list[int] = []
         for piece in pieces:
             if piece.text:
@@ -140,6 +168,7 @@ class _Runtime:
         specials, and USER_DEFINED tokens always. A stand-in model may offer
         ``special_tokens() -> (control, user_defined)`` to take part.
         """
+        self.check_open()
         if self._standin:
             offered = getattr(self.model, "special_tokens", None)
             if offered is None:
@@ -164,6 +193,7 @@ class _Runtime:
         return SpecialTokens(frozenset(control), frozenset(user_defined))
 
     def is_eog(self, token: int) -> bool:
+        self.check_open()
         if self._standin:
             return bool(self.model.is_eog(token))
         import llama_cpp
@@ -172,6 +202,7 @@ class _Runtime:
 
     def piece(self, token: int) -> bytes:
         """The bytes of one token, specials written out (markup must reach the parser)."""
+        self.check_open()
         cached = self._pieces.get(token)
         if cached is not None:
             return cached
@@ -184,6 +215,7 @@ class _Runtime:
 
     def grammar(self, text: str) -> Any:
         """A grammar object for ``generate``; raises ``ValueError`` if it does not parse."""
+        self.check_open()
         if self._standin:
             return text
         import llama_cpp
@@ -199,6 +231,7 @@ class _Runtime:
 
     def end_texts(self) -> tuple[str, ...]:
         """The texts of the vocabulary's end-of-generation tokens."""
+        self.check_open()
         if self._standin:
             return ()
         import llama_cpp
@@ -215,6 +248,7 @@ class _Runtime:
                  seed: int | None, grammar: Any) -> Iterator[int]:
         """Start sampling after ``tokens``; ``seed`` (``None``: the model's own)
         seeds this generation's sampler, which ``Llama.generate`` builds afresh."""
+        self.check_open()
         set_seed = getattr(self.model, "set_seed", None)
         if set_seed is not None:
             if seed is not None:
@@ -232,6 +266,7 @@ class _Runtime:
     def constrain(self, grammar: Any) -> None:
         """Sample under ``grammar`` (``None``: none) from the next token of the
         generation under way on; a stand-in model gets ``constrain(grammar)`` if it has it."""
+        self.check_open()
         if self._standin:
             switch = getattr(self.model, "constrain", None)
             if switch is not None:
@@ -240,6 +275,24 @@ class _Runtime:
         # Llama.generate samples through ``_sampler``, built by ``_init_sampler``
         # when the generation starts: the same chain, rebuilt with another grammar
         self.model._sampler = self.model._init_sampler(grammar=grammar, **self._sampling)
+
+
+def _freed(llama: Any) -> str:
+    """``""``, or why a ``Llama``'s native model is gone (its owner closed it)."""
+    if getattr(llama._model, "model", None) is None or getattr(llama._ctx, "ctx", None) is None:
+        return "its llama.cpp model was closed"
+    return ""
+
+
+def _refuse(reason: str) -> None:
+    if reason:
+        raise BackendError(f"the model cannot be used: {reason}; create a new backend",
+                           kind="closed")
+
+
+def is_standin(model: Any) -> bool:
+    """Whether ``model`` is a stand-in (it answers ``is_eog`` itself), not a ``Llama``."""
+    return callable(getattr(model, "is_eog", None))
 
 
 def _token_to_piece(vocab: Any, token: int) -> bytes:
@@ -311,8 +364,42 @@ def llama_seed(seed: int) -> int:
     return seed % _SEED_VALUES
 
 
+_DEFAULTS_LOCK: Final = threading.Lock()
+
+
+@contextlib.contextmanager
+def _model_defaults(llama_cpp: Any, **fields: Any) -> Iterator[None]:
+    """Make ``llama_model_default_params()`` return ``fields`` set while ``Llama()`` runs.
+
+    ``Llama()`` takes no option for them: it starts from that function's result
+    (looked up at call time) and passes the struct to ``llama_model_load_from_file``.
+
+    :raises BackendError: this llama-cpp-python's struct has no such field.
+    """
+    module = llama_cpp.llama_cpp
+    known = {name for name, *_ in getattr(module.llama_model_params, "_fields_", ())}
+    missing = sorted(set(fields) - known)
+    if missing:
+        raise BackendError(f"this llama-cpp-python cannot set {', '.join(missing)} (too old: "
+                           "upgrade it to load a model without weight repacking)", kind="load")
+    with _DEFAULTS_LOCK:
+        original = module.llama_model_default_params
+
+        def patched() -> Any:
+            params = original()
+            for name, value in fields.items():
+                setattr(params, name, value)
+            return params
+
+        module.llama_model_default_params = patched
+        try:
+            yield
+        finally:
+            module.llama_model_default_params = original
+
+
 def _load_llama(path: Path, *, n_ctx: int, seed: int | None, n_threads: int | None,
-                n_gpu_layers: int, verbose: bool) -> Any:
+                n_gpu_layers: int, verbose: bool, repack: bool = True) -> Any:
     try:
         import llama_cpp
     except ImportError as exc:  # pragma: no cover - depends on the environment
@@ -327,7 +414,12 @@ def _load_llama(path: Path, *, n_ctx: int, seed: int | None, n_threads: int | No
         options["n_threads"] = n_threads
         options["n_threads_batch"] = n_threads
     try:
-        return llama_cpp.Llama(str(path), **options)
+        if repack:
+            return llama_cpp.Llama(str(path), **options)
+        with _model_defaults(llama_cpp, use_extra_bufts=False):
+            return llama_cpp.Llama(str(path), **options)
+    except BackendError:
+        raise
     except Exception as exc:
         raise BackendError(f"llama.cpp could not load {path}: {exc}", kind="load",
                            path=str(path)) from exc
@@ -367,8 +459,13 @@ class LlamaCppBackend(TemplatedBackend):
     :param model: an already loaded ``llama_cpp.Llama`` (or a stand-in with the
         same surface, see :class:`_Runtime`) used instead of loading
         ``model_path``; the metadata is still read from ``model_path``.
-    :raises BackendError: the file is missing (``kind="not_found"``) or llama.cpp
-        cannot load it (``kind="load"``).
+    :param repack: llama.cpp's weight repacking (its extra buffer types: CPU_REPACK,
+        AMX). ``None`` (default): on, unless a one-time probe in a child process
+        saw it crash on this CPU for this kind of file (:mod:`.repack_probe`; the
+        first turn then says so with a ``repack_disabled`` diagnostic); ``False``:
+        off; ``True``: on, without a probe.
+    :raises BackendError: the file is missing (``kind="not_found"``), llama.cpp
+        cannot load it (``kind="load"``), or ``model`` was closed (``kind="closed"``).
     :raises toolwire.GGUFError: the file's metadata is malformed.
     :raises toolwire.TemplateError: the chat template does not compile.
     :raises toolwire.ParserNotFoundError: ``family`` names no registered parser.
@@ -398,6 +495,7 @@ class LlamaCppBackend(TemplatedBackend):
         grammar: Grammar = None,
         model: Any = None,
         max_reasoning_chars: int | None = None,
+        repack: bool | None = None,
     ) -> None:
         path = Path(model_path)
         if not path.is_file():
@@ -406,6 +504,8 @@ class LlamaCppBackend(TemplatedBackend):
                                path=str(path))
         if n_ctx is not None and n_ctx < 2:
             raise ValueError("n_ctx must be at least 2")
+        if model is not None and not is_standin(model):
+            _refuse(_freed(model))  # before its n_ctx() reads freed memory
         self.model_path = path
         self.metadata: GGUFMetadata = read_gguf_metadata(path)
         if n_ctx is None:
@@ -424,17 +524,30 @@ class LlamaCppBackend(TemplatedBackend):
         self.grammar = grammar
         self.max_reasoning_chars = max_reasoning_chars
         self.load_seconds = 0.0
+        self.repack: bool | None = None
+        """Whether llama.cpp repacked the weights (``None``: a model given as ``model``)."""
+        self.repack_note = ""
+        """Why repacking is off, when a probe's crash turned it off."""
         if model is None:
+            verdict = self._repack_verdict(repack, progress)
+            self.repack, self.repack_note = verdict.repack, verdict.note
+            if verdict.note and progress:
+                sys.stderr.write(f"toolwire: {verdict.note}\n")
+                sys.stderr.flush()
             started = time.perf_counter()
             self._progress(progress, started=None)
             try:
                 model = _load_llama(path, n_ctx=self.n_ctx, seed=seed, n_threads=n_threads,
-                                    n_gpu_layers=n_gpu_layers, verbose=verbose)
+                                    n_gpu_layers=n_gpu_layers, verbose=verbose,
+                                    repack=verdict.repack)
             except BaseException:
                 self._progress(progress, started=started, failed=True)
                 raise
             self.load_seconds = time.perf_counter() - started
             self._progress(progress, started=started)
+        elif not is_standin(model):
+            # a Llama made elsewhere: its warnings are llama.cpp's, not this backend's
+            install_log_filter(verbose)
         self._runtime = _Runtime(model)
         self._first_turn = True
         self._end_texts: tuple[str, ...] | None = None
@@ -445,6 +558,29 @@ class LlamaCppBackend(TemplatedBackend):
     def llama(self) -> Any:
         """The loaded ``llama_cpp.Llama`` (or the stand-in given as ``model``)."""
         return self._runtime.model
+
+    def _repack_verdict(self, repack: bool | None, progress: bool) -> ProbeVerdict:
+        if repack is not None:
+            return ProbeVerdict(repack=repack)
+        try:
+            import llama_cpp  # noqa: F401  (the probe reads the build's identity)
+        except ImportError:
+            return ProbeVerdict(repack=True)  # the load says what is missing
+        file_type = self.metadata.scalars.get("general.file_type")
+        show = progress and sys.stderr.isatty()
+
+        def announce() -> None:
+            if show:
+                sys.stderr.write("checking llama.cpp on this CPU (once per kind of model)...")
+                sys.stderr.flush()
+
+        verdict = repack_verdict(self.model_path,
+                                 file_type if isinstance(file_type, int) else None,
+                                 before_probe=announce)
+        if show and verdict.probed:
+            sys.stderr.write(" done\n")
+            sys.stderr.flush()
+        return verdict
 
     def _template_source(self, tools: bool) -> TemplateSource:
         if self._override is not None:
@@ -490,7 +626,10 @@ class LlamaCppBackend(TemplatedBackend):
         return EncodedPrompt("".join(p.text for p in pieces), len(tokens), tuple(tokens))
 
     def turn_notices(self, choice: TemplateChoice) -> Iterator[Event]:
-        """Say once that the file has no template and toolwire's default is used."""
+        """Say once that repacking is off after a crash, and that the file has no
+        template and toolwire's default is used."""
+        if self.repack_note and self.announce_once("repack"):
+            yield DiagnosticEvent("repack_disabled", self.repack_note)
         if choice.is_default and self.announce_once("default"):
             yield DiagnosticEvent(
                 "default_chat_template",
@@ -588,7 +727,8 @@ class LlamaCppBackend(TemplatedBackend):
         except Exception as exc:
             yield GenerationEnd("error", completion, f"llama.cpp failed while generating: "
                                                      f"{type(exc).__name__}: {exc}",
-                                first_token_at=first_token)
+                                error_kind=exc.kind if isinstance(exc, BackendError)
+                                else "backend", first_token_at=first_token)
             return
         finally:
             # stop llama.cpp now, not when the generator is collected
@@ -602,8 +742,23 @@ class LlamaCppBackend(TemplatedBackend):
                 yield rest
         yield GenerationEnd(reason, completion, first_token_at=first_token)
 
+    def stream_turn(self, request: ModelRequest,
+                    cancel: CancelToken) -> Iterator[Event | TurnEnd]:
+        """One turn (see :meth:`TemplatedBackend.stream_turn`); on a closed model an
+        ``error`` event of kind ``closed``, never a call into freed memory."""
+        reason = self._runtime.closed_reason()
+        if reason:
+            yield ErrorEvent("closed", f"the model cannot be used: {reason}; create a new "
+                                       "backend")
+            yield TurnEnd("error")
+            return
+        yield from super().stream_turn(request, cancel)
+
     def close(self) -> None:
-        """Free the model (the backend cannot be used afterwards)."""
+        """Free the model (the backend cannot be used afterwards: its calls raise
+        :class:`~toolwire.BackendError` of kind ``closed``, its turns end with that
+        error). Closing twice is harmless."""
+        self._runtime.closed = True
         close = getattr(self._runtime.model, "close", None)
         if close is not None:
             close()

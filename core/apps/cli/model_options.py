@@ -2,7 +2,8 @@
 
 :func:`add_generation_arguments` adds the sampling and runtime flags
 (``--temperature``, ``--top-p``, ``--seed``, ``--max-tokens``, ``--ctx-size``,
-``--threads``, ``--n-gpu-layers``, ``--chat-template-file``, ``--api-key-env``).
+``--threads``, ``--n-gpu-layers``, ``--no-repack``, ``--chat-template-file``,
+``--api-key-env``).
 :func:`check_model_options` runs before anything is loaded or printed: it names
 the provider whatever its case (``--base-url`` alone means ``custom``), resolves
 ``--model`` for a local model (a path or a name ``toolwire models`` lists),
@@ -27,8 +28,10 @@ __all__ = ["COMPLETIONS", "LOCAL_ONLY", "MAX_THREADS", "add_generation_arguments
            "check_model_options", "generation_options", "model_label"]
 
 COMPLETIONS = "completions"
-LOCAL_ONLY = ("n_threads", "n_gpu_layers")
-"""Options only a local model takes (``--threads``, ``--n-gpu-layers``)."""
+LOCAL_ONLY = ("n_threads", "n_gpu_layers", "repack")
+"""Options only a local model takes (``--threads``, ``--n-gpu-layers``, ``--no-repack``)."""
+_LOCAL_FLAGS = {"n_threads": "--threads", "n_gpu_layers": "--n-gpu-layers",
+                "repack": "--no-repack"}
 MAX_THREADS = 512
 """ggml's most threads (``GGML_MAX_N_THREADS``); far more crash llama.cpp."""
 
@@ -60,6 +63,10 @@ def add_generation_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--n-gpu-layers", type=at_least(-1), metavar="N",
                        help="layers of a local model to offload to a GPU, -1 for all "
                             "(default: 0)")
+    group.add_argument("--no-repack", dest="repack", action="store_const", const=False,
+                       help="load a local model without llama.cpp's weight repacking (default: "
+                            "repack, unless a one-time check saw it crash on this CPU; see "
+                            "docs/troubleshooting.md)")
     group.add_argument("--chat-template-file", metavar="FILE",
                        help="use this Jinja chat template instead of the model's own "
                             "(local and completions)")
@@ -113,8 +120,7 @@ def check_model_options(args: argparse.Namespace, plugins: PluginManager) -> Non
             fail(f"--model {args.model_given}: cannot read {args.model}: {exc.strerror or exc}")
         args.model_options_checked = True
         return
-    local_only = [f"--{n.replace('n_threads', 'threads').replace('_', '-')}"
-                  for n in LOCAL_ONLY if getattr(args, n, None) is not None]
+    local_only = [_LOCAL_FLAGS[n] for n in LOCAL_ONLY if getattr(args, n, None) is not None]
     if local_only:
         fail(f"{' and '.join(local_only)} apply to a local model, not to --provider "
              f"{args.provider}")
