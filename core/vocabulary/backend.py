@@ -26,7 +26,8 @@ from .history import Message
 from .tool_choice import ToolChoice
 from .tools import Tool
 
-__all__ = ["Backend", "BackendSpec", "ModelRequest", "SamplingOverrides", "TurnEnd"]
+__all__ = ["Backend", "BackendSpec", "ModelRequest", "ResponseFormat", "SamplingOverrides",
+           "TurnEnd"]
 
 
 def _optional_range(low: float, high: float | None) -> Callable[[Any, Any, Any], None]:
@@ -87,6 +88,33 @@ class SamplingOverrides:
 
 _NO_OVERRIDES: Final = SamplingOverrides()
 
+RESPONSE_FORMAT_TYPES: Final = ("json_object", "json_schema")
+
+
+@attrs.frozen
+class ResponseFormat:
+    """The shape a turn's text must have (OpenAI's ``response_format``).
+
+    A local backend enforces it with a grammar written from the schema (see
+    :mod:`toolwire.grammar.response_format`) on a turn that offers no tools.
+
+    :ivar type: ``json_object`` (any JSON object) or ``json_schema``.
+    :ivar schema: for ``json_schema``, the JSON schema the text's value follows.
+    :ivar name: for ``json_schema``, the schema's name.
+    :ivar strict: ``True``: a schema the grammar cannot express fails the turn
+        instead of loosening to any JSON object.
+    :raises ValueError: an unknown ``type``, or ``json_schema`` without a schema.
+    """
+
+    type: str = attrs.field(validator=attrs.validators.in_(RESPONSE_FORMAT_TYPES))
+    schema: Mapping[str, Any] | None = None
+    name: str = ""
+    strict: bool = False
+
+    def __attrs_post_init__(self) -> None:
+        if self.type == "json_schema" and not isinstance(self.schema, Mapping):
+            raise ValueError("a json_schema response format needs its schema")
+
 
 @attrs.frozen
 class ModelRequest:
@@ -101,6 +129,7 @@ class ModelRequest:
     :ivar parallel_tool_calls: ``False``: at most one call in the reply.
     :ivar sampling: this turn's sampling settings, where they differ from the
         backend's own (the default changes nothing).
+    :ivar response_format: the shape the reply's text must have, or ``None``.
     """
 
     messages: tuple[Message, ...]
@@ -109,6 +138,7 @@ class ModelRequest:
     tool_choice: ToolChoice = "auto"
     parallel_tool_calls: bool = True
     sampling: SamplingOverrides = _NO_OVERRIDES
+    response_format: ResponseFormat | None = None
 
     @property
     def offered_tools(self) -> tuple[Tool, ...]:
