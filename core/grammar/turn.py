@@ -2,8 +2,10 @@
 
 :func:`turn_grammar` is what :class:`~toolwire.backends.templated.TemplatedBackend`
 asks once it has rendered a turn's prompt: the grammar that enforces the
-request's ``tool_choice`` for the selected family (lazy under ``"auto"``), or
-``None`` when there is nothing to constrain. :func:`grammar_failure` says what
+request's ``tool_choice`` for the selected family (lazy under ``"auto"``), on a
+turn without tools the grammar of its ``response_format``
+(:mod:`toolwire.grammar.response_format`), or ``None`` when there is nothing to
+constrain. :func:`grammar_failure` says what
 a failure means for the turn: an ``error`` event where the reply had to be
 calls, a one-time diagnostic where the model may answer freely anyway.
 """
@@ -15,8 +17,11 @@ from typing import TYPE_CHECKING
 
 from ..errors import GrammarError, ToolChoiceError
 from ..events import DiagnosticEvent, ErrorEvent, Event
+from ..parse.record import CallFormat
 from ..vocabulary.tool_choice import resolve_tool_choice
+from .build import DEFAULT_REASONING, reasoning_in_prompt
 from .record_grammar import format_of, grammar_for_format
+from .response_format import response_format_grammar
 
 if TYPE_CHECKING:
     from ..parse.protocol import ParserSpec
@@ -29,7 +34,8 @@ __all__ = ["grammar_failure", "turn_grammar"]
 def turn_grammar(request: ModelRequest, parser: ParserSpec | None, *, template: str,
                  prompt_tail: str, end_markers: Sequence[str] = (),
                  max_reasoning_chars: int | None = None) -> ToolGrammar | None:
-    """The grammar for this turn's calls, or ``None`` (no tools, no parser, ``"none"``).
+    """The grammar for this turn's calls (or, without tools, of its ``response_format``),
+    or ``None`` (no tools, no parser, ``"none"``).
 
     :param max_reasoning_chars: bound the reasoning the prompt opened (see
         :func:`toolwire.grammar_for`).
@@ -39,6 +45,9 @@ def turn_grammar(request: ModelRequest, parser: ParserSpec | None, *, template: 
         a tool it does not offer.
     """
     tools = request.offered_tools
+    if not tools and request.response_format is not None:
+        return _text_grammar(request, parser, template=template, prompt_tail=prompt_tail,
+                             max_reasoning_chars=max_reasoning_chars)
     if not tools or parser is None:
         return None
     return grammar_for_format(format_of(parser), tools, template=template,
@@ -46,6 +55,21 @@ def turn_grammar(request: ModelRequest, parser: ParserSpec | None, *, template: 
                               parallel_tool_calls=request.parallel_tool_calls,
                               prompt_tail=prompt_tail, end_markers=end_markers,
                               max_reasoning_chars=max_reasoning_chars)
+
+
+def _text_grammar(request: ModelRequest, parser: ParserSpec | None, *, template: str,
+                  prompt_tail: str, max_reasoning_chars: int | None) -> ToolGrammar:
+    """The grammar of a reply whose text is the request's ``response_format``."""
+    assert request.response_format is not None
+    fmt = parser.format if parser is not None else None
+    record = fmt if isinstance(fmt, CallFormat) else None
+    own = record.reasoning if record is not None else None
+    pairs = [p for p in (own, DEFAULT_REASONING)
+             if p is not None and (p == own or p[1] in template)]
+    return response_format_grammar(request.response_format,
+                                   reasoning=reasoning_in_prompt(prompt_tail, record, template),
+                                   may_reason=tuple(dict.fromkeys(pairs)),
+                                   max_reasoning_chars=max_reasoning_chars)
 
 
 def grammar_failure(exc: GrammarError | ToolChoiceError, request: ModelRequest,
@@ -56,6 +80,8 @@ def grammar_failure(exc: GrammarError | ToolChoiceError, request: ModelRequest,
     ``error`` event (kind ``grammar``) and the turn ends. Under ``"auto"`` the
     model runs unconstrained, with a ``grammar_unavailable`` diagnostic once.
     """
+    if request.response_format is not None and not request.offered_tools:
+        return [ErrorEvent("grammar", str(exc))], True  # the text's shape was asked for
     try:
         must = resolve_tool_choice(request.tool_choice).constrains_from_start
     except ToolChoiceError:
