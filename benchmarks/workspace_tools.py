@@ -74,7 +74,8 @@ _HOST = (
     "from toolwire.plugins import workspace_tools as wt\n"
     "os.environ['TOOLWIRE_REGEX_TIMEOUT'] = '600'\n"
     "Dispatcher(ToolRegistry(wt.TOOLS), workspace=sys.argv[1], timeout=60).dispatch(\n"
-    "    ToolCall('c', 'search_text', {'pattern': '(a+)+$', 'regex': True}))\n")
+    "    ToolCall('c', 'search_text', {'pattern': '(a+)+$', 'regex': True,\n"
+    "                                  'path': 'evil.txt'}))\n")
 
 
 def _cleanup_rows(root: Path, runs: int) -> list[dict[str, Any]]:
@@ -97,10 +98,12 @@ def _cleanup_rows(root: Path, runs: int) -> list[dict[str, Any]]:
             call, cancel=cancel)
         started = time.perf_counter()
         cases["reply cancelled mid-search"].append(_gone_after(_workers(os.getpid()), started))
-        host = subprocess.Popen([sys.executable, "-c", _HOST, str(root / "evil.txt")])
+        host = subprocess.Popen([sys.executable, "-c", _HOST, str(root)])
         while not _workers(host.pid) and host.poll() is None:
             time.sleep(0.01)
         children = _workers(host.pid)
+        if not children:
+            raise RuntimeError(f"the host exited ({host.returncode}) without a search child")
         time.sleep(0.3)
         started = time.perf_counter()
         host.send_signal(signal.SIGKILL)
