@@ -59,6 +59,7 @@ from ..vocabulary.cancel import CancelToken
 from ..vocabulary.history import Message, to_template_messages
 from .budget import FittingCancelled, PruneResult, prune_history
 from .prompt_pieces import ContentShield, PromptPiece, ShieldRules, SpecialTokens
+from .repeated_calls import RepeatedCallStop
 
 __all__ = [
     "PROMPT_TAIL_CHARS",
@@ -516,11 +517,12 @@ class TemplatedBackend:
         called = False
         end = GenerationEnd("error", error="the runtime ended without saying why")
         generation_started = time.perf_counter()
-        for piece in self.generate(prompt, request, options, cancel):
+        repeats = RepeatedCallStop(cancel)  # a call the reply already holds ends it
+        for piece in self.generate(prompt, request, options, repeats.token):
             if isinstance(piece, GenerationEnd):
                 end = piece
                 break
-            for event in pipeline.feed(piece):
+            for event in repeats.feed(pipeline.feed(piece)):
                 called = called or isinstance(event, ToolCallEndEvent)
                 yield event
         ended = time.perf_counter()
@@ -530,6 +532,10 @@ class TemplatedBackend:
                                    "prompt": round(first - generation_started, 6),
                                    "generation": round(ended - first, 6)}
         timings.update(self.extra_timings())
+        if repeats.stopped and not cancel.cancelled:
+            yield repeats.notice()
+            yield TurnEnd("tool_calls", usage=usage, timings=timings)
+            return
         if end.reason == "error":
             yield ErrorEvent(end.error_kind, end.error)
         if end.reason in ("cancelled", "error"):
