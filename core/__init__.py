@@ -71,9 +71,11 @@ from .grammar import ToolGrammar
 from .hooks.manager import PluginInfo, PluginManager, default_plugin_manager
 from .hooks.specs import hookimpl
 from .parse.protocol import (
+    EndReason,
     FilterContext,
     ParsedReply,
     ParserSpec,
+    PromptState,
     ReplyPipeline,
     StreamFilter,
     StreamFilterSpec,
@@ -124,6 +126,7 @@ __all__ = [
     "Dispatcher",
     "DoneEvent",
     "DuplicateToolError",
+    "EndReason",
     "ErrorEvent",
     "Event",
     "FilterContext",
@@ -147,6 +150,7 @@ __all__ = [
     "PluginInfo",
     "PluginLoadError",
     "PluginManager",
+    "PromptState",
     "PythonicCalls",
     "ReasoningEvent",
     "ReplyPipeline",

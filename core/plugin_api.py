@@ -63,7 +63,15 @@ from .parse.family import parser_spec, reasoning_filter, register_reasoning, tem
 from .parse.json_readers import double_encoded_note
 from .parse.literal_reader import read_object_literal
 from .parse.markers import TokenSet, valid_name
-from .parse.protocol import FilterContext, ParserSpec, StreamFilter, StreamFilterSpec, StreamParser
+from .parse.protocol import (
+    EndReason,
+    FilterContext,
+    ParserSpec,
+    PromptState,
+    StreamFilter,
+    StreamFilterSpec,
+    StreamParser,
+)
 from .parse.pythonic_reader import calls_from_source
 from .parse.readers import DONE, FAIL, MORE, BodyReader, CallContext, ReaderBase
 from .parse.reasoning import family_think_filter_spec
@@ -107,6 +115,7 @@ __all__ = [
     "ChatTemplate",
     "DiagnosticEvent",
     "EncodedPrompt",
+    "EndReason",
     "ErrorEvent",
     "Event",
     "FilterContext",
@@ -123,6 +132,7 @@ __all__ = [
     "ParserSpec",
     "PluginManager",
     "PromptPiece",
+    "PromptState",
     "ProviderPreset",
     "PythonicCalls",
     "ReaderBase",

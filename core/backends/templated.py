@@ -541,7 +541,8 @@ class TemplatedBackend:
         if end.reason in ("cancelled", "error"):
             yield TurnEnd(end.reason, usage=usage, timings=timings)
             return
-        for event in pipeline.close():
+        # a call the token limit cut is never recovered: its arguments may be cut short
+        for event in pipeline.close(end_reason="length" if end.reason == "length" else "stop"):
             called = called or isinstance(event, ToolCallEndEvent)
             yield event
         reason = "tool_calls" if end.reason == "stop" and called else end.reason

@@ -6,25 +6,31 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..hooks.manager import PluginManager, default_plugin_manager
-from ..parse.protocol import FilterContext, ParserSpec, ReplyPipeline
+from ..parse.protocol import FilterContext, ParserSpec, PromptState, ReplyPipeline
 
 __all__ = ["build_pipeline"]
 
 
 def build_pipeline(spec: ParserSpec | None, tools: Mapping[str, Any], *,
                    plugins: PluginManager | None = None, chat_template: str | None = None,
-                   prompt_tail: str = "") -> ReplyPipeline:
+                   prompt_tail: str = "", prompt_state: PromptState | None = None
+                   ) -> ReplyPipeline:
     """The stream filters that apply, then a fresh parser from ``spec``.
+
+    The pipeline's ``close(end_reason=...)`` says why the reply ended (a call the
+    token limit cut is never recovered).
 
     :param tools: tool name -> parameters schema (values are typed by it).
     :param prompt_tail: the end of the rendered prompt, so filters know, e.g.,
         that the reply begins inside an open ``<think>`` block.
+    :param prompt_state: what the generation prompt left open, when the tail is
+        not at hand (a stored reply); wins over what ``prompt_tail`` implies.
     """
     plugins = plugins or default_plugin_manager()
     fmt = spec.format if spec is not None else None
     context = FilterContext(
         family=spec.name if spec else None, chat_template=chat_template,
-        prompt_tail=prompt_tail,
+        prompt_tail=prompt_tail, prompt_state=prompt_state,
         call_open=(*fmt.section_open, *fmt.call_open) if fmt is not None else (),
         call_close=(*fmt.section_close, *fmt.call_close) if fmt is not None else ())
     filters = []

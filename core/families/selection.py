@@ -24,7 +24,14 @@ from ..errors import ParserConflictError, ParserNotFoundError
 from ..events import Event
 from ..hooks.manager import PluginManager, default_plugin_manager
 from ..parse.family import parser_spec
-from ..parse.protocol import ParsedReply, ParserSpec, collect_reply
+from ..parse.protocol import (
+    END_REASONS,
+    EndReason,
+    ParsedReply,
+    ParserSpec,
+    PromptState,
+    collect_reply,
+)
 from ..vocabulary.call_ids import nine_char_call_id
 from ..vocabulary.schema import tool_parameters_by_name
 from .derive import DerivationError, derive_format
@@ -260,8 +267,13 @@ def _derived_choice(source: str, ranking: tuple[tuple[str, float], ...],
 
 def parse_reply(text: str, *, family: str | None = None, chat_template: str | None = None,
                 tools: Sequence[Any] | None = None, chunk_size: int = 0,
-                plugins: PluginManager | None = None) -> ParsedReply:
+                plugins: PluginManager | None = None, prompt_tail: str = "",
+                prompt_state: PromptState | None = None,
+                end_reason: EndReason = "stop") -> ParsedReply:
     """Parse a whole model reply in the format of a family or a chat template.
+
+    A stored reply reads as its live turn did when it is given what the live turn
+    knew: how the generation prompt ended and why the reply ended.
 
     :param text: the raw reply, as the model wrote it.
     :param family: the parser family (``qwen_xml``); wins over ``chat_template``.
@@ -270,17 +282,27 @@ def parse_reply(text: str, *, family: str | None = None, chat_template: str | No
         argument values by their schemas.
     :param chunk_size: feed the parser this many characters at a time (``0``:
         all at once); the result does not depend on it.
+    :param prompt_tail: the end of the prompt the reply continued (``"<think>\\n"``:
+        the reply began inside reasoning); ``""``: unknown.
+    :param prompt_state: what the generation prompt left open, instead of its tail
+        (:class:`PromptState`); wins over what ``prompt_tail`` implies.
+    :param end_reason: ``"stop"`` (the model ended the reply) or ``"length"`` (the
+        token limit cut it: a call still open at the end is text, never a call).
     :raises ParserNotFoundError: no parser for the family or template.
+    :raises ValueError: ``end_reason`` is neither ``"stop"`` nor ``"length"``.
     """
     plugins = plugins or default_plugin_manager()
     if family is None and chat_template is None:
         raise ParserNotFoundError("parse_reply needs family=... or chat_template=...")
+    if end_reason not in END_REASONS:
+        raise ValueError(f"end_reason must be one of {END_REASONS}, not {end_reason!r}")
     choice = select_parser(chat_template, plugins, family=family)
     pipeline = build_pipeline(choice.spec, tool_parameters_by_name(tools), plugins=plugins,
-                              chat_template=chat_template)
+                              chat_template=chat_template, prompt_tail=prompt_tail,
+                              prompt_state=prompt_state)
     events: list[Event] = []
     step = chunk_size if chunk_size > 0 else max(len(text), 1)
     for start in range(0, len(text), step):
         events.extend(pipeline.feed(text[start:start + step]))
-    events.extend(pipeline.close())
+    events.extend(pipeline.close(end_reason=end_reason))
     return collect_reply(events, choice.spec.name)

@@ -18,7 +18,8 @@ here and in the readers, and hold for every family:
   marker also occurs in prose;
 * a call whose closing marker is missing is kept, with an ``unclosed_call``
   diagnostic, where the next structural marker (the section's end, the next
-  call) or the end of the reply shows it ended;
+  call) or the end of the reply shows it ended (a reply the token limit cut,
+  ``close(end_reason="length")``, shows nothing: ``truncated_call``, text);
 * a body that is not the format (malformed JSON, a stray tag) becomes text, with
   a diagnostic, up to and including the scope's closing marker (or up to the next
   opening marker, or the reply's end; immediately where the scope has no closing
@@ -45,6 +46,7 @@ from .compiled import NEED_MORE, choose_whole_syntax, compile_format
 from .json_readers import CallObjectsReader, JsonArgsReader
 from .literal_reader import LiteralObjectReader
 from .markers import MAX_GAP, MAX_NAME, HeaderFields, TokenSet, skip_blanks
+from .protocol import EndReason
 from .pythonic_reader import PythonicCallsReader
 from .readers import FAIL, MORE, NOT_A_CALL, BodyReader, CallContext, CallNumbering
 from .record import (
@@ -96,6 +98,7 @@ class CallParser:
         self._call: CallContext | None = None
         self._block_kind = ""
         self._block_close = self._c.call_close
+        self._cut = False
 
     @property
     def calls_started(self) -> int:
@@ -131,8 +134,10 @@ class CallParser:
                                                        f"{exc!r}"))
         return out
 
-    def close(self) -> list[Event]:
-        """End of reply: decide what is still held, flush it."""
+    def close(self, end_reason: EndReason = "stop") -> list[Event]:
+        """End of reply: decide what is still held, flush it (``end_reason="length"``:
+        the token limit cut the reply, so a call still open is text, not a call)."""
+        self._cut = end_reason == "length"
         out: list[Event] = []
         try:
             self._run(self._pending, out, eof=True)
@@ -499,11 +504,14 @@ class CallParser:
 
     def _scan_after_call(self, data: str, pos: int, out: list[Event], eof: bool) -> int:
         fmt = self._fmt
+        start = skip_blanks(data, pos)
+        n = len(data)
+        if eof and start >= n and self._cut_open():
+            self._take(data, pos, n)
+            return self._truncated(n)
         if not fmt.call_close:
             self._complete_call(out)
             return pos
-        start = skip_blanks(data, pos)
-        n = len(data)
         if start >= n and not eof:
             self._take(data, pos, start)
             return n
@@ -535,6 +543,19 @@ class CallParser:
                                        f"without {fmt.call_close[0]}; it is kept", ""))
         self._complete_call(out)
         return start
+
+    def _cut_open(self) -> bool:
+        """The token limit cut the reply before anything marked the call's end: its
+        closing marker (without one, a JSON object's or literal's last bracket ends it)."""
+        return self._cut and (bool(self._fmt.call_close)
+                              or isinstance(self._reader, TaggedArgsReader))
+
+    def _truncated(self, pos: int) -> int:
+        """The token limit cut the reply inside a call: it is text, never run."""
+        assert self._call is not None
+        name = self._call.name
+        return self._to_malformed(pos, "truncated_call", f"the reply was cut by the token "
+                                  f"limit before call {name!r} was closed; shown as text")
 
     def _complete_call(self, out: list[Event]) -> None:
         call = self._call
@@ -635,7 +656,10 @@ class CallParser:
     def _finish(self, out: list[Event]) -> None:
         state = self._state
         if state == _AFTER_CALL and self._call is not None:
-            self._complete_call(out)
+            if self._cut_open():
+                self._truncated(0)
+            else:
+                self._complete_call(out)
         elif state == _SECTION:
             if self._section_calls:
                 self._end_section()  # the calls are complete; the section's end was cut off

@@ -8,12 +8,21 @@ events it is sure of; ``close()`` flushes what is left at the end of the reply.
 *Stream filters* (:class:`StreamFilterSpec`) run before the parser, in order of
 priority; the reasoning filter that turns ``<think>`` blocks into ``reasoning``
 events is one. :class:`ReplyPipeline` chains filters and a parser.
+
+Two facts about a reply come from outside its text: what the generation prompt
+left open (:class:`PromptState`, or the prompt's tail, which filters read it
+from) and why the reply ended (:data:`EndReason`, given to ``close``). A call
+still open when a reply was cut by the token limit (``"length"``) is never
+recovered as a call: its arguments may be cut short.
 """
 
 from __future__ import annotations
 
+import enum
+import functools
+import inspect
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Final, Literal, Protocol, get_args, runtime_checkable
 
 import attrs
 
@@ -29,9 +38,12 @@ from ..events import (
 from ..vocabulary.call_ids import default_call_id
 
 __all__ = [
+    "END_REASONS",
+    "EndReason",
     "FilterContext",
     "ParsedReply",
     "ParserSpec",
+    "PromptState",
     "ReplyPipeline",
     "StreamFilter",
     "StreamFilterSpec",
@@ -41,12 +53,49 @@ __all__ = [
 ]
 
 
+EndReason = Literal["stop", "length"]
+"""Why a reply ended: ``"stop"`` (the model ended its turn: a stop token, or the
+backend's stop sequence) or ``"length"`` (cut by the token limit)."""
+
+END_REASONS: Final[tuple[str, ...]] = get_args(EndReason)
+"""The values of :data:`EndReason`."""
+
+
+class PromptState(enum.Enum):
+    """What the generation prompt left open when the reply began.
+
+    A live turn knows it from the prompt's tail (``<think>\\n`` at its end opens a
+    block); a stored reply is parsed as its live turn was when the caller says so.
+
+    :cvar UNKNOWN: not known (a stored reply): a reasoning filter waits to see
+        whether a lone closing tag shows that the reply began inside reasoning.
+    :cvar THINK_OPEN: the prompt opened a reasoning block: the reply begins inside it.
+    :cvar THINK_CLOSED: the prompt opened none, or closed it (``<think></think>``):
+        the reply begins as text.
+    """
+
+    UNKNOWN = "unknown"
+    THINK_OPEN = "think_open"
+    THINK_CLOSED = "think_closed"
+
+    @classmethod
+    def from_tail(cls, prompt_tail: str, open_tag: str) -> PromptState:
+        """The state a prompt ending in ``prompt_tail`` leaves for reasoning opened by
+        ``open_tag`` (an empty tail: unknown)."""
+        if not prompt_tail:
+            return cls.UNKNOWN
+        return cls.THINK_OPEN if prompt_tail.rstrip().endswith(open_tag) else cls.THINK_CLOSED
+
+
 @runtime_checkable
 class StreamParser(Protocol):
     """Turns a model's reply text into events, one delta at a time.
 
     Implementations keep a cursor and never rescan consumed text; ``feed`` and
     ``close`` never raise on any input (text that cannot be a call is text).
+    ``close`` may take the reply's :data:`EndReason` as ``end_reason`` (every
+    built-in parser does); :class:`ReplyPipeline` passes it to a stage whose
+    ``close`` has that parameter.
     """
 
     def feed(self, text: str) -> list[Event]:
@@ -95,6 +144,9 @@ class FilterContext:
     :ivar family: the selected parser family, or ``None`` when there is none.
     :ivar chat_template: the template source (``None`` for remote providers).
     :ivar prompt_tail: the end of the rendered prompt (e.g. an open ``<think>``).
+    :ivar prompt_state: what the prompt left open, when the caller says so (a
+        stored reply); ``None``: read it from :attr:`prompt_tail`
+        (:meth:`start_state`).
     :ivar call_open: the markers that open the family's calls (from its record).
     :ivar call_close: the markers that close them (a reasoning filter that has
         not yet decided whether a stored reply began inside reasoning treats a
@@ -106,6 +158,13 @@ class FilterContext:
     prompt_tail: str = ""
     call_open: tuple[str, ...] = ()
     call_close: tuple[str, ...] = ()
+    prompt_state: PromptState | None = None
+
+    def start_state(self, open_tag: str) -> PromptState:
+        """What the prompt left open for a reasoning block opened by ``open_tag``."""
+        if self.prompt_state is not None:
+            return self.prompt_state
+        return PromptState.from_tail(self.prompt_tail, open_tag)
 
 
 @attrs.frozen
@@ -150,12 +209,20 @@ class ReplyPipeline:
         """Push a delta through every stage."""
         return self._feed_from(0, text)
 
-    def close(self) -> list[Event]:
-        """Flush every stage, in order, at the end of the reply."""
+    def close(self, end_reason: EndReason = "stop") -> list[Event]:
+        """Flush every stage, in order, at the end of the reply.
+
+        :param end_reason: why the reply ended. Under ``"length"`` a call still
+            open at the end is not recovered; a stage whose ``close`` cannot be
+            told so has every call it completes at the end withheld, with a
+            ``truncated_call`` diagnostic.
+        """
+        if end_reason not in END_REASONS:
+            raise ValueError(f"end_reason must be one of {END_REASONS}, not {end_reason!r}")
         out: list[Event] = []
         for i in range(len(self._stages)):
             try:
-                closed = self._stages[i].close()
+                closed = _close_stage(self._stages[i], end_reason)
             except BaseException as exc:
                 closed = self._failed(i, "close", exc, "")
             for event in closed:
@@ -196,6 +263,31 @@ class ReplyPipeline:
             "parser_error", f"{type(stage).__name__}.{method} raised {detail}; the rest of "
             "the reply is passed on as text", text)
         return [diagnostic, TextEvent(text)] if text else [diagnostic]
+
+
+def _close_stage(stage: StreamParser, end_reason: EndReason) -> list[Event]:
+    """``stage.close()``, told the end reason where its ``close`` takes it."""
+    if _takes_end_reason(type(stage)):
+        return stage.close(end_reason=end_reason)  # type: ignore[call-arg]
+    closed = stage.close()
+    if end_reason == "stop":
+        return closed
+    out: list[Event] = []
+    for event in closed:  # a call the stage completed only because the reply ended
+        if isinstance(event, ToolCallEndEvent):
+            event = DiagnosticEvent("truncated_call", f"the reply was cut by the token limit "
+                                    f"before call {event.name!r} was closed; it is not run",
+                                    event.name)
+        out.append(event)
+    return out
+
+
+@functools.cache
+def _takes_end_reason(kind: type[StreamParser]) -> bool:
+    try:
+        return "end_reason" in inspect.signature(kind.close).parameters
+    except (TypeError, ValueError):
+        return False
 
 
 def merge_events(events: Iterable[Event]) -> list[Event]:

@@ -13,7 +13,7 @@ from collections.abc import Callable, Collection
 from typing import Literal
 
 from ..events import Event, ReasoningEvent, TextEvent
-from .protocol import FilterContext, StreamFilter, StreamFilterSpec
+from .protocol import FilterContext, PromptState, StreamFilter, StreamFilterSpec
 from .streaming import HeldWhitespace, partial_tag_start
 
 _SPACE = re.compile(r"\s*")
@@ -203,13 +203,20 @@ class _CallWatch:
         return not self._close or any(m in data for m in self._close)
 
 
-def _prompt_start_state(context: FilterContext, open_tag: str, close_tag: str) -> StartState:
-    tail = context.prompt_tail.rstrip()
-    if not context.prompt_tail:
-        return "auto"
-    if tail.endswith(open_tag):
+def _prompt_start_state(context: FilterContext, open_tag: str, *,
+                        starts_unopened: bool = False) -> StartState:
+    """Where the reply begins, from what the prompt left open.
+
+    :param starts_unopened: the family's model may begin reasoning without its
+        opening tag, or write a lone closing tag first: unless the prompt opened the
+        block, the filter waits to see.
+    """
+    state = context.start_state(open_tag)
+    if state is PromptState.THINK_OPEN:
         return "reasoning"
-    return "text"
+    if state is PromptState.THINK_CLOSED and not starts_unopened:
+        return "text"
+    return "auto"
 
 
 def think_filter_spec(open_tag: str = "<think>", close_tag: str = "</think>", *,
@@ -225,8 +232,7 @@ def think_filter_spec(open_tag: str = "<think>", close_tag: str = "</think>", *,
     def create(context: FilterContext) -> StreamFilter | None:
         if context.chat_template is not None and close_tag not in context.chat_template:
             return None
-        return ReasoningBlockFilter(open_tag, close_tag,
-                                    _prompt_start_state(context, open_tag, close_tag),
+        return ReasoningBlockFilter(open_tag, close_tag, _prompt_start_state(context, open_tag),
                                     call_open=context.call_open, call_close=context.call_close)
 
     return StreamFilterSpec(name=name, priority=priority, create=create,
@@ -261,11 +267,7 @@ def family_think_filter_spec(open_tag: str, close_tag: str, *, name: str,
                 return None
         elif not uses(context.chat_template):
             return None
-        start: StartState = "auto"
-        if context.prompt_tail.rstrip().endswith(open_tag):
-            start = "reasoning"
-        elif context.prompt_tail and not starts_unopened:
-            start = "text"
+        start = _prompt_start_state(context, open_tag, starts_unopened=starts_unopened)
         return ReasoningBlockFilter(open_tag, close_tag, start, call_open=context.call_open,
                                     call_close=context.call_close)
 

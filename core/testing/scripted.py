@@ -87,7 +87,8 @@ class ScriptedBackend:
                 yield TurnEnd("cancelled")
                 return
             yield from pipeline.feed(text[start:start + step])
-        yield from pipeline.close()
+        yield from pipeline.close(end_reason="length" if self.finish_reason == "length"
+                                  else "stop")
         yield TurnEnd(self.finish_reason, usage={"completion_tokens": len(text) // 4 + 1})
 
     def remaining(self) -> list[Any]:

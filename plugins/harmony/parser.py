@@ -29,6 +29,7 @@ from toolwire.plugin_api import (
     CallFormat,
     CallParser,
     DiagnosticEvent,
+    EndReason,
     Event,
     HeldWhitespace,
     ReasoningEvent,
@@ -193,15 +194,19 @@ class HarmonyParser:
                                        f"{self._dialect.family} parser failed: {exc!r}"))
         return out
 
-    def close(self) -> list[Event]:
-        """End of reply: flush what is held."""
+    def close(self, end_reason: EndReason = "stop") -> list[Event]:
+        """End of reply: flush what is held.
+
+        :param end_reason: ``"length"``: the token limit cut the reply, so a tool
+            message without its end token is not a call (text, ``truncated_call``).
+        """
         out: list[Event] = []
         try:
             self._run(self._pending, out, eof=True)
             if self._state == _BODY:
                 # the end token is often the stop token a backend strips: a body
-                # that is complete by itself still counts
-                self._end_body(out, complete=True, at_eof=True)
+                # that is complete by itself still counts, unless the token limit cut it
+                self._end_body(out, complete=True, at_eof=True, cut=end_reason == "length")
         except Exception as exc:
             out.append(DiagnosticEvent("parser_error",
                                        f"{self._dialect.family} parser failed: {exc!r}"))
@@ -348,7 +353,8 @@ class HarmonyParser:
             out.append(ToolCallDeltaEvent(self._call_index, self._call_name, piece))
             self._json.append(piece)
 
-    def _end_body(self, out: list[Event], *, complete: bool, at_eof: bool = False) -> None:
+    def _end_body(self, out: list[Event], *, complete: bool, at_eof: bool = False,
+                  cut: bool = False) -> None:
         self._state = _HEADER
         self._lead = True
         if self._route.kind != "call":
@@ -356,11 +362,14 @@ class HarmonyParser:
         tagged, json_body = self._tagged, self._json
         self._tagged = self._json = None
         if tagged is not None:
-            self._tagged_events(tagged.close(), out)
+            self._tagged_events(tagged.close(end_reason="length" if cut else "stop"), out)
             self._calls = tagged.calls_started
             if not self._message_calls:
                 self._no_call_in_message(out)
             self._raw = []
+            return
+        if cut:
+            self._malformed(out, "truncated_call")
             return
         if json_body is None:  # an empty tool message
             if at_eof or not complete:
@@ -406,6 +415,8 @@ class HarmonyParser:
         self._raw = []
         message = ("the reply ended inside a tool message; shown as text" if
                    code == "unclosed_call" else
+                   "the reply was cut by the token limit inside a tool message; shown as text"
+                   if code == "truncated_call" else
                    f"the arguments of a {self._dialect.family} tool message are not a JSON "
                    "object; shown as text")
         if raw:

@@ -22,7 +22,8 @@ from tests.support.paths import MISSING_TEMPLATES
 from tests.support.tagged_families import render
 from tests.support.templates import SHARED_TEMPLATES
 from toolwire.events import DiagnosticEvent, ReasoningEvent, TextEvent, ToolCallEndEvent
-from toolwire.parse.protocol import collect_reply, merge_events
+from toolwire.families.pipeline import build_pipeline
+from toolwire.parse.protocol import EndReason, collect_reply, merge_events
 from toolwire.parse.record import (
     CallFormat,
     CallObjects,
@@ -31,6 +32,7 @@ from toolwire.parse.record import (
     PythonicCalls,
     TaggedArguments,
 )
+from toolwire.vocabulary.schema import tool_parameters_by_name
 
 TEMPLATES: dict[str, str] = {
     "qwen_xml": "Qwen3.5-4B.jinja",
@@ -334,3 +336,45 @@ def test_undecided_reasoning_reads_the_same_wherever_the_reply_is_cut(family: st
         got = collect_reply(events)
         assert (got.content, got.reasoning, got.tool_calls) == \
             (whole.content, whole.reasoning, whole.tool_calls), (cut, stored[:cut][-20:])
+
+
+# -- rule 7: a call the token limit cut is never recovered ----------------------------------------
+
+
+def _read_ended(family: str, reply: str, tools: list[dict[str, Any]], tail: str, step: int,
+                end_reason: EndReason) -> Any:
+    pieces = [reply[i:i + step] for i in range(0, len(reply), step)] if step else [reply]
+    pipeline = build_pipeline(plugins().parser(family), tool_parameters_by_name(tools),
+                              plugins=plugins(), chat_template=template_source(
+                                  TEMPLATES[family]), prompt_tail=tail)
+    events = [e for piece in pieces for e in pipeline.feed(piece)]
+    return collect_reply([*events, *pipeline.close(end_reason=end_reason)])
+
+
+def _open_call(family: str, tools: list[dict[str, Any]]) -> tuple[str, str, bool]:
+    """``(tail, reply, cut)``: a real rendered call, its closing marker cut off where the
+    format writes one per call (``cut``); else whole (the body's last bracket ends it)."""
+    fmt = _record(family)
+    tail, reply = _reply(family, [("f", {"a": "first", "b": "second"})], tools)
+    closes = {"harmony": ("<|call|>",), "glimmer": ("</atem:invoke>",)}.get(
+        family, () if fmt is None else fmt.call_close)
+    found = [reply.rfind(c) for c in closes if c in reply]
+    return (tail, reply[:max(found)], True) if found else (tail, reply, False)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_a_call_cut_by_the_token_limit_is_never_recovered(family: str) -> None:
+    tools = [_tool({"a": {"type": "string"}, "b": {"type": "string"}})]
+    tail, reply, cut = _open_call(family, tools)
+    expected = [("f", {"a": "first", "b": "second"})]
+    for step in (0, 1, 7):
+        stopped = _read_ended(family, reply, tools, tail, step, "stop")
+        assert [(c.name, dict(c.arguments)) for c in stopped.tool_calls] == expected, \
+            (step, reply)
+        limited = _read_ended(family, reply, tools, tail, step, "length")
+        if not cut:  # a JSON call object ends with its own last bracket: it is whole
+            assert [(c.name, dict(c.arguments)) for c in limited.tool_calls] == expected
+            continue
+        assert not limited.tool_calls, (step, reply)
+        assert "truncated_call" in _codes(limited), (step, reply, _codes(limited))
+        assert "first" in limited.content, limited.content  # what the model wrote is kept
