@@ -139,8 +139,10 @@ class ToolSchemaBudgetError(ToolDefinitionError):
     :ivar tool: the tool's name.
     :ivar budget: which budget: ``nodes`` (JSON values in the schema), ``depth``
         (nesting), ``expansion`` (subschemas applied to one value through
-        ``$ref``/``anyOf``/``allOf``/...) or ``cycle`` (a subschema applied to
-        a value through itself, or a schema object that contains itself).
+        ``$ref``/``anyOf``/``allOf``/...), ``cycle`` (a subschema applied to
+        a value through itself, or a schema object that contains itself) or
+        ``pattern`` (a regular expression that cannot be used, see
+        :mod:`toolwire.vocabulary.schema_patterns`).
     :ivar limit: the budget's value (``0`` for ``cycle``).
     :ivar found: what the schema has; counting stops once past the limit, so it
         may be more.

@@ -12,6 +12,13 @@ validation has taken its allowance: :data:`VALIDATION_STEPS` and
 (:func:`step_allowance`; an ordinary call takes a few dozen steps, about 15 for
 each value of a large one).
 
+Its regular expressions (``pattern``, ``patternProperties`` and the
+``additionalProperties`` that depends on them) are matched by
+:mod:`toolwire.vocabulary.schema_patterns`, in time linear in the text and
+bounded by :data:`~toolwire.vocabulary.schema_patterns.PATTERN_STEPS`, never by
+Python's backtracking ``re``: a value the bound stops is a validation error the
+model reads ("could not be checked against the pattern").
+
 It also never fetches a ``$ref`` from the network (jsonschema's default
 registry would, with ``urllib`` and no timeout): a remote reference is
 unresolvable, and the dispatcher says so to the model. A ``$schema`` inside a
@@ -29,8 +36,16 @@ from typing import Any, Final
 
 import jsonschema
 import referencing
+from jsonschema.exceptions import ValidationError
 from jsonschema.protocols import Validator
 from jsonschema.validators import extend, validator_for
+
+from ..vocabulary.schema_patterns import (
+    PATTERN_STEPS,
+    PatternError,
+    PatternStepsExceeded,
+    compile_pattern,
+)
 
 __all__ = ["VALIDATION_STEPS", "VALIDATION_STEPS_PER_VALUE", "ValidationStepsExceeded",
            "bounded_validator", "step_allowance", "validation_steps"]
@@ -143,6 +158,83 @@ def _counted(function: KeywordFunction) -> KeywordFunction:
     return counted
 
 
+class _Unchecked(Exception):
+    """A text could not be matched against a pattern (internal: a validation error)."""
+
+
+def _matches(pattern: str, text: str) -> bool:
+    try:
+        return compile_pattern(pattern).search(text)
+    except PatternError as exc:
+        raise _Unchecked(f"the schema's pattern {pattern!r} cannot be used: {exc}") from None
+    except PatternStepsExceeded:
+        raise _Unchecked(f"a value of {len(text):,} characters could not be checked against "
+                         f"the pattern {pattern!r} within {PATTERN_STEPS:,} steps; send a "
+                         "shorter one") from None
+
+
+def _pattern(validator: Any, pattern: Any, instance: Any, schema: Any) -> Any:
+    if not validator.is_type(instance, "string") or not isinstance(pattern, str):
+        return
+    try:
+        matched = _matches(pattern, instance)
+    except _Unchecked as exc:
+        yield ValidationError(str(exc))
+        return
+    if not matched:
+        yield ValidationError(f"{instance!r} does not match {pattern!r}")
+
+
+def _pattern_properties(validator: Any, patterns: Any, instance: Any, schema: Any) -> Any:
+    if not validator.is_type(instance, "object"):
+        return
+    for pattern, subschema in patterns.items():
+        for key, value in instance.items():
+            try:
+                matched = _matches(pattern, key)
+            except _Unchecked as exc:
+                yield ValidationError(str(exc), path=[key])
+                continue
+            if matched:
+                yield from validator.descend(value, subschema, path=key, schema_path=pattern)
+
+
+def _additional_properties(validator: Any, extra: Any, instance: Any, schema: Any) -> Any:
+    # jsonschema's own, with the property names matched by the bounded engine
+    if not validator.is_type(instance, "object"):
+        return
+    properties = schema.get("properties", {})
+    patterns = list(schema.get("patternProperties", {}))
+    extras = []
+    try:
+        for key in instance:
+            if key not in properties and not any(_matches(p, key) for p in patterns):
+                extras.append(key)
+    except _Unchecked as exc:
+        yield ValidationError(str(exc))
+        return
+    if validator.is_type(extra, "object"):
+        for key in extras:
+            yield from validator.descend(instance[key], extra, path=key)
+    elif not extra and extras:
+        names = ", ".join(repr(key) for key in sorted(extras, key=str))
+        if patterns:
+            verb = "does" if len(extras) == 1 else "do"
+            listed = ", ".join(repr(p) for p in sorted(patterns))
+            yield ValidationError(f"{names} {verb} not match any of the regexes: {listed}")
+        else:
+            verb = "was" if len(extras) == 1 else "were"
+            yield ValidationError(f"Additional properties are not allowed ({names} {verb} "
+                                  "unexpected)")
+
+
+_BOUNDED_KEYWORDS: Final[dict[str, KeywordFunction]] = {
+    "pattern": _pattern,
+    "patternProperties": _pattern_properties,
+    "additionalProperties": _additional_properties,
+}
+"""The keywords that match regular expressions, in place of jsonschema's."""
+
 _CLASSES: dict[type[Any], type[Any]] = {}
 _CLASSES_LOCK = threading.Lock()
 
@@ -152,7 +244,8 @@ def _counting_class(base: type[Any]) -> type[Any]:
         made = _CLASSES.get(base)
         if made is None:
             made = extend(base, validators={  # type: ignore[no-untyped-call]
-                keyword: _counted(function) for keyword, function in base.VALIDATORS.items()})
+                keyword: _counted(_BOUNDED_KEYWORDS.get(keyword, function))
+                for keyword, function in base.VALIDATORS.items()})
             _CLASSES[base] = made
         return made
 

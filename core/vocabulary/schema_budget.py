@@ -27,6 +27,15 @@ dispatcher also bounds a whole validation (see
 :func:`toolwire.conversation.validation.step_allowance`), since branches that
 each descend can still multiply with the value's depth.
 
+Every regular expression of the schema (each ``pattern`` and each
+``patternProperties`` key, found by a walk of its subschemas, not of its data) is
+compiled here by :func:`toolwire.vocabulary.schema_patterns.compile_pattern`,
+bounded in size and matched in linear time; one it cannot use is refused as the
+budget ``pattern``, naming where it is (one that is not a regular expression at
+all is left to the metaschema check, whose compile it can no longer slow down). So is ``patternProperties`` beside
+``unevaluatedProperties``: jsonschema would match those keys with Python's
+backtracking ``re`` while it works out which properties were evaluated.
+
 :func:`check_schema_budget` raises :class:`~toolwire.errors.ToolSchemaBudgetError`
 (naming the tool and the budget); :class:`toolwire.Tool` calls it on every
 schema, before anything else walks it. The defaults are in ``docs/security.md``.
@@ -43,6 +52,7 @@ import referencing.exceptions
 import referencing.jsonschema
 
 from ..errors import ToolSchemaBudgetError
+from .schema_patterns import MAX_PATTERN_CHARS, PatternError, compile_pattern
 
 if TYPE_CHECKING:
     from typing import TypeAlias
@@ -124,8 +134,9 @@ def check_schema_budget(schema: Any, *, tool: str,
     """Measure a tool's parameters schema against ``budget``.
 
     :returns: its size, when within the budget.
-    :raises ToolSchemaBudgetError: over a budget, or a cycle (naming the tool,
-        the budget and where in the schema it was found).
+    :raises ToolSchemaBudgetError: over a budget, a cycle, or a regular expression
+        that cannot be used (naming the tool, the budget and where in the schema it
+        was found).
     """
     try:
         nodes, depth, in_place = _tree_size(schema, budget)
@@ -134,7 +145,70 @@ def check_schema_budget(schema: Any, *, tool: str,
     except _Over as over:
         over.where = _path_to(schema, over.at)
         raise _error(tool, budget, over) from None
+    _check_patterns(schema, tool)
     return SchemaSize(nodes, depth, expansion)
+
+
+def _check_patterns(schema: Any, tool: str) -> None:
+    """Compile every regular expression of ``schema`` (see the module doc)."""
+    evaluated_properties = False
+    where_pattern_keys = ""
+    for where, subschema in _subschemas(schema):
+        evaluated_properties = evaluated_properties or "unevaluatedProperties" in subschema
+        found = subschema.get("pattern")
+        patterns = [(f"{where}/pattern", found)] if isinstance(found, str) else []
+        keys = subschema.get("patternProperties")
+        if keys is not None and _is_map(keys):
+            where_pattern_keys = where_pattern_keys or f"{where}/patternProperties"
+            patterns += [(f"{where}/patternProperties/{_pointer(str(key))}", key)
+                         for key in keys if isinstance(key, str)]
+        for place, pattern in patterns:
+            try:
+                compile_pattern(pattern)
+            except PatternError as exc:
+                if exc.syntax:
+                    continue  # the metaschema check says the schema is not valid
+                raise ToolSchemaBudgetError(
+                    f"tool {tool!r}: the regular expression at {place} cannot be used: {exc}; "
+                    "the tool is refused (schema budget 'pattern', see docs/security.md)",
+                    tool=tool, budget="pattern", limit=MAX_PATTERN_CHARS,
+                    found=len(pattern)) from None
+    if evaluated_properties and where_pattern_keys:
+        raise ToolSchemaBudgetError(
+            f"tool {tool!r}: its parameters schema has patternProperties (at "
+            f"{where_pattern_keys}) and unevaluatedProperties, which would match those "
+            "regular expressions without a bound; the tool is refused (schema budget "
+            "'pattern', see docs/security.md)", tool=tool, budget="pattern", limit=0, found=0)
+
+
+def _pointer(name: str) -> str:
+    return name.replace("~", "~0").replace("/", "~1")
+
+
+def _subschemas(schema: Any) -> list[tuple[str, Mapping[str, Any]]]:
+    """Every subschema written in ``schema`` with its JSON pointer, each object once
+    (iterative; the schema is within the node budget already)."""
+    found: list[tuple[str, Mapping[str, Any]]] = []
+    seen: set[int] = set()
+    stack: list[tuple[str, Any]] = [("", schema)]
+    while stack:
+        where, current = stack.pop()
+        if not _is_map(current) or id(current) in seen:
+            continue
+        seen.add(id(current))
+        found.append((where or "/", current))
+        for keyword in _SUBSCHEMA_SINGLE:
+            stack.append((f"{where}/{keyword}", current.get(keyword)))
+        for keyword in _SUBSCHEMA_LISTS:
+            items = current.get(keyword)
+            if isinstance(items, list):
+                stack.extend((f"{where}/{keyword}/{i}", item) for i, item in enumerate(items))
+        for keyword in _SUBSCHEMA_MAPS:
+            named = current.get(keyword)
+            if _is_map(named):
+                stack.extend((f"{where}/{keyword}/{_pointer(str(name))}", item)
+                             for name, item in named.items())
+    return found
 
 
 def _error(tool: str, budget: SchemaBudget, over: _Over) -> ToolSchemaBudgetError:

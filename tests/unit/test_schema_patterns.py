@@ -1,0 +1,213 @@
+"""A tool schema's regular expressions are bounded (issue 28, item 4).
+
+The attacks of the issue (a 7.2 MB pattern, 600 nested groups, ``^(a+)+$`` against
+``'a' * 30 + '!'``), as a library tool, through the dispatcher and from a real MCP
+server; then the rule: every pattern is compiled once within its bounds and matched
+in linear time, with exactly ``re``'s answers (a property test against ``re`` on
+patterns of every supported feature), and what has no automaton is refused with
+the tool and the path named.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+import time
+from typing import Any
+
+import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+
+from tests.support.mcp_pattern_server import PATTERNS
+from tests.support.mcp_pattern_server import SCRIPT as PATTERN_SERVER
+from toolwire import Tool, ToolRegistry
+from toolwire.conversation.dispatch import Dispatcher
+from toolwire.conversation.validation import bounded_validator
+from toolwire.errors import ToolArgumentsError, ToolDefinitionError, ToolSchemaBudgetError
+from toolwire.vocabulary.history import ToolCall
+from toolwire.vocabulary.schema_patterns import (
+    MAX_PROGRAM,
+    PATTERN_STEPS,
+    PatternError,
+    PatternStepsExceeded,
+    compile_pattern,
+)
+
+
+def _schema(pattern: str, keyword: str = "pattern") -> dict[str, Any]:
+    if keyword == "patternProperties":
+        return {"type": "object", "properties": {"m": {
+            "type": "object", "patternProperties": {pattern: {"type": "string"}}}}}
+    return {"type": "object", "properties": {"text": {"type": "string", "pattern": pattern}}}
+
+
+def _tool(parameters: dict[str, Any]) -> Tool:
+    return Tool({"name": "matcher", "parameters": parameters}, lambda **arguments: "ok")
+
+
+# ---------------------------------------------------------------------------
+# The attacks of the issue.
+
+
+@pytest.mark.parametrize("keyword", ["pattern", "patternProperties"])
+@pytest.mark.parametrize("kind", ["huge", "nested"])
+def test_a_pattern_that_cannot_be_used_refuses_the_tool_naming_it_and_the_path(
+        kind: str, keyword: str) -> None:
+    started = time.process_time()
+    with pytest.raises(ToolSchemaBudgetError) as info:
+        _tool(_schema(PATTERNS[kind], keyword))
+    assert time.process_time() - started < 1.0
+    error = info.value
+    assert error.tool == "matcher" and error.budget == "pattern"
+    where = "/properties/text/pattern" if keyword == "pattern" else \
+        "/properties/m/patternProperties/"
+    assert where in str(error) and "'matcher'" in str(error)
+
+
+def test_a_backtracking_pattern_is_matched_in_linear_time_and_the_call_refused() -> None:
+    dispatcher = Dispatcher(ToolRegistry([_tool(_schema(PATTERNS["redos"]))]))
+    started = time.process_time()
+    # 2**60 paths for a backtracking engine: this test would never end with re
+    for text in ("a" * 30 + "!", "a" * 60 + "!"):
+        with pytest.raises(ToolArgumentsError, match="does not match"):
+            dispatcher.check(ToolCall("c1", "matcher", {"text": text}))
+    assert time.process_time() - started < 5.0
+    dispatcher.check(ToolCall("c2", "matcher", {"text": "a" * 60}))
+
+
+def test_a_value_too_long_to_check_is_a_validation_failure_for_the_model() -> None:
+    dispatcher = Dispatcher(ToolRegistry([_tool(_schema("(a|aa)*b"))]))
+    with pytest.raises(ToolArgumentsError) as info:
+        dispatcher.check(ToolCall("c1", "matcher", {"text": "a" * 300_000}))
+    assert f"within {PATTERN_STEPS:,} steps" in str(info.value)
+
+
+def test_property_names_are_matched_by_the_bounded_engine_too() -> None:
+    parameters = {"type": "object", "properties": {"m": {
+        "type": "object", "patternProperties": {"^x(y+)+$": {"type": "integer"}},
+        "additionalProperties": False}}}
+    dispatcher = Dispatcher(ToolRegistry([_tool(parameters)]))
+    dispatcher.check(ToolCall("c1", "matcher", {"m": {"xyy": 1}}))
+    with pytest.raises(ToolArgumentsError, match="must be of type integer"):
+        dispatcher.check(ToolCall("c2", "matcher", {"m": {"xyy": "one"}}))
+    with pytest.raises(ToolArgumentsError, match="do not match any of the regexes"):
+        dispatcher.check(ToolCall("c3", "matcher", {"m": {"x" + "y" * 60 + "!": 1, "z": 2}}))
+
+
+@pytest.mark.parametrize("kind", ["nested", "redos"])
+def test_an_mcp_servers_pattern_tool_is_left_out_or_bounded(kind: str) -> None:
+    pytest.importorskip("mcp")
+    from toolwire.plugins.mcp_tools import MCPServers
+    from toolwire.plugins.mcp_tools.config import server_from_command
+
+    config = server_from_command(f"{sys.executable} {PATTERN_SERVER} {kind}", name="regexes")
+    with MCPServers([config], connect_timeout=90.0) as servers:
+        tools = servers.tools()
+        notes = list(servers.notes)
+    if kind == "nested":
+        assert [t.name for t in tools] == ["add"]
+        assert any("'matcher'" in note and "'pattern'" in note for note in notes), notes
+        return
+    matcher = next(t for t in tools if t.name.endswith("matcher"))
+    with pytest.raises(ToolArgumentsError, match="does not match"):
+        Dispatcher(ToolRegistry([matcher])).check(
+            ToolCall("c1", matcher.name, {"text": "a" * 60 + "!"}))
+
+
+# ---------------------------------------------------------------------------
+# The rule.
+
+REFUSED = {
+    "a backreference": r"(a)\1",
+    "a named backreference": r"(?P<x>a)(?P=x)",
+    "a conditional": r"(a)?(?(1)b|c)",
+    "an atomic group": r"(?>a+)b",
+    "a possessive quantifier": r"a*+b",
+    "too many instructions": r"((?:[a-z]{1000}){30})",
+}
+
+
+@pytest.mark.parametrize("pattern", list(REFUSED.values()), ids=list(REFUSED))
+def test_what_has_no_automaton_or_is_over_a_bound_is_refused(pattern: str) -> None:
+    with pytest.raises(PatternError):
+        compile_pattern(pattern)
+    with pytest.raises(ToolSchemaBudgetError, match="/properties/text/pattern"):
+        _tool(_schema(pattern))
+
+
+def test_a_pattern_that_is_not_a_regular_expression_is_not_a_valid_schema() -> None:
+    with pytest.raises(PatternError) as info:
+        compile_pattern("[a-")
+    assert info.value.syntax
+    with pytest.raises(ToolDefinitionError, match="not a valid JSON schema"):
+        _tool(_schema("[a-"))
+
+
+def test_the_program_bound_counts_lookarounds_inside_repetitions() -> None:
+    with pytest.raises(PatternError, match=f"{MAX_PROGRAM:,} instructions"):
+        compile_pattern("(?:(?=a{500})b){100}")
+
+
+def test_pattern_properties_beside_unevaluated_properties_are_refused() -> None:
+    parameters = {"type": "object", "properties": {"m": {
+        "type": "object", "patternProperties": {"^x": {}}, "unevaluatedProperties": False}}}
+    with pytest.raises(ToolSchemaBudgetError, match="unevaluatedProperties"):
+        _tool(parameters)
+
+
+def test_a_pattern_in_data_is_not_compiled() -> None:
+    parameters = {"type": "object", "properties": {
+        "text": {"type": "object", "default": {"pattern": "("}, "examples": [{"pattern": "["}]},
+        "pattern": {"type": "string"}}}
+    assert _tool(parameters).name == "matcher"
+
+
+def test_a_pattern_is_compiled_once() -> None:
+    assert compile_pattern(r"^[a-z]+\d*$") is compile_pattern(r"^[a-z]+\d*$")
+
+
+def test_the_step_budget_stops_a_search() -> None:
+    with pytest.raises(PatternStepsExceeded):
+        compile_pattern(r"(a|aa)*b").search("a" * 10_000, steps=1_000)
+
+
+ATOMS = st.sampled_from(["a", "b", "A", "1", " ", ".", "[ab]", "[^a]", "[a-c1]", r"\d", r"\w",
+                         r"\W", r"\s", r"\b", r"\B", "^", "$", r"\A", r"\Z", r"\n", "_"])
+
+
+def _combine(parts: st.SearchStrategy[str]) -> st.SearchStrategy[str]:
+    return st.one_of(
+        st.tuples(parts, parts).map("".join),
+        st.tuples(parts, parts).map(lambda p: f"(?:{p[0]}|{p[1]})"),
+        st.tuples(parts, parts).map(lambda p: f"({p[0]}|{p[1]})"),
+        st.tuples(parts, st.sampled_from(["*", "+", "?", "*?", "{2}", "{0,3}", "{1,}", "+?"]))
+        .map(lambda p: f"(?:{p[0]}){p[1]}"),
+        parts.map(lambda p: f"(?={p})"), parts.map(lambda p: f"(?!{p})"),
+        st.sampled_from(["a", "[ab]", r"\d", "ab"]).map(lambda p: f"(?<={p})"),
+        st.sampled_from(["b", "[^a]", "ba"]).map(lambda p: f"(?<!{p})"),
+    )
+
+
+PATTERN_TEXTS = st.recursive(ATOMS, _combine, max_leaves=8)
+FLAGS = st.sampled_from(["", "(?i)", "(?s)", "(?m)", "(?a)", "(?x)"])
+TEXTS = st.text(alphabet="abAB1 \n_é", max_size=12)
+
+
+@settings(max_examples=600, deadline=None)
+@given(flags=FLAGS, body=PATTERN_TEXTS, texts=st.lists(TEXTS, min_size=1, max_size=4))
+def test_the_bounded_engine_answers_as_re_does(flags: str, body: str, texts: list[str]) -> None:
+    pattern = flags + body
+    try:
+        re.compile(pattern)
+    except re.error:
+        assume(False)
+    compiled = compile_pattern(pattern)
+    for text in texts:
+        assert compiled.search(text) == (re.search(pattern, text) is not None), (pattern, text)
+
+
+def test_a_validator_built_for_any_schema_reports_an_unusable_pattern() -> None:
+    validator = bounded_validator({"type": "string", "pattern": "(a)\\1"})
+    (error,) = validator.iter_errors("aa")
+    assert "cannot be used" in error.message
