@@ -29,7 +29,6 @@ import importlib
 import importlib.metadata
 import importlib.util
 import os
-import pkgutil
 import sys
 import warnings
 from collections.abc import Callable, Iterable, Mapping
@@ -64,8 +63,9 @@ def _builtin_plugins() -> tuple[str, ...]:
     """
     spec = importlib.util.find_spec("toolwire.plugins")
     folders = spec.submodule_search_locations if spec is not None else None
-    found = sorted(info.name for info in pkgutil.iter_modules(list(folders or ()))
-                   if info.ispkg)
+    found = sorted({entry.name for folder in folders or () for entry in os.scandir(folder)
+                    if entry.name.isidentifier() and os.path.isfile(
+                        os.path.join(entry.path, "__init__.py"))})
     return ("toolwire.hooks.builtin_reasoning", *(f"toolwire.plugins.{n}" for n in found))
 
 
