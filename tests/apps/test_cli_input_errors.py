@@ -295,3 +295,12 @@ def test_user_facing_messages_point_at_no_repository_file() -> None:
                     and ("docs/" in node.value or "tests/" in node.value):
                 offenders.append(f"{module.name}:{node.lineno}: {node.value!r}")
     assert offenders == []
+
+
+def test_conformance_needs_at_least_one_example(tmp_path: Path) -> None:
+    template = tmp_path / "t.jinja"
+    template.write_text("{{ messages }}")
+    for examples in ("0", "-1"):
+        run = toolwire("conformance", str(template), "--examples", examples)
+        assert run.returncode == 2
+        assert f"argument --examples: must be at least 1, not {examples}" in run.stderr

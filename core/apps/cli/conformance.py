@@ -26,7 +26,7 @@ from ...errors import ParserConflictError, ParserNotFoundError, ToolwireError
 from ...hooks.manager import PluginManager
 from ...hooks.specs import hookimpl
 from ...parse.protocol import ParserSpec
-from .common import check_family
+from .common import at_least, check_family
 
 __all__ = ["register", "run_conformance"]
 
@@ -49,8 +49,8 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
                     "passed, 1 a property failed, 2 a template is unreadable or has no parser.")
     parser.add_argument("templates", nargs="+", metavar="TEMPLATE",
                         help="chat template file (.jinja) or .gguf")
-    parser.add_argument("--examples", type=int, default=30, metavar="N",
-                        help="hypothesis examples per property (default 30)")
+    parser.add_argument("--examples", type=at_least(1), default=30, metavar="N",
+                        help="hypothesis examples per property, at least 1 (default 30)")
     parser.add_argument("--family", help="check this parser family instead of selecting one "
                                          "('derived': the parser derived from the template)")
     parser.add_argument("--seed", type=int, help="make the search reproducible")

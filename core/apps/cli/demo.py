@@ -49,6 +49,8 @@ validation -> the workspace tool -> its result rendered back -> the answer.
 """
 OUTRO = """
 That was a stand-in model. Point toolwire at a real one:
+  toolwire pull bartowski/Qwen_Qwen3-4B-GGUF    (a small Qwen3 that calls tools; the hub extra)
+  toolwire chat --model Qwen3-4B-Q4_K_M --workspace DIR
   toolwire chat --model path/to/Qwen3.5-4B-Q4_K_M.gguf --workspace DIR
   toolwire chat --provider openai --model gpt-4o-mini      (OPENAI_API_KEY)
   toolwire chat --provider ollama --model qwen3:4b

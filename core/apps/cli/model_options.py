@@ -65,8 +65,8 @@ def add_generation_arguments(parser: argparse.ArgumentParser) -> None:
                             "(default: 0)")
     group.add_argument("--no-repack", dest="repack", action="store_const", const=False,
                        help="load a local model without llama.cpp's weight repacking (default: "
-                            "repack, unless a one-time check saw it crash on this CPU; see "
-                            "docs/troubleshooting.md)")
+                            "repack, unless a one-time check saw it crash on this CPU, which "
+                            "toolwire then says)")
     group.add_argument("--chat-template-file", metavar="FILE",
                        help="use this Jinja chat template instead of the model's own "
                             "(local and completions)")
