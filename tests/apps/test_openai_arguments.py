@@ -1,11 +1,10 @@
-"""Streamed tool-call arguments: OpenAI fragments that join to the call's final JSON text.
+"""Tool-call arguments on the chat-completions stream: exactly the call's typed value.
 
 The property under test: whatever the cuts in the model's output, the argument
-fragments the chat-completions stream sends concatenate to one JSON text that
-reads back as the call's final arguments, equal to the non-streamed
-``function.arguments`` and free of duplicate keys, for JSON families (raw JSON
-rewritten token by token) and tagged families (string parameters streamed one
-by one).
+fragments the stream sends concatenate to one JSON text that reads back as the
+call's final, schema-typed arguments, equal to the non-streamed
+``function.arguments`` and free of duplicate keys, in every family; and stop
+strings cut the text at the first one, in linear time.
 """
 
 from __future__ import annotations
@@ -22,11 +21,6 @@ from tests.support.families import parse, plugins
 from tests.support.templates import template_path
 from toolwire.apps.server.completion_stream import CompletionBuilder, StopMatcher
 from toolwire.apps.server.sse import json_text
-from toolwire.apps.server.tool_arguments import (
-    ArgumentsWriter,
-    CanonicalJsonStream,
-    close_json_prefix,
-)
 from toolwire.events import Event, ToolCallEndEvent
 from toolwire.testing import AssistantTurnRenderer
 from toolwire.testing import strategies as tws
@@ -69,107 +63,38 @@ def streamed_arguments(events: Sequence[Event]) -> tuple[dict[int, str], dict[st
     return joined, whole.response()
 
 
-# -- the canonical JSON rewriter -----------------------------------------------------------
+# -- a call goes out whole, exactly its typed arguments ------------------------------------
 
-objects = st.dictionaries(st.text(max_size=8), tws.json_values(), max_size=5)
-
-
-@given(value=objects, indent=st.sampled_from([None, 0, 2]), ascii_only=st.booleans(),
-       data=st.data())
-def test_raw_json_in_any_cuts_becomes_the_canonical_text(value: dict[str, Any],
-                                                        indent: int | None,
-                                                        ascii_only: bool,
-                                                        data: st.DataObject) -> None:
-    raw = json.dumps(value, indent=indent, ensure_ascii=ascii_only) + "} trailing"
-    stream = CanonicalJsonStream()
-    out = "".join(stream.feed(piece) for piece in data.draw(tws.chunkings(raw)))
-    assert out == json_text(value)
-    assert stream.done and not stream.broken
+TYPED_TOOL = {"type": "function", "function": {"name": "label_it", "parameters": {
+    "type": "object", "properties": {
+        "label": {"type": ["string", "null"]}, "count": {"type": "integer"},
+        "note": {"type": "string"}}}}}
 
 
-@given(value=objects, data=st.data())
-def test_every_prefix_of_the_rewrite_closes_into_valid_json(value: dict[str, Any],
-                                                            data: st.DataObject) -> None:
-    raw = json.dumps(value, ensure_ascii=True)
-    stream = CanonicalJsonStream()
-    sent = ""
-    for piece in data.draw(tws.chunkings(raw)):
-        sent += stream.feed(piece)
-        if sent and not stream.done:
-            closing, empty = close_json_prefix(sent)
-            read = json.loads(sent + closing + "}")
-            assert isinstance(read, dict)
-            assert empty == (sent == "{")
-
-
-def test_surrogate_escapes_split_anywhere_read_back_exactly() -> None:
-    raw = '{"e": "\\ud83d\\ude00 and \\ud800 alone", "n": 1.50, "t": true}'
-    for size in range(1, 8):
-        stream = CanonicalJsonStream()
-        out = "".join(stream.feed(raw[i:i + size]) for i in range(0, len(raw), size))
-        assert out == json_text(json.loads(raw))
-        assert json.loads(out) == json.loads(raw)
-
-
-def test_text_that_is_not_json_stops_the_rewrite_without_losing_what_was_sent() -> None:
-    stream = CanonicalJsonStream()
-    assert stream.feed('{"a": 1, "b": tru') == '{"a": 1, "b": '
-    assert stream.feed("x") == "" and stream.broken
-
-
-# -- the writer -----------------------------------------------------------------------------
-
-
-@given(params=st.dictionaries(st.text(min_size=1, max_size=6), st.text(max_size=12),
-                              min_size=1, max_size=4),
-       others=st.dictionaries(st.text(min_size=1, max_size=6), tws.json_values(), max_size=3),
-       data=st.data())
-def test_streamed_string_parameters_then_the_rest_make_one_exact_text(
-        params: dict[str, str], others: dict[str, Any], data: st.DataObject) -> None:
-    others = {k: v for k, v in others.items() if k not in params}
-    writer = ArgumentsWriter()
-    sent = ""
-    for name, value in params.items():
-        for piece in data.draw(tws.chunkings(value)):
-            sent += writer.feed(piece, name)
-    final = {**others, **params}
-    sent += writer.finish(final)
-    streamed = {k: v for k, v in params.items() if v}  # an empty value sends no delta
-    expected = {**streamed, **{k: v for k, v in final.items() if k not in streamed}}
-    assert sent == writer.text == json_text(expected)
-    assert strict_loads(sent) == final
-
-
-def test_a_parameter_written_twice_is_corrected_by_a_later_key() -> None:
-    writer = ArgumentsWriter()
-    sent = writer.feed("first", "a") + writer.feed("x", "b") + writer.feed("second", "a")
-    sent += writer.finish({"a": "second", "b": "x", "n": 3})
-    assert json.loads(sent) == {"a": "second", "b": "x", "n": 3}
-
-
-def test_a_value_the_parser_retyped_is_corrected() -> None:
-    writer = ArgumentsWriter()
-    sent = writer.feed("4", "count") + writer.finish({"count": 42})
-    assert sent == '{"count": "4", "count": 42}'
-    assert json.loads(sent) == {"count": 42}
-
-
-def test_raw_json_the_parser_changed_is_corrected_inside_nested_values() -> None:
-    writer = ArgumentsWriter()
-    sent = writer.feed('{"a": {"b": [1, "x', None)
-    sent += writer.finish({"a": {"b": [1, "xyz"]}, "c": None})
-    assert json.loads(sent) == {"a": {"b": [1, "xyz"]}, "c": None}
-
-
-def test_a_call_without_deltas_is_sent_whole_and_an_unfinished_one_is_closed() -> None:
-    whole = ArgumentsWriter()
-    assert whole.finish({"q": "x", "n": [1]}) == '{"q": "x", "n": [1]}'
-    cut = ArgumentsWriter()
-    sent = cut.feed('{"q": "unfin', None) + cut.close_unfinished()
-    assert json.loads(sent) == {"q": "unfin"}
+@pytest.mark.parametrize(("written", "typed"), [
+    ("<parameter=label>\nnull\n</parameter>\n", {"label": None}),
+    ("<parameter=count>\n42\n</parameter>\n", {"count": 42}),
+    ("<parameter=note>\nnull\n</parameter>\n<parameter=count>\n7\n</parameter>\n",
+     {"note": "null", "count": 7}),
+])
+def test_a_value_typed_after_it_was_written_is_sent_once_as_its_typed_value(
+        written: str, typed: dict[str, Any]) -> None:
+    reply = f"<tool_call>\n<function=label_it>\n{written}</function>\n</tool_call>"
+    for size in (1, 3, len(reply)):
+        pieces = [reply[i:i + size] for i in range(0, len(reply), size)]
+        events = parse("qwen_xml", pieces, [TYPED_TOOL])
+        joined, response = streamed_arguments(events)
+        (sent,) = response["choices"][0]["message"]["tool_calls"]
+        assert joined == {0: sent["function"]["arguments"]}
+        assert strict_loads(joined[0]) == typed
 
 
 # -- stop strings --------------------------------------------------------------------------
+
+
+def _first_stop_cut(text: str, stops: Sequence[str]) -> str:
+    found = [i for i in (text.find(s) for s in stops if s) if i >= 0]
+    return text[:min(found)] if found else text
 
 
 @given(before=st.text(alphabet="abc\n", max_size=20), data=st.data())
@@ -179,8 +104,34 @@ def test_stop_strings_cut_the_text_at_the_first_one_whatever_the_cuts(
     text = before + "cc" + "tail"
     matcher = StopMatcher(stops)
     out = "".join(matcher.feed(p) for p in data.draw(tws.chunkings(text))) + matcher.flush()
-    first = min(i for i in (text.find(s) for s in stops) if i >= 0)
-    assert out == text[:first] and matcher.matched
+    assert out == _first_stop_cut(text, stops) and matcher.matched
+
+
+@given(stops=st.lists(st.text(alphabet="ab", min_size=1, max_size=5), min_size=1, max_size=4),
+       text=st.text(alphabet="ab", max_size=40), data=st.data())
+def test_overlapping_stop_strings_cut_before_the_earliest_starting_one(
+        stops: list[str], text: str, data: st.DataObject) -> None:
+    """Stops that overlap each other and repeat characters: the earliest occurrence
+    of any wins, however the text comes; nothing of a stop string is released."""
+    matcher = StopMatcher(stops)
+    released = ""
+    for piece in data.draw(tws.chunkings(text)) if text else []:
+        released += matcher.feed(piece)
+        assert _first_stop_cut(text, stops).startswith(released)
+    released += matcher.flush()
+    assert released == _first_stop_cut(text, stops)
+    assert matcher.matched == (released != text or any(s in text for s in stops))
+
+
+def test_a_model_repeating_one_character_against_a_long_stop_is_read_once() -> None:
+    """The stop string ``a`` x 3000 + ``b`` against 24,000 ``a`` one at a time: nothing
+    matches, only the last 3,000 characters are held, and each one is looked at a
+    bounded number of times (the matcher holds no copy of what it released)."""
+    stop = "a" * 3000 + "b"
+    matcher = StopMatcher([stop])
+    released = "".join(matcher.feed("a") for _ in range(24_000))
+    assert released == "a" * (24_000 - 3000) and not matcher.matched
+    assert matcher.flush() == "a" * 3000
 
 
 # -- through every family's real template ---------------------------------------------------

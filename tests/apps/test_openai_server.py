@@ -10,6 +10,7 @@ Concurrency, cancellation and error tests use uvicorn in a thread with
 from __future__ import annotations
 
 import asyncio
+import http.client
 import json
 import os
 import signal
@@ -38,7 +39,10 @@ from tests.apps.test_server import (
 from tests.support.paths import DOCS
 from toolwire.apps.server.app import create_app
 from toolwire.apps.server.served_model import LoadedModel, ServedModel
+from toolwire.events import ErrorEvent, Event, TextEvent
 from toolwire.testing import ScriptedBackend
+from toolwire.vocabulary.backend import ModelRequest, TurnEnd
+from toolwire.vocabulary.cancel import CancelToken
 
 KEY = "test-key-1234"
 SEARCH_TOOL = {"type": "function", "function": {
@@ -267,6 +271,14 @@ def test_requests_are_served_one_at_a_time_in_arrival_order() -> None:
     assert results == {"a": "one", "b": "two", "c": "three"}
 
 
+def post_only(base: str, body: Any) -> http.client.HTTPConnection:
+    """Send a chat-completions request without waiting for its answer."""
+    conn = http.client.HTTPConnection("127.0.0.1", int(base.rsplit(":", 1)[1]), timeout=30)
+    conn.request("POST", "/v1/chat/completions", body=json.dumps(body).encode(),
+                 headers={"Content-Type": "application/json"})
+    return conn
+
+
 def test_a_full_queue_is_429_and_a_disconnect_cancels_the_generation() -> None:
     from toolwire.apps.server.limits import ServerLimits
 
@@ -276,22 +288,21 @@ def test_a_full_queue_is_429_and_a_disconnect_cancels_the_generation() -> None:
     with running_server(app) as base:
         body = {"model": "scripted", "messages": [{"role": "user", "content": "hi"}],
                 "stream": True}
-        first_conn, first = request(base, "POST", "/v1/chat/completions", body)
-        assert first.status == 200 and first.readline().startswith(b"data: {")
+        first_conn = post_only(base, body)
         assert backend.started.wait(10)
-        second_conn, second = request(base, "POST", "/v1/chat/completions", body)
-        assert second.status == 200
+        second_conn = post_only(base, body)
         wait_for(lambda: state.queue.waiting == 1)
         with pytest.raises(openai.RateLimitError) as full:
             openai.OpenAI(base_url=base + "/v1", api_key="x", max_retries=0).chat.completions \
                 .create(model="scripted", messages=[{"role": "user", "content": "x"}])
         assert full.value.status_code == 429 and full.value.code == "queue_full"  # type: ignore
         # the first client goes away: its generation is cancelled, the second runs
-        first.close()
         first_conn.close()
         wait_for(lambda: backend.tokens[0].cancelled)
         assert backend.tokens[0].reason == "disconnected"
         backend.release.set()
+        second = second_conn.getresponse()
+        assert second.status == 200
         rest = second.read().decode()
         second_conn.close()
     assert rest.endswith("data: [DONE]\n\n") and "Alex is a colleague." in "".join(
@@ -439,34 +450,54 @@ def test_a_model_still_loading_is_503_then_served() -> None:
     assert status == 200 and body["choices"][0]["message"]["content"] == "ready now"
 
 
-def test_an_error_mid_stream_is_an_error_frame_then_done() -> None:
+class FailingAfterText(ScriptedBackend):
+    """Writes some text, then the turn fails."""
+
+    def stream_turn(self, request: ModelRequest,
+                    cancel: CancelToken) -> Iterator[Event | TurnEnd]:
+        yield TextEvent("Alex is")
+        yield ErrorEvent("backend", "the runtime crashed")
+        yield TurnEnd("error")
+
+
+def test_an_error_before_any_output_has_the_same_status_streamed_or_not() -> None:
     with running_server(scripted_app(ScriptedBackend([]))) as base:
+        streamed = json_request(base, "POST", "/v1/chat/completions", {
+            "model": "scripted", "messages": [{"role": "user", "content": "hi"}],
+            "stream": True})
+        whole = completions(base)
+    assert streamed == whole
+    assert whole[0] == 500 and whole[1]["error"]["code"] == "script_exhausted"
+
+
+def test_an_error_mid_stream_is_an_error_frame_then_done() -> None:
+    with running_server(scripted_app(FailingAfterText([]))) as base:
         conn, response = request(base, "POST", "/v1/chat/completions", {
             "model": "scripted", "messages": [{"role": "user", "content": "hi"}],
             "stream": True})
         raw = response.read().decode()
         conn.close()
-        status, body = completions(base)
+    assert response.status == 200
     frames = raw.split("\n\n")[:-1]
     assert frames[-1] == "data: [DONE]"
+    assert json.loads(frames[1].removeprefix("data: "))["choices"][0]["delta"] == \
+        {"content": "Alex is"}
     error = json.loads(frames[-2].removeprefix("data: "))["error"]
-    assert error["code"] == "script_exhausted" and error["type"] == "server_error"
-    assert status == 500 and body["error"]["code"] == "script_exhausted"
+    assert error["code"] == "backend" and error["type"] == "server_error"
 
 
 def test_shutdown_cancels_generations_in_flight() -> None:
     backend = GatedBackend([ANSWER])
     app = scripted_app(backend)
     with running_server(app) as base:
-        conn, response = request(base, "POST", "/v1/chat/completions", {
-            "model": "scripted", "messages": [{"role": "user", "content": "hi"}],
-            "stream": True})
+        conn = post_only(base, {"model": "scripted", "stream": True,
+                                "messages": [{"role": "user", "content": "hi"}]})
         assert backend.started.wait(10)
         from toolwire.apps.server.app import cancel_replies
 
         cancel_replies(app)
         wait_for(lambda: backend.tokens[0].cancelled)
-        response.read()
+        conn.getresponse().read()
         conn.close()
     assert backend.tokens[0].reason == "shutdown"
 

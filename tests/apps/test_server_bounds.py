@@ -305,7 +305,7 @@ def test_serve_options_set_the_bounds_and_the_model_id() -> None:
 # -- what the package imports --------------------------------------------------------------------
 
 NOT_SERVING = ("limits", "http_input", "request_guard", "sse", "responses", "model_queue",
-               "served_model", "backend_thread", "tool_arguments", "completion_stream",
+               "served_model", "backend_thread", "call_id_forms", "completion_stream",
                "chat_request", "completion_request", "dashboard", "uvicorn_server")
 
 

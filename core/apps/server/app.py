@@ -37,7 +37,7 @@ from .dashboard import dashboard_html, page_headers
 from .limits import ServerLimits
 from .model_queue import ModelQueue
 from .request_guard import LOOPBACK_HOSTS, HostPolicy
-from .responses import JsonResponse, Receive, Scope, Send
+from .responses import JsonResponse, Receive, Scope, Send, openai_error_body
 from .served_model import ChatFactory, LoadedModel, ServedModel
 
 if TYPE_CHECKING:
@@ -129,6 +129,26 @@ class _Health:
         await response(scope, receive, send)
 
 
+_ROUTE_ERRORS = {404: ("not_found", "no route {method} {path} here (see GET /v1/models and "
+                                   "POST /v1/chat/completions)"),
+                 405: ("method_not_allowed", "{path} does not answer {method}")}
+
+
+async def _route_error(request: Any, exc: Any) -> Any:
+    """Starlette's 404 and 405: OpenAI's error object under ``/v1`` (clients read it
+    as their typed errors), its plain text elsewhere."""
+    from starlette.responses import PlainTextResponse
+
+    path, status = request.url.path, exc.status_code
+    headers = dict(exc.headers or {})
+    if path != "/v1" and not path.startswith("/v1/"):
+        return PlainTextResponse(exc.detail, status_code=status, headers=headers)
+    code, message = _ROUTE_ERRORS[status]
+    body = openai_error_body(status, message.format(method=request.method, path=path),
+                             code=code)
+    return JsonResponse(status, body, tuple(headers.items()))
+
+
 def _host_policy(allowed_hosts: Sequence[str] | HostPolicy | None) -> HostPolicy | None:
     if allowed_hosts is None or isinstance(allowed_hosts, HostPolicy):
         return allowed_hosts
@@ -208,6 +228,7 @@ def create_app(make_chat: ChatFactory | None = None, *, model: str = "",
             Route("/v1/models", models, methods=["GET"]),
             Route("/v1/models/{model_id:path}", models, methods=["GET"]),
         ],
+        exception_handlers={404: _route_error, 405: _route_error},
         middleware=[Middleware(RequestGuard, hosts=_host_policy(allowed_hosts),
                                api_key=api_key, max_header_bytes=bounds.max_header_bytes)],
     )

@@ -100,7 +100,10 @@ def parse_chat_request(data: Any, make_id: Callable[[int], str] | None = None, *
         raise ValueError("there is no user message to answer")
     if last_user != len(records) - 1:
         raise ValueError("the last message must be the user message to answer")
-    messages = messages_from_openai(records, make_id)
+    try:
+        messages = messages_from_openai(records, make_id)
+    except RecursionError:  # a call's arguments text nesting thousands of levels
+        raise ValueError("a tool call's arguments nest too deeply") from None
     message = messages.pop().content
     if not message.strip():
         raise ValueError("the user message is empty")

@@ -1,35 +1,70 @@
 """Reading a ``POST /v1/chat/completions`` body into a typed request.
 
 Every field is checked; a bad one is a ``400`` :class:`RequestError` naming it
-(OpenAI's ``param``). Unknown fields are ignored, as OpenAI-compatible servers
-do. The messages are read by :func:`toolwire.vocabulary.openai_messages.
-messages_from_openai` (``developer`` messages count as ``system``); the tools
-become :class:`toolwire.Tool` objects whose function is never called: the client
-runs its tools, this endpoint only generates and parses. A tool whose schema is
-over a schema budget (:mod:`toolwire.vocabulary.schema_budget`) is a ``400``
-with code ``tool_schema_too_complex``, naming the tool and the budget.
+(OpenAI's ``param``). :data:`REQUEST_FIELDS` says what becomes of each field of
+OpenAI's request (``docs/openai-server.md`` has the same table, and a test holds
+the two to what this module reads): supported, mapped onto a supported one (the
+deprecated ``functions`` and ``function_call``), accepted with no effect (ids for
+the provider's own records), or refused with a ``400`` when it asks for
+something this server does not do. Fields OpenAI does not define are ignored.
+
+The messages are read by :func:`toolwire.vocabulary.openai_messages.
+messages_from_openai` (``developer`` messages count as ``system``; the
+deprecated assistant ``function_call`` and ``role: "function"`` results become a
+tool call and its result); the tools become :class:`toolwire.Tool` objects
+whose function is never called: the client runs its tools, this endpoint only
+generates and parses. A tool whose schema is over a schema budget
+(:mod:`toolwire.vocabulary.schema_budget`) is a ``400`` with code
+``tool_schema_too_complex``, naming the tool and the budget; so is a
+``response_format`` schema over one.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Final
 
 import attrs
+import jsonschema
+from jsonschema.exceptions import SchemaError
+from jsonschema.validators import validator_for
 
 from ...errors import ToolDefinitionError, ToolSchemaBudgetError
+from ...vocabulary.backend import ResponseFormat
 from ...vocabulary.history import Message
 from ...vocabulary.openai_messages import messages_from_openai
+from ...vocabulary.schema import normalize_schema
+from ...vocabulary.schema_budget import check_schema_budget
 from ...vocabulary.tools import Tool
 from .chat_request import check_request_size
 from .http_input import RequestError
 from .limits import ServerLimits
 
-__all__ = ["CompletionRequest", "parse_completion_request"]
+__all__ = ["REQUEST_FIELDS", "CompletionRequest", "parse_completion_request"]
 
 TOOL_CHOICES = ("none", "auto", "required")
 MAX_STOP_SEQUENCES = 4
+
+REQUEST_FIELDS: Final[dict[str, str]] = {
+    "model": "supported", "messages": "supported", "tools": "supported",
+    "tool_choice": "supported", "parallel_tool_calls": "supported", "stop": "supported",
+    "stream": "supported", "stream_options": "supported", "temperature": "supported",
+    "top_p": "supported", "seed": "supported", "max_tokens": "supported",
+    "max_completion_tokens": "supported", "n": "supported", "response_format": "supported",
+    "functions": "mapped", "function_call": "mapped",
+    "user": "no effect", "metadata": "no effect", "store": "no effect",
+    "service_tier": "no effect", "prompt_cache_key": "no effect",
+    "safety_identifier": "no effect",
+    "logprobs": "refused", "top_logprobs": "refused", "logit_bias": "refused",
+    "presence_penalty": "refused", "frequency_penalty": "refused", "modalities": "refused",
+    "audio": "refused", "prediction": "refused", "web_search_options": "refused",
+    "reasoning_effort": "refused", "verbosity": "refused",
+}
+"""What becomes of each field of OpenAI's request: ``supported``, ``mapped`` (onto
+a supported field), ``no effect`` (accepted and not used) or ``refused`` (a
+``400`` when it asks for anything: a penalty or bias that is not zero, log
+probabilities, another modality)."""
 
 
 @attrs.frozen
@@ -48,6 +83,9 @@ class CompletionRequest:
     :ivar stop: strings that end the reply's text (at most four).
     :ivar stream: answer as ``chat.completion.chunk`` server-sent events.
     :ivar include_usage: end the stream with a usage chunk.
+    :ivar response_format: the shape the reply's text must have, if any.
+    :ivar legacy_functions: the request used the deprecated ``functions`` /
+        ``function_call``: answer with ``function_call``, one call at most.
     """
 
     model: str
@@ -62,6 +100,8 @@ class CompletionRequest:
     stop: tuple[str, ...] = ()
     stream: bool = False
     include_usage: bool = False
+    response_format: ResponseFormat | None = None
+    legacy_functions: bool = False
 
     @property
     def offered_tools(self) -> tuple[Tool, ...]:
@@ -108,23 +148,30 @@ def _boolean(data: Mapping[str, Any], key: str, default: bool) -> bool:
     return value
 
 
-def _tools(value: Any, limits: ServerLimits) -> tuple[Tool, ...]:
+def _tools(value: Any, limits: ServerLimits, field: str = "tools") -> tuple[Tool, ...]:
+    """``tools`` (``{"type": "function", "function": {...}}`` entries), or the deprecated
+    ``functions`` (the ``{...}`` alone)."""
     if value is None:
         return ()
+    shape = '{"type": "function", "function": {...}}' if field == "tools" else \
+        '{"name": ..., "parameters": {...}}'
     if not isinstance(value, list):
-        raise _bad("tools", "must be a list of {\"type\": \"function\", \"function\": {...}}")
+        raise _bad(field, f"must be a list of {shape}")
     if len(value) > limits.max_tools:
-        raise _bad("tools", f"at most {limits.max_tools} tools may be offered")
+        raise _bad(field, f"at most {limits.max_tools} tools may be offered")
     tools: list[Tool] = []
     for i, entry in enumerate(value):
-        where = f"tools[{i}]"
-        if not isinstance(entry, Mapping) or entry.get("type") != "function" \
-                or not isinstance(entry.get("function"), Mapping):
-            raise _bad(where, 'must be {"type": "function", "function": {...}}')
+        where = f"{field}[{i}]"
+        function = entry.get("function") if field == "tools" and isinstance(entry, Mapping) \
+            else entry
+        if not isinstance(entry, Mapping) or not isinstance(function, Mapping) or (
+                field == "tools" and entry.get("type") != "function"):
+            raise _bad(where, f"must be {shape}")
         try:
-            tool = Tool(schema=entry["function"], function=_never_called)
+            tool = Tool(schema=function, function=_never_called)
         except ToolSchemaBudgetError as exc:
-            raise RequestError(400, f"{where}: {exc}", param=f"{where}.function.parameters",
+            param = f"{where}.function.parameters" if field == "tools" else f"{where}.parameters"
+            raise RequestError(400, f"{where}: {exc}", param=param,
                                code="tool_schema_too_complex") from None
         except ToolDefinitionError as exc:
             raise _bad(where, str(exc)) from None
@@ -155,6 +202,103 @@ def _tool_choice(value: Any, tools: Sequence[Tool]) -> str:
     return name
 
 
+def _function_call(value: Any, tools: Sequence[Tool]) -> str:
+    """The deprecated ``function_call``: ``"auto"``, ``"none"`` or ``{"name": N}``."""
+    if value is None or value in ("auto", "none"):
+        return str(value or "auto")
+    name = value.get("name") if isinstance(value, Mapping) else None
+    if not isinstance(name, str):
+        raise _bad("function_call", 'must be "auto", "none" or {"name": ...}')
+    if not any(t.name == name for t in tools):
+        raise _bad("function_call", f"names {name!r}, which is not among the functions")
+    return name
+
+
+def _legacy_messages(records: list[Any]) -> list[Any]:
+    """The deprecated shapes as today's: an assistant's ``function_call`` as its one
+    tool call, a ``role: "function"`` message as the result of the latest call of
+    that function not answered yet."""
+    out: list[Any] = []
+    unanswered: list[tuple[str, str]] = []  # (call id, function name), oldest first
+    for i, record in enumerate(records):
+        if not isinstance(record, Mapping):
+            out.append(record)
+            continue
+        role = record.get("role")
+        call = record.get("function_call")
+        if role == "assistant" and isinstance(call, Mapping) and not record.get("tool_calls"):
+            call_id = f"call_legacy_{i}"
+            unanswered.append((call_id, str(call.get("name"))))
+            record = {**{k: v for k, v in record.items() if k != "function_call"},
+                      "tool_calls": [{"id": call_id, "type": "function", "function": call}]}
+        elif role == "function":
+            name = record.get("name")
+            match = next((c for c in reversed(unanswered) if c[1] == name), None)
+            if match is None:
+                raise _bad("messages", f"message {i}: a function message answers no earlier "
+                                       f"function_call of {name!r}")
+            unanswered.remove(match)
+            record = {"role": "tool", "tool_call_id": match[0],
+                      "content": record.get("content")}
+        out.append(record)
+    return out
+
+
+def _response_format(value: Any) -> ResponseFormat | None:
+    """``response_format``: ``text`` (nothing to enforce), ``json_object``, or
+    ``json_schema`` with a schema that is valid and within the schema budgets."""
+    if value is None:
+        return None
+    kind = value.get("type") if isinstance(value, Mapping) else None
+    if kind == "text":
+        return None
+    if kind == "json_object":
+        return ResponseFormat("json_object")
+    if kind != "json_schema":
+        raise _bad("response_format", 'the type must be "text", "json_object" or '
+                                      f'"json_schema", not {kind!r}')
+    spec = value.get("json_schema")
+    if not isinstance(spec, Mapping):
+        raise _bad("response_format", 'json_schema needs {"name": ..., "schema": {...}}')
+    name, schema, strict = spec.get("name", ""), spec.get("schema"), spec.get("strict", False)
+    if not isinstance(name, str) or not isinstance(strict, bool | None):
+        raise _bad("response_format", "json_schema's name must be a string and strict true "
+                                      "or false")
+    if schema is None:
+        schema = {}  # OpenAI's own default: any value
+    if not isinstance(schema, Mapping):
+        raise _bad("response_format", "json_schema's schema must be a JSON schema object")
+    try:
+        check_schema_budget(schema, tool=name or "response_format")
+        checked = normalize_schema(dict(schema))
+        validator_for(checked, default=jsonschema.Draft202012Validator).check_schema(checked)
+    except ToolSchemaBudgetError as exc:
+        raise RequestError(400, f"response_format: {exc}", param="response_format",
+                           code="tool_schema_too_complex") from None
+    except SchemaError as exc:
+        raise _bad("response_format", f"the schema is not a valid JSON schema: "
+                                      f"{exc.message}") from None
+    return ResponseFormat("json_schema", schema, name, bool(strict))
+
+
+_NO_EFFECT_VALUES: Final = {"presence_penalty": (0, 0.0), "frequency_penalty": (0, 0.0),
+                            "logprobs": (False,), "logit_bias": ({},),
+                            "modalities": (["text"],)}
+
+
+def _refuse_unsupported(data: Mapping[str, Any]) -> None:
+    """A ``400`` for a refused field that asks for anything (see :data:`REQUEST_FIELDS`)."""
+    for field, disposition in REQUEST_FIELDS.items():
+        if disposition != "refused":
+            continue
+        value = data.get(field)
+        if value is None or any(value == v and type(value) is type(v)
+                                for v in _NO_EFFECT_VALUES.get(field, ())):
+            continue
+        raise _bad(field, "not supported by this server (docs/openai-server.md lists the "
+                          "request fields)")
+
+
 def _stop(value: Any) -> tuple[str, ...]:
     if value is None:
         return ()
@@ -176,6 +320,8 @@ def _messages(value: Any, limits: ServerLimits) -> tuple[Message, ...]:
         return tuple(messages_from_openai(records))
     except ValueError as exc:
         raise _bad("messages", str(exc)) from None
+    except RecursionError:  # a call's arguments text nesting thousands of levels
+        raise _bad("messages", "a tool call's arguments nest too deeply") from None
 
 
 def parse_completion_request(data: Any, limits: ServerLimits) -> CompletionRequest:
@@ -189,15 +335,38 @@ def parse_completion_request(data: Any, limits: ServerLimits) -> CompletionReque
     model = data.get("model")
     if not isinstance(model, str) or not model:
         raise _bad("model", "must name the model (GET /v1/models lists it)")
-    messages = _messages(data.get("messages"), limits)
-    tools = _tools(data.get("tools"), limits)
-    choice = _tool_choice(data.get("tool_choice"), tools)
+    _refuse_unsupported(data)
+    records = data.get("messages")
+    functions, function_call = data.get("functions"), data.get("function_call")
+    legacy = functions is not None or function_call is not None
+    if legacy:
+        if data.get("tools") is not None or data.get("tool_choice") is not None:
+            raise _bad("functions", "send tools and tool_choice, or the deprecated functions "
+                                    "and function_call, not both")
+        tools = _tools(functions, limits, "functions")
+        choice = _function_call(function_call, tools)
+        if isinstance(records, list):
+            records = _legacy_messages(records)
+    else:
+        tools = _tools(data.get("tools"), limits)
+        choice = _tool_choice(data.get("tool_choice"), tools)
+    messages = _messages(records, limits)
+    for user_field in ("user", "service_tier", "prompt_cache_key", "safety_identifier"):
+        if data.get(user_field) is not None and not isinstance(data.get(user_field), str):
+            raise _bad(user_field, "must be a string")
+    metadata, store = data.get("metadata"), data.get("store")
+    if metadata is not None and not isinstance(metadata, Mapping):
+        raise _bad("metadata", "must be an object")
+    if store is not None and not isinstance(store, bool):
+        raise _bad("store", "must be true or false")
     n = data.get("n")
     if n is not None and n != 1:
         raise _bad("n", "only one choice per request is supported")
     max_tokens = _integer(data, "max_completion_tokens", 1)
     if max_tokens is None:
         max_tokens = _integer(data, "max_tokens", 1)
+    else:
+        _integer(data, "max_tokens", 1)
     stream = _boolean(data, "stream", False)
     options = data.get("stream_options")
     if options is not None and not isinstance(options, Mapping):
@@ -206,7 +375,9 @@ def parse_completion_request(data: Any, limits: ServerLimits) -> CompletionReque
     seed = _integer(data, "seed", -(2 ** 63))
     return CompletionRequest(
         model=model, messages=messages, tools=tools, tool_choice=choice,
-        parallel_tool_calls=_boolean(data, "parallel_tool_calls", True),
+        parallel_tool_calls=_boolean(data, "parallel_tool_calls", True) and not legacy,
         temperature=_number(data, "temperature", 0.0, 2.0),
         top_p=_number(data, "top_p", 0.0, 1.0), max_tokens=max_tokens, seed=seed,
-        stop=_stop(data.get("stop")), stream=stream, include_usage=stream and include_usage)
+        stop=_stop(data.get("stop")), stream=stream, include_usage=stream and include_usage,
+        response_format=_response_format(data.get("response_format")),
+        legacy_functions=legacy)

@@ -1,11 +1,14 @@
 """A backend turn's events as an OpenAI chat completion: streamed chunks or one response.
 
 :class:`CompletionBuilder` reads one turn's items (``text``, ``reasoning``,
-``tool_call_start`` / ``tool_call_delta`` / ``tool_call``, ``error``, then the
+``tool_call_start`` / ``tool_call_delta`` / ``tool_call_end``, ``error``, then the
 ``TurnEnd``) and writes ``chat.completion.chunk`` payloads as they come; at the
 end it writes the finishing chunk (and the usage chunk when asked), or the whole
 ``chat.completion`` body for a non-streaming request. Both forms come from the
 same state, so a streamed reply concatenates to exactly the non-streamed one.
+Text and reasoning stream as the model writes them; a call goes out whole when
+the model has finished it, so what a client receives as a call is always a
+call the parser read, with exactly its typed arguments.
 
 Two request options are enforced here, on what the model writes: ``stop``
 strings end the reply's text (the text before the first one is kept), and
@@ -16,6 +19,8 @@ model.
 
 from __future__ import annotations
 
+import re
+from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -32,44 +37,121 @@ from ...events import (
     ToolCallStartEvent,
 )
 from ...vocabulary.backend import TurnEnd
-from .tool_arguments import ArgumentsWriter
+from .sse import json_text
 
-__all__ = ["CompletionBuilder", "StopMatcher", "openai_usage"]
+__all__ = ["CompletionBuilder", "DroppedCall", "StopMatcher", "openai_usage"]
 
 
 class StopMatcher:
-    """Finds the first stop string in text that arrives in pieces.
+    """Finds the first stop string in text that arrives in pieces, in linear time.
 
-    Holds back the end of the text that could still begin a stop string, so no
-    part of one is ever released.
+    The reply's text ends before the earliest-starting occurrence of any stop
+    string, however the text was cut into pieces. Each stop string has a
+    Knuth-Morris-Pratt automaton, so each character is looked at a bounded
+    number of times per stop string (amortised), whatever the text and the
+    stop strings repeat. The end of the text that could still begin a stop
+    string is held back, so no part of one is ever released; once one has
+    completed, the match is settled when no other stop string's partial match
+    began before it.
     """
 
     def __init__(self, stops: Sequence[str]) -> None:
-        self.stops = tuple(s for s in stops if s)
-        self._held = ""
+        self.stops = tuple(dict.fromkeys(s for s in stops if s))
+        self._tables = [_failure_table(stop) for stop in self.stops]
+        self._states = [0] * len(self.stops)
+        self._openers = re.compile("[" + "".join(sorted({re.escape(s[0]) for s in self.stops}))
+                                   + "]") if self.stops else None
+        self._seen = 0  # characters fed so far
+        self._released = 0  # characters given back so far
+        self._pending: deque[str] = deque()  # the fed text not given back yet
+        self._cut: int | None = None  # where the earliest complete stop string begins
         self.matched = False
 
     def feed(self, text: str) -> str:
         """Take text; return what is certain to come before any stop string."""
         if self.matched:
             return ""
-        if not self.stops:
+        if self._openers is None:
             return text
-        buffer = self._held + text
-        found = [i for i in (buffer.find(s) for s in self.stops) if i >= 0]
-        if found:
-            self.matched = True
-            self._held = ""
-            return buffer[:min(found)]
-        hold = max((k for stop in self.stops for k in range(min(len(stop) - 1, len(buffer)), 0, -1)
-                    if buffer.endswith(stop[:k])), default=0)
-        self._held = buffer[len(buffer) - hold:] if hold else ""
-        return buffer[:len(buffer) - hold]
+        self._pending.append(text)
+        base = self._seen
+        i, n = 0, len(text)
+        while i < n:
+            if not any(self._states):  # nothing partial: skip to a stop's first character
+                found = self._openers.search(text, i)
+                if found is None:
+                    break
+                i = found.start()
+            self._step(text[i], base + i)
+            i += 1
+            if self._cut is not None and self._settled(base + i):
+                self.matched = True
+                return self._release(self._cut)
+        self._seen = base + n
+        safe = min(self._seen - state for state in self._states)
+        return self._release(safe if self._cut is None else min(safe, self._cut))
+
+    def _step(self, char: str, position: int) -> None:
+        for k, stop in enumerate(self.stops):
+            state, table = self._states[k], self._tables[k]
+            while state and stop[state] != char:
+                state = table[state - 1]
+            if stop[state] == char:
+                state += 1
+            if state == len(stop):
+                start = position + 1 - state
+                if self._cut is None or start < self._cut:
+                    self._cut = start
+                state = table[state - 1]
+            self._states[k] = state
+
+    def _settled(self, seen: int) -> bool:
+        """No stop string's partial match began before the complete one."""
+        assert self._cut is not None
+        return all(seen - state >= self._cut for state in self._states)
+
+    def _release(self, upto: int) -> str:
+        """The pending text up to absolute position ``upto``."""
+        want = upto - self._released
+        out: list[str] = []
+        while want > 0 and self._pending:
+            piece = self._pending[0]
+            if len(piece) <= want:
+                out.append(self._pending.popleft())
+                want -= len(piece)
+            else:
+                out.append(piece[:want])
+                self._pending[0] = piece[want:]
+                want = 0
+        released = "".join(out)
+        self._released += len(released)
+        if self.matched:
+            self._pending.clear()
+        return released
 
     def flush(self) -> str:
         """Release the held-back text (the text ended, or something else came first)."""
-        held, self._held = self._held, ""
-        return held
+        if self.matched:
+            return ""
+        if self._cut is not None:
+            self.matched = True
+            return self._release(self._cut)
+        rest = self._release(self._seen)
+        self._states = [0] * len(self.stops)  # text after something else starts afresh
+        return rest
+
+
+def _failure_table(stop: str) -> list[int]:
+    """KMP's table: for each prefix of ``stop``, its longest proper border."""
+    table = [0] * len(stop)
+    border = 0
+    for i in range(1, len(stop)):
+        while border and stop[i] != stop[border]:
+            border = table[border - 1]
+        if stop[i] == stop[border]:
+            border += 1
+        table[i] = border
+    return table
 
 
 def openai_usage(usage: Mapping[str, Any] | None) -> dict[str, int]:
@@ -81,17 +163,34 @@ def openai_usage(usage: Mapping[str, Any] | None) -> dict[str, int]:
             "total_tokens": prompt + completion}
 
 
-@attrs.define
-class _Call:
-    index: int
-    id: str
+@attrs.frozen
+class DroppedCall:
+    """A call the model began but did not finish: not returned as a call.
+
+    :ivar name: the tool it was calling (``""`` when not read yet).
+    :ivar reason: why it ended unfinished: the turn's end (``length`` at the
+        token limit).
+    :ivar text: the markup the model wrote for it, as far as it got.
+    """
+
     name: str
-    writer: ArgumentsWriter = attrs.Factory(ArgumentsWriter)
-    complete: bool = False
+    reason: str
+    text: str = ""
+
+    def to_dict(self) -> dict[str, str]:
+        """The entry of the ``dropped_tool_calls`` extension field."""
+        return {"name": self.name, "reason": self.reason, "text": self.text}
 
 
 class CompletionBuilder:
     """Builds one chat completion from one backend turn.
+
+    A call is sent when the model has finished writing it (its ``tool_call_end``):
+    its header and its arguments, ``json.dumps`` of the typed arguments, in one
+    chunk. So the arguments are always exactly the call's final value (one JSON
+    object, each key once), and a call the model never finished (the token limit
+    cut it) is never sent as a call: it is listed in the choice's
+    ``dropped_tool_calls`` extension field instead.
 
     :param completion_id: the ``chatcmpl-...`` id.
     :param created: the Unix time stamp of the request.
@@ -100,21 +199,28 @@ class CompletionBuilder:
     :param stop: stop strings (``stop``).
     :param parallel_tool_calls: ``False``: end after the first complete call.
     :param include_usage: chunks carry ``usage: null`` and a usage chunk ends the stream.
+    :param legacy_functions: answer in the deprecated ``functions`` shape:
+        ``function_call`` instead of ``tool_calls`` (one call at most), and
+        ``finish_reason: "function_call"``.
     """
 
     def __init__(self, completion_id: str, created: int, model: str, *,
                  make_call_id: Callable[[int], str], stop: Sequence[str] = (),
-                 parallel_tool_calls: bool = True, include_usage: bool = False) -> None:
+                 parallel_tool_calls: bool = True, include_usage: bool = False,
+                 legacy_functions: bool = False) -> None:
         self.completion_id = completion_id
         self.created = created
         self.model = model
         self.make_call_id = make_call_id
-        self.parallel_tool_calls = parallel_tool_calls
+        self.legacy_functions = legacy_functions
+        self.parallel_tool_calls = parallel_tool_calls and not legacy_functions
         self.include_usage = include_usage
         self._stop = StopMatcher(stop)
         self._content: list[str] = []
         self._reasoning: list[str] = []
-        self._calls: dict[int, _Call] = {}
+        self._open: dict[int, tuple[str, str]] = {}  # parser index -> (name, id), unfinished
+        self._calls: list[dict[str, Any]] = []
+        self._dropped: list[DroppedCall] = []
         self._end: TurnEnd | None = None
         self.error: ErrorEvent | None = None
         self.should_stop = False
@@ -146,25 +252,18 @@ class CompletionBuilder:
         if isinstance(item, TextEvent):
             return self._content_chunks(self._stop.feed(item.text))
         chunks = self._content_chunks(self._stop.flush())
+        if self.should_stop:
+            return chunks
         if isinstance(item, ReasoningEvent):
             if item.text:
                 self._reasoning.append(item.text)
                 chunks.append(self.chunk({"reasoning_content": item.text}))
-        elif isinstance(item, ToolCallStartEvent):
-            chunks.extend(self._start_call(item.index, item.name, item.id))
-        elif isinstance(item, ToolCallDeltaEvent):
-            call = self._calls.get(item.index) or self._new_call(item.index, item.name, item.id,
-                                                                 chunks)
-            if call is not None:
-                chunks.extend(self._arguments(call, call.writer.feed(item.text, item.parameter)))
+        elif isinstance(item, ToolCallStartEvent | ToolCallDeltaEvent):
+            known = self._open.get(item.index)
+            self._open[item.index] = (item.name or (known[0] if known else ""),
+                                      item.id or (known[1] if known else ""))
         elif isinstance(item, ToolCallEndEvent | ToolCallEvent):  # the latter: older backends
-            call = self._calls.get(item.index) or self._new_call(item.index, item.name, item.id,
-                                                                 chunks)
-            if call is not None and not call.complete:
-                call.complete = True
-                chunks.extend(self._arguments(call, call.writer.finish(item.arguments)))
-                if not self.parallel_tool_calls:
-                    self.should_stop = True
+            chunks.extend(self._finished_call(item))
         elif isinstance(item, ErrorEvent):
             self.error = self.error or item
         return chunks
@@ -178,40 +277,32 @@ class CompletionBuilder:
             self.should_stop = True
         return chunks
 
-    def _start_call(self, index: int, name: str, given_id: str) -> list[dict[str, Any]]:
-        chunks: list[dict[str, Any]] = []
-        if index not in self._calls:
-            self._new_call(index, name, given_id, chunks)
-        return chunks
-
-    def _new_call(self, index: int, name: str, given_id: str,
-                  chunks: list[dict[str, Any]]) -> _Call | None:
-        if not self.parallel_tool_calls and self._calls:
-            return None  # only the first call of the reply is answered
-        call = _Call(len(self._calls), given_id or self.make_call_id(index), name)
-        self._calls[index] = call
-        chunks.append(self.chunk({"tool_calls": [{
-            "index": call.index, "id": call.id, "type": "function",
-            "function": {"name": name, "arguments": ""}}]}))
-        return call
-
-    def _arguments(self, call: _Call, fragment: str) -> list[dict[str, Any]]:
-        if not fragment:
-            return []
-        return [self.chunk({"tool_calls": [{"index": call.index,
-                                            "function": {"arguments": fragment}}]})]
+    def _finished_call(self, item: ToolCallEndEvent | ToolCallEvent) -> list[dict[str, Any]]:
+        opened = self._open.pop(item.index, ("", ""))
+        if self._calls and not self.parallel_tool_calls:
+            return []  # only the first call of the reply is answered
+        call = {"id": item.id or opened[1] or self.make_call_id(item.index), "type": "function",
+                "function": {"name": item.name or opened[0],
+                             "arguments": json_text(dict(item.arguments))}}
+        self._calls.append(call)
+        if not self.parallel_tool_calls:
+            self.should_stop = True
+        if self.legacy_functions:
+            return [self.chunk({"function_call": dict(call["function"])})]
+        return [self.chunk({"tool_calls": [{"index": len(self._calls) - 1, **call}]})]
 
     # -- the end -------------------------------------------------------------------------
 
     @property
     def finish_reason(self) -> str:
-        """``stop``, ``length`` or ``tool_calls``, from the turn's end and what was read."""
+        """``stop``, ``length``, ``tool_calls`` or ``function_call``, from the turn's
+        end and what was read."""
         if self._stop.matched:
             return "stop"
         if self._end is not None and self._end.reason == "length":
             return "length"
-        if any(call.complete for call in self._calls.values()):
-            return "tool_calls"
+        if self._calls:
+            return "function_call" if self.legacy_functions else "tool_calls"
         return "stop"
 
     @property
@@ -219,14 +310,32 @@ class CompletionBuilder:
         """The turn's token counts in OpenAI's form."""
         return openai_usage(self._end.usage if self._end else None)
 
-    def closing_chunks(self) -> list[dict[str, Any]]:
-        """The held-back text, the close of unfinished calls, the finishing chunk and
-        (when asked) the usage chunk."""
+    @property
+    def dropped_calls(self) -> tuple[DroppedCall, ...]:
+        """The calls the model began but did not finish (known once the turn ended)."""
+        return tuple(self._dropped)
+
+    def _settle(self) -> list[dict[str, Any]]:
+        """The held-back text; the unfinished calls set aside (once)."""
         chunks = self._content_chunks(self._stop.flush())
-        for call in self._calls.values():
-            if not call.complete:
-                chunks.extend(self._arguments(call, call.writer.close_unfinished()))
-        chunks.append(self.chunk({}, self.finish_reason))
+        if self._open and not self.should_stop:
+            reason = self._end.reason if self._end is not None else "stop"
+            self._dropped.extend(DroppedCall(name, reason) for name, _ in self._open.values())
+        self._open.clear()
+        return chunks
+
+    def _choice_extras(self) -> dict[str, Any]:
+        if not self._dropped:
+            return {}
+        return {"dropped_tool_calls": [d.to_dict() for d in self._dropped]}
+
+    def closing_chunks(self) -> list[dict[str, Any]]:
+        """The held-back text, the finishing chunk (with ``dropped_tool_calls`` when a
+        call was left unfinished) and (when asked) the usage chunk."""
+        chunks = self._settle()
+        last = self.chunk({}, self.finish_reason)
+        last["choices"][0].update(self._choice_extras())
+        chunks.append(last)
         if self.include_usage:
             chunks.append({"id": self.completion_id, "object": "chat.completion.chunk",
                            "created": self.created, "model": self.model,
@@ -235,20 +344,19 @@ class CompletionBuilder:
 
     def response(self) -> dict[str, Any]:
         """The whole ``chat.completion`` body (call after the turn has ended)."""
-        self.closing_chunks()  # completes the held text and unfinished calls
+        self._settle()
         message: dict[str, Any] = {"role": "assistant",
                                    "content": "".join(self._content) or None}
         if self._reasoning:
             message["reasoning_content"] = "".join(self._reasoning)
-        if self._calls:
-            message["tool_calls"] = [
-                {"id": call.id, "type": "function",
-                 "function": {"name": call.name, "arguments": call.writer.text}}
-                for call in self._calls.values()]
+        if self._calls and self.legacy_functions:
+            message["function_call"] = dict(self._calls[0]["function"])
+        elif self._calls:
+            message["tool_calls"] = list(self._calls)
         elif message["content"] is None:
             message["content"] = ""
+        choice = {"index": 0, "message": message, "logprobs": None,
+                  "finish_reason": self.finish_reason, **self._choice_extras()}
         return {"id": self.completion_id, "object": "chat.completion", "created": self.created,
-                "model": self.model, "system_fingerprint": None,
-                "choices": [{"index": 0, "message": message, "logprobs": None,
-                             "finish_reason": self.finish_reason}],
+                "model": self.model, "system_fingerprint": None, "choices": [choice],
                 "usage": self.usage}

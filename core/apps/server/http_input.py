@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, MutableMapping
 from typing import Any
@@ -24,6 +25,8 @@ __all__ = [
 ]
 
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 class RequestError(Exception):
@@ -111,27 +114,43 @@ def _too_slow(timeout: float) -> RequestError:
 
 def json_depth_exceeds(value: Any, limit: int) -> bool:
     """Whether arrays and objects in ``value`` nest more than ``limit`` deep (no recursion)."""
+    return _first_flaw(value, limit) == "depth"
+
+
+def _first_flaw(value: Any, limit: int) -> str | None:
+    """``"depth"`` (nesting over ``limit``), ``"surrogate"`` (a key or string holding a
+    lone surrogate) or ``None``: one walk, no recursion."""
     stack: list[tuple[Any, int]] = [(value, 1)]
     while stack:
         item, depth = stack.pop()
+        if isinstance(item, str):
+            if _LONE_SURROGATE.search(item):
+                return "surrogate"
+            continue
         if isinstance(item, Mapping):
+            if any(_LONE_SURROGATE.search(key) for key in item):
+                return "surrogate"
             children: Iterable[Any] = item.values()
         elif isinstance(item, list):
             children = item
         else:
             continue
         if depth > limit:
-            return True
+            return "depth"
         stack.extend((child, depth + 1) for child in children
-                     if isinstance(child, Mapping | list))
-    return False
+                     if isinstance(child, Mapping | list | str))
+    return None
 
 
 def decode_json_body(body: bytes, *, max_depth: int) -> Any:
     """The JSON value of a body.
 
-    :raises RequestError: ``400`` when the body is not JSON (UTF-8) or nests more
-        than ``max_depth`` levels.
+    A string may not hold a lone surrogate (``"\\ud800"`` alone): JSON lets the
+    escape through, but it is not text, and no model, template or tokenizer can
+    take it.
+
+    :raises RequestError: ``400`` when the body is not JSON (UTF-8), nests more
+        than ``max_depth`` levels, or holds a lone surrogate.
     """
     try:
         value = json.loads(body)
@@ -140,8 +159,13 @@ def decode_json_body(body: bytes, *, max_depth: int) -> Any:
     except ValueError as exc:
         raise RequestError(400, f"the body is not valid JSON: {exc}",
                            code="invalid_json") from None
-    if json_depth_exceeds(value, max_depth):
+    flaw = _first_flaw(value, max_depth)
+    if flaw == "depth":
         raise _too_deep(max_depth)
+    if flaw == "surrogate":
+        raise RequestError(400, "the body holds a lone surrogate escape (\\ud800 to "
+                                "\\udfff without its pair), which is not text",
+                           code="invalid_json")
     return value
 
 

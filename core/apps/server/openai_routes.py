@@ -18,11 +18,13 @@ import uuid
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
+from ...events import ErrorEvent
 from ...parse.protocol import merge_events
-from ...vocabulary.backend import ModelRequest, SamplingOverrides
+from ...vocabulary.backend import Backend, ModelRequest, SamplingOverrides
 from ...vocabulary.cancel import CancelToken
 from ...vocabulary.tool_choice import TOOL_CHOICE_MODES, named_tool_choice
 from .backend_thread import stream_backend_turn
+from .call_id_forms import CallIdForm, with_template_ids
 from .completion_request import CompletionRequest, parse_completion_request
 from .completion_stream import CompletionBuilder
 from .http_input import ClientGone, RequestError, decode_json_body, read_body
@@ -42,14 +44,15 @@ from .sse import DONE_FRAME, SSE_HEADERS, data_frame
 if TYPE_CHECKING:
     from .app import ServerState
 
-__all__ = ["CompletionsEndpoint", "ModelsEndpoint", "model_request_for"]
+__all__ = ["CompletionsEndpoint", "ModelsEndpoint", "model_request_for", "turn_error_response"]
 
 logger = logging.getLogger("toolwire.apps.server")
 
 Chunks = list[dict[str, Any]]
 
 
-def model_request_for(parsed: CompletionRequest) -> ModelRequest:
+def model_request_for(parsed: CompletionRequest,
+                      ids: CallIdForm | None = None) -> ModelRequest:
     """The backend turn a chat-completions request asks for.
 
     ``tool_choice`` (``"none"`` offers no tools; ``"required"`` and a named tool
@@ -57,19 +60,22 @@ def model_request_for(parsed: CompletionRequest) -> ModelRequest:
     the backend, and so do ``temperature``, ``top_p``, ``max_tokens`` and
     ``seed`` (as :class:`~toolwire.SamplingOverrides`: each replaces the served
     model's own setting for this request; a local model's reply is capped at the
-    smaller of the request's ``max_tokens`` and its own). ``stop`` is applied
-    here, on the text (:class:`.completion_stream.CompletionBuilder`).
+    smaller of the request's ``max_tokens`` and its own), and so does
+    ``response_format`` (a local model's grammar). ``stop`` is applied here, on
+    the text (:class:`.completion_stream.CompletionBuilder`). Call ids that do
+    not fit ``ids``, the form the model's template wants, are rewritten to it
+    (:mod:`.call_id_forms`).
     """
     sampling = SamplingOverrides(temperature=parsed.temperature, top_p=parsed.top_p,
                                  max_tokens=parsed.max_tokens, seed=parsed.seed)
+    messages = tuple(with_template_ids(parsed.messages, ids))
     choice = parsed.tool_choice
-    if choice not in TOOL_CHOICE_MODES:  # a tool's name, checked against the tools
-        return ModelRequest(parsed.messages, parsed.offered_tools,
-                            tool_choice=named_tool_choice(choice),
-                            parallel_tool_calls=parsed.parallel_tool_calls, sampling=sampling)
-    return ModelRequest(parsed.messages, parsed.offered_tools,
-                        tool_choice=choice if parsed.offered_tools else "auto",
-                        parallel_tool_calls=parsed.parallel_tool_calls, sampling=sampling)
+    named = choice not in TOOL_CHOICE_MODES  # a tool's name, checked against the tools
+    return ModelRequest(messages, parsed.offered_tools,
+                        tool_choice=named_tool_choice(choice) if named
+                        else choice if parsed.offered_tools else "auto",
+                        parallel_tool_calls=parsed.parallel_tool_calls, sampling=sampling,
+                        response_format=parsed.response_format)
 
 
 def _openai_error(status: int, message: str, code: str | None = None,
@@ -107,6 +113,14 @@ class CompletionsEndpoint:
 
     def __init__(self, state: ServerState) -> None:
         self.state = state
+        self._forms: dict[int, tuple[Backend, CallIdForm | None]] = {}
+
+    def id_form(self, backend: Backend) -> CallIdForm | None:
+        """The call-id form of ``backend``'s template (learnt once per backend)."""
+        known = self._forms.get(id(backend))
+        if known is None or known[0] is not backend:
+            known = self._forms[id(backend)] = (backend, CallIdForm.of(backend.make_call_id))
+        return known[1]
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Answer one request: a stream of chunks or one completion."""
@@ -136,11 +150,13 @@ class CompletionsEndpoint:
             return error_response(scope["path"], exc)
         except QueueFullError as exc:
             return _openai_error(429, str(exc), "queue_full", (("Retry-After", "1"),))
+        backend = state.model.backend()
         builder = CompletionBuilder(
             "chatcmpl-" + uuid.uuid4().hex, int(time.time()), state.model.model_id,
-            make_call_id=state.model.backend().make_call_id, stop=parsed.stop,
-            parallel_tool_calls=parsed.parallel_tool_calls, include_usage=parsed.include_usage)
-        turn = _Turn(state, ticket, model_request_for(parsed), builder)
+            make_call_id=backend.make_call_id, stop=parsed.stop,
+            parallel_tool_calls=parsed.parallel_tool_calls, include_usage=parsed.include_usage,
+            legacy_functions=parsed.legacy_functions)
+        turn = _Turn(state, ticket, model_request_for(parsed, self.id_form(backend)), builder)
         if parsed.stream:
             return _ChunkStream(turn)
         return await turn.complete(receive)
@@ -196,50 +212,87 @@ class _Turn:
             finished = await self.run()
         finally:
             watcher.cancel()
-        error = self.builder.error
         if not finished or self.client_gone:
             return JsonResponse(499, {})  # never sent: nobody listens
-        if error is not None:
-            status = 400 if error.kind == "context" else 500
-            return _openai_error(status, error.message,
-                                 "context_length_exceeded" if status == 400 else error.kind)
+        if self.builder.error is not None:
+            return turn_error_response(self.builder.error)
         return JsonResponse(200, self.builder.response())
 
 
+def turn_error_response(error: ErrorEvent) -> JsonResponse:
+    """A failed turn as OpenAI's error: ``400`` for what the request asked that cannot
+    be done (a prompt over the context, a ``tool_choice`` or ``response_format``
+    the model's grammar cannot enforce), ``500`` for the rest."""
+    if error.kind == "context":
+        return JsonResponse(400, openai_error_body(400, error.message, param="messages",
+                                                   code="context_length_exceeded"))
+    if error.kind == "grammar":
+        param = "response_format" if error.message.startswith("response_format") \
+            else "tool_choice"
+        return JsonResponse(400, openai_error_body(400, error.message, param=param,
+                                                   code="grammar_unsupported"))
+    return _openai_error(500, error.message, error.kind)
+
+
 class _ChunkStream:
-    """The streaming answer: ``chat.completion.chunk`` events, then ``[DONE]``."""
+    """The streaming answer: ``chat.completion.chunk`` events, then ``[DONE]``.
+
+    The response starts with the turn's first chunk, not before: a turn that fails
+    before the model writes anything (a prompt over the context, a grammar that
+    cannot enforce the request) answers with the same status and error object as
+    a non-streaming request.
+    """
 
     def __init__(self, turn: _Turn) -> None:
         self.turn = turn
+        self.started = False
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         turn = self.turn
         watcher = asyncio.create_task(turn.watch_disconnect(receive))
 
         async def emit(chunks: Chunks) -> None:
-            await self._send(send, b"".join(data_frame(c) for c in chunks), more=True)
+            await self._emit(send, chunks)
 
         try:
-            await self._send_start(send)
-            await emit([turn.builder.first_chunk()])
             finished = await turn.run(emit)
-            if finished and not turn.client_gone:
-                error = turn.builder.error
-                if error is not None:
-                    body = openai_error_body(500, error.message, code=error.kind)
-                    body["error"]["type"] = "server_error"
-                    await self._send(send, data_frame(body), more=True)
-                else:
-                    await emit(turn.builder.closing_chunks())
+            error = turn.builder.error
+            if turn.client_gone:
+                return
+            if not self.started and finished and error is not None:
+                with contextlib.suppress(OSError):
+                    await turn_error_response(error)(scope, receive, send)
+                return
+            if finished and error is not None:
+                body = openai_error_body(500, error.message, code=error.kind)
+                body["error"]["type"] = "server_error"
+                await self._start(send)
+                await self._send(send, data_frame(body), more=True)
+            elif finished:
+                await self._emit(send, turn.builder.closing_chunks())
+            else:
+                await self._start(send)
             await self._send(send, DONE_FRAME, more=False)
         finally:
             turn.ticket.release()
             watcher.cancel()
 
-    async def _send_start(self, send: Send) -> None:
-        with contextlib.suppress(OSError):
+    async def _emit(self, send: Send, chunks: Chunks) -> None:
+        if not self.started:
+            await self._start(send)
+            chunks = [self.turn.builder.first_chunk(), *chunks]
+        await self._send(send, b"".join(data_frame(c) for c in chunks), more=True)
+
+    async def _start(self, send: Send) -> None:
+        if self.started:
+            return
+        self.started = True
+        try:
             await send({"type": "http.response.start", "status": 200,
                         "headers": list(SSE_HEADERS)})
+        except OSError:
+            self.turn.client_gone = True
+            self.turn.token.cancel("disconnected")
 
     async def _send(self, send: Send, body: bytes, *, more: bool) -> None:
         if self.turn.client_gone:

@@ -30,7 +30,7 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 _OPENAI_PATHS = ("/v1/chat/completions", "/v1/models")
 _ERROR_TYPES = {400: "invalid_request_error", 401: "invalid_request_error",
-                403: "permission_error", 404: "invalid_request_error",
+                403: "permission_error", 404: "invalid_request_error", 405: "invalid_request_error",
                 408: "invalid_request_error", 413: "invalid_request_error",
                 415: "invalid_request_error", 429: "rate_limit_error"}
 
