@@ -61,7 +61,7 @@ from .hooks.specs import (
 from .parse.engine import CallParser
 from .parse.family import parser_spec, reasoning_filter, register_reasoning, template_mentions
 from .parse.json_readers import double_encoded_note
-from .parse.literal_reader import read_object_literal
+from .parse.literal_reader import LiteralObjectReader, read_object_literal
 from .parse.markers import TokenSet, valid_name
 from .parse.protocol import (
     EndReason,
@@ -126,6 +126,7 @@ __all__ = [
     "Header",
     "HeldWhitespace",
     "JsonArguments",
+    "LiteralObjectReader",
     "Message",
     "ModelRequest",
     "ObjectLiteral",

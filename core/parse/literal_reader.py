@@ -19,6 +19,7 @@ null; elsewhere it is the text as written.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from typing import Any, Final
@@ -175,18 +176,43 @@ def read_object_literal(syntax: ObjectLiteral, text: str) -> dict[str, Any] | No
 class LiteralObjectReader(ReaderBase):
     """Reads one call's ``{...}`` body, from its ``{`` to the matching ``}``.
 
+    One pass with a cursor: the bracket depth outside strings says where the body
+    ends, and the body is decoded once, at its end. In a notation without escapes
+    (Gemma 4's) a top-level string value is the raw text between its quote tokens,
+    so it streams as ``tool_call_delta`` events named by its key while the model
+    writes it. With escapes (Python's ``str()`` of a dict) a string's text is not
+    its value until its escapes are decoded, which needs the whole string: such a
+    value arrives with the call, not as deltas.
+
     :param syntax: the notation.
     :param call: the call being read.
     """
 
-    __slots__ = ("_call", "_depth", "_quote", "_syntax")
+    __slots__ = ("_call", "_depth", "_expect_key", "_key", "_key_parts", "_longest",
+                 "_quote", "_quotes", "_stream", "_structure", "_syntax", "_top_string")
 
     def __init__(self, syntax: ObjectLiteral, call: CallContext) -> None:
         super().__init__()
         self._syntax = syntax
         self._call = call
+        self._quotes = syntax.quotes()
+        self._longest = max(len(q) for q in self._quotes)
+        self._structure = _structure(self._quotes)
+        self._stream = not syntax.escapes
         self._depth = 0
         self._quote = ""  # the quote of the string being read, "" outside strings
+        self._top_string = False  # that string is a top-level value (it streams)
+        self._expect_key = False  # at depth 1, between '{' or ',' and ':'
+        self._key = ""
+        self._key_parts: list[str] = []
+
+    def plain_delta(self, text: str) -> list[Event] | None:
+        """A top-level string value being written, no quote token in sight: taken whole."""
+        if not self._top_string or not text or self._quote in text \
+                or _partial(text, 0, (self._quote,)) < len(text):
+            return None
+        self.raw.append(text)
+        return [self._call.delta(text, self._key)]
 
     def feed(self, data: str, pos: int, out: list[Event], eof: bool) -> tuple[int, int]:
         """Consume from ``pos``; see :mod:`toolwire.parse.readers`."""
@@ -200,40 +226,69 @@ class LiteralObjectReader(ReaderBase):
             if data[pos] != "{":
                 return self.fail(pos, "malformed_arguments", "expected arguments '{...}'; "
                                                              "shown as text")
-        quotes = self._syntax.quotes()
-        longest = max(len(q) for q in quotes)
-        start = pos
         while pos < n:
             if self._quote:
                 end = self._string_end(data, pos)
+                stop = end if end >= 0 else (n if eof else self._string_hold(data, pos))
+                self._string_text(data, pos, stop, out)
                 if end < 0:
-                    safe = n if eof else self._string_hold(data, pos)
-                    self.take(data, start, safe)
-                    return self.unclosed(n) if eof else (MORE, safe)
+                    return self.unclosed(n) if eof else (MORE, stop)
+                self.take(data, end, end + len(self._quote))
                 pos = end + len(self._quote)
                 self._quote = ""
+                self._top_string = False
                 continue
-            ch = data[pos]
-            if ch in "{[":
-                self._depth += 1
-            elif ch in "}]":
-                self._depth -= 1
-                if self._depth == 0:
-                    self.take(data, start, pos + 1)
-                    return self._finish(pos + 1)
-            else:
-                quote = next((q for q in quotes if data.startswith(q, pos)), None)
-                if quote is None and not eof and n - pos < longest and \
-                        any(q.startswith(data[pos:]) for q in quotes):
-                    self.take(data, start, pos)
-                    return MORE, pos  # a quote token cut by the delta
-                if quote is not None:
-                    self._quote = quote
-                    pos += len(quote)
-                    continue
-            pos += 1
-        self.take(data, start, n)
+            match = self._structure.search(data, pos)
+            if match is None:
+                safe = n if eof else _partial(data, pos, self._quotes)
+                self._key_text(data[pos:safe])
+                self.take(data, pos, safe)
+                return self.unclosed(n) if eof else (MORE, safe)
+            k = match.start()
+            token = match.group(0)
+            self._key_text(data[pos:k])
+            self.take(data, pos, match.end())
+            pos = match.end()
+            if self._token(token):
+                return self._finish(pos)
         return self.unclosed(n) if eof else (MORE, n)
+
+    def _token(self, token: str) -> bool:
+        """Structure outside strings; ``True`` at the body's closing bracket."""
+        depth = self._depth
+        if token in self._quotes:
+            self._quote = token
+            self._top_string = self._stream and depth == 1 and not self._expect_key
+        elif token in "{[":
+            self._depth = depth + 1
+            if depth == 0:
+                self._expect_key = True
+                self._key_parts = []
+        elif token in "}]":
+            self._depth = depth - 1
+            return self._depth == 0
+        elif depth == 1 and token == ",":
+            self._expect_key = True
+            self._key_parts = []
+        elif depth == 1 and token == ":" and self._expect_key:
+            self._key = "".join(self._key_parts).strip()
+            self._expect_key = False
+        return False
+
+    def _key_text(self, text: str) -> None:
+        if self._stream and self._expect_key and self._depth == 1 and text:
+            self._key_parts.append(text)
+
+    def _string_text(self, data: str, start: int, end: int, out: list[Event]) -> None:
+        """Text inside the open string: a top-level value's streams, a key's is kept."""
+        if end <= start:
+            return
+        text = data[start:end]
+        self.raw.append(text)
+        if self._top_string:
+            out.append(self._call.delta(text, self._key))
+        elif self._stream and self._expect_key and self._depth == 1:
+            self._key_parts.append(text)
 
     def _string_end(self, data: str, pos: int) -> int:
         """Where the open string's closing quote starts (``-1``: not in ``data``)."""
@@ -276,6 +331,12 @@ class LiteralObjectReader(ReaderBase):
             if value is None and schemas.refuses_null(name, key):
                 arguments[key] = "None"
         return arguments
+
+
+@functools.lru_cache(maxsize=32)
+def _structure(quotes: tuple[str, ...]) -> re.Pattern[str]:
+    """What matters outside strings: brackets, separators and the quote tokens."""
+    return re.compile("|".join([r"[{}\[\],:]", *map(re.escape, quotes)]))
 
 
 def _partial(data: str, start: int, tokens: tuple[str, ...]) -> int:

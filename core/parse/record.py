@@ -17,7 +17,8 @@ and ``arguments`` says what the arguments look like:
   them, or several in a row, the name inside each object (Hermes, Mistral v3,
   Command R7B...); there is no call markup then;
 * :class:`PythonicCalls`: ``[name(key=value, ...), ...]`` (LFM2.5, Llama 3.2);
-* :class:`GrammarArguments`: a family's own value syntax, read by a hook (Gemma 4).
+* :class:`GrammarArguments`: a family's own value syntax, read by a hook or by the
+  engine's object-literal reader (Gemma 4).
 
 A new family is usually one record::
 

@@ -14,12 +14,14 @@ dropped once a call was made. Reasoning is the ``<|channel>thought ...
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import toolwire
 from toolwire.plugin_api import (
     CallFormat,
     GrammarArguments,
     Header,
+    ObjectLiteral,
     ParserSpec,
     StreamFilterSpec,
     parser_spec,
@@ -27,13 +29,14 @@ from toolwire.plugin_api import (
     template_mentions,
 )
 
-from .values import QUOTE, GemmaArgsReader, read_gemma_object
+from . import values
+from .values import QUOTE, SYNTAX, read_gemma_object
 
 __all__ = [
     "FAMILY",
     "GEMMA4_FORMAT",
     "QUOTE",
-    "GemmaArgsReader",
+    "SYNTAX",
     "detect",
     "read_gemma_object",
     "register_parsers",
@@ -49,11 +52,20 @@ GEMMA4_FORMAT = CallFormat(
     header=Header(patterns=("call:{name}", "{name}")),
     header_stop="{",
     call_close="<tool_call|>",
-    arguments=GrammarArguments(reader=GemmaArgsReader, name="gemma4 object"),
+    arguments=GrammarArguments(reader=ObjectLiteral(quote=QUOTE, escapes=False),
+                               name="gemma4 object"),
     trailers="<|tool_response>",
     reasoning=("<|channel>thought", "<channel|>"),
 )
-"""The Gemma 4 markup."""
+"""The Gemma 4 markup: a pure record, its arguments read by the engine's object-literal
+reader (:data:`SYNTAX` is the same notation)."""
+
+
+def __getattr__(name: str) -> Any:
+    """``GemmaArgsReader``, deprecated: the engine's own reader reads Gemma's notation."""
+    if name == "GemmaArgsReader":
+        return getattr(values, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 detect = template_mentions("<|tool_call>call:", "<tool_call|>")

@@ -10,10 +10,18 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.support.families import bfcl_invalid_calls, conformance_examples, plugins
-from toolwire.events import DiagnosticEvent, Event, TextEvent, ToolCallEndEvent
+from toolwire.events import (
+    DiagnosticEvent,
+    Event,
+    TextEvent,
+    ToolCallDeltaEvent,
+    ToolCallEndEvent,
+)
+from toolwire.parse.engine import CallParser
 from toolwire.parse.markers import TokenSet
 from toolwire.parse.protocol import FilterContext, merge_events
 from toolwire.parse.reasoning import family_think_filter_spec
+from toolwire.parse.record import CallFormat, GrammarArguments, ObjectLiteral
 from toolwire.parse.values import decode_nested_value, is_literal, python_literal
 from toolwire.plugins.gemma4 import GEMMA4_FORMAT
 from toolwire.plugins.glm_xml import GLM_FORMAT, HY3_FORMAT
@@ -50,6 +58,27 @@ def test_python_literal_reads_python_and_json_spellings(text: str, value: object
     got = python_literal(text)
     assert is_literal(got) and got == value
     assert repr(got) == repr(value)  # keeps -0.0 and int/float apart
+
+
+def test_an_escaped_literal_string_arrives_whole_a_raw_one_streams() -> None:
+    """Python's str() of a dict holds escapes, decoded only once the string is whole;
+    a notation without escapes streams its top-level strings as they are written."""
+    def events_of(literal: ObjectLiteral, reply: str) -> list[Event]:
+        fmt = CallFormat(family="lit", call_open="<call ", header_stop="{",
+                         call_close="</call>", arguments=GrammarArguments(reader=literal))
+        parser = CallParser(fmt, {"f": {"type": "object",
+                                        "properties": {"a": {"type": "string"}}}})
+        return [e for i in range(0, len(reply), 3) for e in parser.feed(reply[i:i + 3])] + \
+            parser.close()
+
+    escaped = events_of(ObjectLiteral(quote="'"), "<call f{'a': 'x\\ny z'}</call>")
+    assert not [e for e in escaped if isinstance(e, ToolCallDeltaEvent)]
+    assert [dict(e.arguments) for e in escaped if isinstance(e, ToolCallEndEvent)] == \
+        [{"a": "x\ny z"}]
+    raw = events_of(ObjectLiteral(quote="~", escapes=False), "<call f{a:~x\\ny z~}</call>")
+    assert "".join(e.text for e in raw if isinstance(e, ToolCallDeltaEvent)) == "x\\ny z"
+    assert [dict(e.arguments) for e in raw if isinstance(e, ToolCallEndEvent)] == \
+        [{"a": "x\\ny z"}]
 
 
 @pytest.mark.parametrize("text", [
