@@ -22,11 +22,12 @@ from __future__ import annotations
 import re
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, Final
 
 import attrs
 
 from ...events import (
+    DiagnosticEvent,
     ErrorEvent,
     Event,
     ReasoningEvent,
@@ -40,6 +41,9 @@ from ...vocabulary.backend import TurnEnd
 from .sse import json_text
 
 __all__ = ["CompletionBuilder", "DroppedCall", "StopMatcher", "openai_usage"]
+
+_GIVEN_BACK: Final = frozenset({"truncated_call", "unclosed_call", "malformed_call"})
+"""The diagnostics of markup a parser gave back as text (``raw`` is that text)."""
 
 
 class StopMatcher:
@@ -167,19 +171,17 @@ def openai_usage(usage: Mapping[str, Any] | None) -> dict[str, int]:
 class DroppedCall:
     """A call the model began but did not finish: not returned as a call.
 
-    :ivar name: the tool it was calling (``""`` when not read yet).
-    :ivar reason: why it ended unfinished: the turn's end (``length`` at the
-        token limit).
-    :ivar text: the markup the model wrote for it, as far as it got.
+    :ivar name: the tool it was calling (``""`` when the cut came before its name).
+    :ivar reason: ``length`` (the token limit cut it), or ``malformed`` (the
+        parser read its markup as text: it is in the content).
     """
 
     name: str
     reason: str
-    text: str = ""
 
     def to_dict(self) -> dict[str, str]:
         """The entry of the ``dropped_tool_calls`` extension field."""
-        return {"name": self.name, "reason": self.reason, "text": self.text}
+        return {"name": self.name, "reason": self.reason}
 
 
 class CompletionBuilder:
@@ -216,6 +218,8 @@ class CompletionBuilder:
         self.parallel_tool_calls = parallel_tool_calls and not legacy_functions
         self.include_usage = include_usage
         self._stop = StopMatcher(stop)
+        self._tail = ""  # the latest text, held one item: it may be markup of a cut call
+        self._suspect = ""  # markup the parser gave back as text: dropped if the limit cut it
         self._content: list[str] = []
         self._reasoning: list[str] = []
         self._open: dict[int, tuple[str, str]] = {}  # parser index -> (name, id), unfinished
@@ -249,9 +253,18 @@ class CompletionBuilder:
             return []
         if self.should_stop:
             return []
+        if isinstance(item, DiagnosticEvent):
+            named_only = any(item.raw == name for name, _ in self._open.values())
+            if item.code in _GIVEN_BACK and item.raw and not named_only \
+                    and self._tail.endswith(item.raw):
+                self._tail = self._tail[:len(self._tail) - len(item.raw)]
+                self._suspect += item.raw
+            return []
+        chunks = self._release()
         if isinstance(item, TextEvent):
-            return self._content_chunks(self._stop.feed(item.text))
-        chunks = self._content_chunks(self._stop.flush())
+            self._tail = item.text
+            return chunks
+        chunks.extend(self._content_chunks(self._stop.flush()))
         if self.should_stop:
             return chunks
         if isinstance(item, ReasoningEvent):
@@ -267,6 +280,13 @@ class CompletionBuilder:
         elif isinstance(item, ErrorEvent):
             self.error = self.error or item
         return chunks
+
+    def _release(self) -> list[dict[str, Any]]:
+        """The held text is content after all (something came after it)."""
+        held, self._tail, self._suspect = self._suspect + self._tail, "", ""
+        if not held:
+            return []
+        return self._content_chunks(self._stop.feed(held))
 
     def _content_chunks(self, text: str) -> list[dict[str, Any]]:
         chunks: list[dict[str, Any]] = []
@@ -316,11 +336,24 @@ class CompletionBuilder:
         return tuple(self._dropped)
 
     def _settle(self) -> list[dict[str, Any]]:
-        """The held-back text; the unfinished calls set aside (once)."""
-        chunks = self._content_chunks(self._stop.flush())
-        if self._open and not self.should_stop:
-            reason = self._end.reason if self._end is not None else "stop"
-            self._dropped.extend(DroppedCall(name, reason) for name, _ in self._open.values())
+        """The held-back text; the unfinished calls set aside (once).
+
+        A reply the token limit cut keeps out of its content the markup the parser
+        gave back as text (an unfinished call, a section's leftover after its last
+        complete call).
+        """
+        cut = self._end is not None and self._end.reason == "length"
+        markup = ""
+        if cut and self._suspect and not self.should_stop:
+            markup, self._suspect = self._suspect, ""
+        chunks = self._release()
+        chunks.extend(self._content_chunks(self._stop.flush()))
+        if not self.should_stop:
+            reason = "length" if cut else "malformed"
+            unfinished = [name for name, _ in self._open.values()]
+            if markup and not unfinished:
+                unfinished = [""]  # cut inside the call's header: its name never came
+            self._dropped.extend(DroppedCall(name, reason) for name in unfinished)
         self._open.clear()
         return chunks
 
