@@ -48,10 +48,13 @@ class _Automaton:
         self.words = tuple(dict.fromkeys(w for w in words if w))
         self.prefixes: set[str] = {w[:i] for w in self.words for i in range(len(w))}
         self.alphabet = "".join(sorted({c for w in self.words for c in w}))
+        self.by_last: dict[str, list[str]] = {}
+        for word in self.words:
+            self.by_last.setdefault(word[-1], []).append(word)
 
     def dead(self, text: str) -> str | None:
         """The marker ``text`` ends with, if any."""
-        for word in self.words:
+        for word in self.by_last.get(text[-1:], ()):
             if text.endswith(word):
                 return word
         return None

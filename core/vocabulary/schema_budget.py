@@ -32,9 +32,10 @@ Every regular expression of the schema (each ``pattern`` and each
 compiled here by :func:`toolwire.vocabulary.schema_patterns.compile_pattern`,
 bounded in size and matched in linear time; one it cannot use is refused as the
 budget ``pattern``, naming where it is (one that is not a regular expression at
-all is left to the metaschema check, whose compile it can no longer slow down). So is ``patternProperties`` beside
-``unevaluatedProperties``: jsonschema would match those keys with Python's
-backtracking ``re`` while it works out which properties were evaluated.
+all is left to the metaschema check, whose compile it can no longer slow down).
+So is ``patternProperties`` beside ``unevaluatedProperties``: jsonschema would
+match those keys with Python's backtracking ``re`` while it works out which
+properties were evaluated.
 
 :func:`check_schema_budget` raises :class:`~toolwire.errors.ToolSchemaBudgetError`
 (naming the tool and the budget); :class:`toolwire.Tool` calls it on every

@@ -34,8 +34,9 @@ which make a search fail where the automaton would succeed.
 
 from __future__ import annotations
 
-import functools
 import re
+import threading
+from collections import OrderedDict
 from collections.abc import Callable
 from re import _constants as sre  # type: ignore[attr-defined]  # re's own parser, below
 from re import _parser as sre_parse  # type: ignore[attr-defined]
@@ -44,7 +45,8 @@ from typing import Any, Final
 import attrs
 
 __all__ = ["MAX_PATTERN_CHARS", "MAX_PATTERN_NESTING", "MAX_PROGRAM", "PATTERN_STEPS",
-           "BoundedPattern", "PatternError", "PatternStepsExceeded", "compile_pattern"]
+           "BoundedPattern", "PatternError", "PatternStepsExceeded", "clear_pattern_cache",
+           "compile_pattern"]
 
 MAX_PATTERN_CHARS: Final = 4_096
 """The longest pattern a schema may hold."""
@@ -236,12 +238,14 @@ class BoundedPattern:
     """A compiled pattern (see :func:`compile_pattern`).
 
     :ivar pattern: its source.
+    :ivar size: the instructions it compiled to (lookarounds' included).
     """
 
     pattern: str
     _code: list[tuple[Any, ...]] = attrs.field(repr=False)
     _tests: list[Callable[[str], Any]] = attrs.field(repr=False)
     _word: int = attrs.field(repr=False)
+    size: int = 0
 
     def search(self, text: str, steps: int = PATTERN_STEPS) -> bool:
         """Whether the pattern matches somewhere in ``text`` (as ``re.search`` does).
@@ -362,14 +366,49 @@ class _Search:
         return False
 
 
-@functools.lru_cache(maxsize=1024)
+_CACHE_INSTRUCTIONS: Final = 1_000_000
+"""The compiled patterns kept hold at most this many instructions in all (the least
+recently used go first), so many large patterns cannot fill the memory."""
+_cache: OrderedDict[str, BoundedPattern] = OrderedDict()
+_cached_instructions = 0
+_cache_lock = threading.Lock()
+
+
 def compile_pattern(pattern: str) -> BoundedPattern:
-    """Compile a schema's pattern once (the last 1,024 are kept).
+    """A schema's pattern, compiled once (the cache keeps the most recently used,
+    at most :data:`_CACHE_INSTRUCTIONS` instructions in all).
 
     :raises PatternError: it is not a regular expression ``re`` accepts, it is over
         :data:`MAX_PATTERN_CHARS`, :data:`MAX_PATTERN_NESTING` or :data:`MAX_PROGRAM`,
         or it uses a feature no automaton can match (see the module doc).
     """
+    global _cached_instructions
+    with _cache_lock:
+        known = _cache.get(pattern)
+        if known is not None:
+            _cache.move_to_end(pattern)
+            return known
+    made = _compile(pattern)
+    with _cache_lock:
+        if pattern not in _cache:
+            _cache[pattern] = made
+            _cached_instructions += made.size
+            while _cached_instructions > _CACHE_INSTRUCTIONS and len(_cache) > 1:
+                _, dropped = _cache.popitem(last=False)
+                _cached_instructions -= dropped.size
+    return made
+
+
+def clear_pattern_cache() -> None:
+    """Forget every compiled pattern."""
+    global _cached_instructions
+    with _cache_lock:
+        _cache.clear()
+        _cached_instructions = 0
+
+
+def _compile(pattern: str) -> BoundedPattern:
+    """Compile a schema's pattern (what :func:`compile_pattern` caches)."""
     if len(pattern) > MAX_PATTERN_CHARS:
         raise PatternError(f"it is {len(pattern):,} characters long, over the limit of "
                            f"{MAX_PATTERN_CHARS:,}")
@@ -386,4 +425,4 @@ def compile_pattern(pattern: str) -> BoundedPattern:
     flags = parsed.state.flags
     code = compiler.program(parsed, flags)
     word = compiler.test(r"\w", flags)
-    return BoundedPattern(pattern, code, compiler.tests, word)
+    return BoundedPattern(pattern, code, compiler.tests, word, compiler.size)

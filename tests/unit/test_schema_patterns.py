@@ -25,6 +25,7 @@ from toolwire import Tool, ToolRegistry
 from toolwire.conversation.dispatch import Dispatcher
 from toolwire.conversation.validation import bounded_validator
 from toolwire.errors import ToolArgumentsError, ToolDefinitionError, ToolSchemaBudgetError
+from toolwire.vocabulary import schema_patterns
 from toolwire.vocabulary.history import ToolCall
 from toolwire.vocabulary.schema_patterns import (
     MAX_PROGRAM,
@@ -211,3 +212,11 @@ def test_a_validator_built_for_any_schema_reports_an_unusable_pattern() -> None:
     validator = bounded_validator({"type": "string", "pattern": "(a)\\1"})
     (error,) = validator.iter_errors("aa")
     assert "cannot be used" in error.message
+
+
+def test_the_cache_of_compiled_patterns_is_bounded_in_instructions() -> None:
+    schema_patterns.clear_pattern_cache()
+    for extra in range(130):  # about 9,000 instructions each: more than the cache holds
+        compile_pattern(f"[a-z]{{{9_000 + extra}}}")
+    assert 0 < schema_patterns._cached_instructions <= schema_patterns._CACHE_INSTRUCTIONS
+    assert len(schema_patterns._cache) < 130
