@@ -15,8 +15,9 @@ seconds from the call to the cut result and the host's peak of traced Python
 memory, for 100 MB and 400 MB from the 'raw' server (it writes its result in
 pieces, so the server costs little and the figure is the host's: the pipe and
 the cut), 100 MB from the SDK's own server over stdio and over streamable HTTP
-(its serialization included), and, for comparison, 10 MB through the SDK's own
-stdio client with no bound (its reading is quadratic in a line's length).
+(its serialization included), and, for comparison, 400 MB through a bare pipe (the
+floor the stdio rows stand on) and 10 MB through the SDK's own stdio client with no
+bound (its reading is quadratic in a line's length).
 """
 
 from __future__ import annotations
@@ -116,6 +117,25 @@ def _raw_sdk_huge(megabytes: float) -> dict[str, Any]:
             "calls_per_run": 1, "peak_python_mb": peak}
 
 
+def _pipe_alone(megabytes: int) -> dict[str, Any]:
+    """The floor under the stdio rows: a child writes the bytes, the host reads the pipe."""
+    import os
+
+    writer = subprocess.Popen([sys.executable, "-c",
+                               "import sys\nb = b'x' * 2**20\n"
+                               f"for _ in range({megabytes}): sys.stdout.buffer.write(b)\n"],
+                              stdout=subprocess.PIPE)
+    assert writer.stdout is not None
+    started = time.perf_counter()
+    while os.read(writer.stdout.fileno(), 2**20):
+        pass
+    seconds = time.perf_counter() - started
+    writer.wait()
+    writer.stdout.close()
+    return {"median_us": seconds * 1e6, "min_us": seconds * 1e6, "runs": 1,
+            "calls_per_run": 1, "peak_python_mb": 0.0}
+
+
 def _huge_rows(row: Any, quick: bool) -> None:
     from toolwire.plugins.mcp_tools import MCPServers, ServerConfig
 
@@ -125,6 +145,7 @@ def _huge_rows(row: Any, quick: bool) -> None:
         tools = servers.tools(strict=True)
         row("huge result cut while read: 100 MB, raw server, stdio", _cut_result(tools, 100, runs))
         row("huge result cut while read: 400 MB, raw server, stdio", _cut_result(tools, 400, runs))
+    row("400 MB through a pipe alone (os.read, no MCP): the floor", _pipe_alone(400))
     sdk = ServerConfig("sdk", command=sys.executable, args=[SERVER, "tools"])
     with MCPServers([sdk], connect_timeout=120) as servers:
         row("huge result cut while read: 100 MB, SDK server, stdio",
