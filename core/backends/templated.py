@@ -307,9 +307,20 @@ class TemplatedBackend:
 
     def _render_template(self, choice: TemplateChoice, messages: list[dict[str, Any]],
                          tools: list[Any] | None) -> str:
-        return choice.template.render(
-            messages, tools=tools, add_generation_prompt=True, bos_token=self.bos_token,
-            eos_token=self.eos_token, enable_thinking=self.enable_thinking)
+        try:
+            return choice.template.render(
+                messages, tools=tools, add_generation_prompt=True, bos_token=self.bos_token,
+                eos_token=self.eos_token, enable_thinking=self.enable_thinking)
+        except TemplateResourceError:
+            raise
+        except TemplateError:
+            if tools is not None:
+                raise
+            # a template that iterates its tools whatever it is given (Hermes' tool_use
+            # variant) renders a turn without tools with an empty list instead of none
+            return choice.template.render(
+                messages, tools=[], add_generation_prompt=True, bos_token=self.bos_token,
+                eos_token=self.eos_token, enable_thinking=self.enable_thinking)
 
     def _history_shape(self, choice: TemplateChoice) -> HistoryShape:
         """How ``choice``'s template wants earlier calls (probed once per template)."""
