@@ -34,7 +34,6 @@ from ...errors import ToolDefinitionError, ToolSchemaBudgetError
 from ...vocabulary.backend import ResponseFormat
 from ...vocabulary.history import Message
 from ...vocabulary.openai_messages import messages_from_openai
-from ...vocabulary.schema import normalize_schema
 from ...vocabulary.schema_budget import check_schema_budget
 from ...vocabulary.tools import Tool
 from .chat_request import check_request_size
@@ -270,8 +269,7 @@ def _response_format(value: Any) -> ResponseFormat | None:
         raise _bad("response_format", "json_schema's schema must be a JSON schema object")
     try:
         check_schema_budget(schema, tool=name or "response_format")
-        checked = normalize_schema(dict(schema))
-        validator_for(checked, default=jsonschema.Draft202012Validator).check_schema(checked)
+        validator_for(schema, default=jsonschema.Draft202012Validator).check_schema(schema)
     except ToolSchemaBudgetError as exc:
         raise RequestError(400, f"response_format: {exc}", param="response_format",
                            code="tool_schema_too_complex") from None
