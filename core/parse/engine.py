@@ -30,7 +30,7 @@ The engine never raises: an internal failure becomes a ``parser_error`` diagnost
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
 from ..events import (
@@ -41,32 +41,40 @@ from ..events import (
     ToolCallEndEvent,
     ToolCallStartEvent,
 )
-from ..vocabulary.schema import ToolSchemaIndex
-from .compiled import NEED_MORE, choose_whole_syntax, compile_format
+from .compiled import NEED_MORE, choose_whole_syntax
+from .engine_base import (
+    AFTER_CALL,
+    AFTER_CALLS,
+    BLOCK,
+    BODY,
+    HEADER,
+    MALFORMED,
+    SECTION,
+    TEXT,
+    ParseState,
+)
 from .json_readers import CallObjectsReader, JsonArgsReader
 from .literal_reader import LiteralObjectReader
 from .markers import MAX_GAP, MAX_NAME, HeaderFields, TokenSet, skip_blanks
 from .protocol import EndReason
 from .pythonic_reader import PythonicCallsReader
-from .readers import FAIL, MORE, NOT_A_CALL, BodyReader, CallContext, CallNumbering
+from .readers import FAIL, MORE, NOT_A_CALL, BodyReader, CallContext
 from .record import (
-    CallFormat,
     CallObjects,
     GrammarArguments,
     JsonArguments,
     ObjectLiteral,
     TaggedArguments,
 )
-from .streaming import HeldWhitespace
 from .tagged_reader import TaggedArgsReader
 
 __all__ = ["CallParser"]
 
-# states
-_TEXT, _BLOCK, _SECTION, _HEADER, _BODY, _AFTER_CALL, _AFTER_CALLS, _MALFORMED = range(8)
+_TEXT, _BLOCK, _SECTION, _HEADER, _BODY, _AFTER_CALL, _AFTER_CALLS, _MALFORMED = (
+    TEXT, BLOCK, SECTION, HEADER, BODY, AFTER_CALL, AFTER_CALLS, MALFORMED)
 
 
-class CallParser:
+class CallParser(ParseState):
     """One reply's parser for a :class:`CallFormat`; ``feed`` deltas, then ``close``.
 
     :param fmt: the family's markup.
@@ -74,36 +82,6 @@ class CallParser:
     :param first_index: the index of the first call (a caller embedding this
         parser in a larger one numbers calls across it).
     """
-
-    def __init__(self, fmt: CallFormat, tools: Mapping[str, Any], *,
-                 first_index: int = 0) -> None:
-        self._fmt = fmt
-        self._c = compile_format(fmt)
-        self._schemas = ToolSchemaIndex(tools)
-        self._numbering = CallNumbering(first_index)
-        self._state = _TEXT
-        self._pending = ""
-        self._held = HeldWhitespace()
-        self._lead = False
-        self._at_start = fmt.at_start
-        self._header_at_start = False
-        self._in_section = False
-        self._section_calls = 0
-        self._made_call = False
-        self._separator = ""
-        self._raw: list[str] = []
-        self._failure = ""
-        self._message = ""
-        self._reader: BodyReader | None = None
-        self._call: CallContext | None = None
-        self._block_kind = ""
-        self._block_close = self._c.call_close
-        self._cut = False
-
-    @property
-    def calls_started(self) -> int:
-        """The index the next call would get."""
-        return self._numbering.next
 
     # -- the StreamParser protocol -----------------------------------------------------
 
@@ -161,24 +139,6 @@ class CallParser:
                 return
             if pos >= n and self._state == state and not (eof and state == _BODY):
                 return
-
-    def _hold(self, data: str, pos: int) -> int:
-        self._pending = data[pos:]
-        return -1
-
-    def _take(self, data: str, start: int, end: int) -> None:
-        if end > start:
-            self._raw.append(data[start:end])
-
-    def _emit_text(self, text: str, out: list[Event]) -> None:
-        chunk = self._held.push(text)
-        if chunk:
-            out.append(TextEvent(chunk))
-
-    def _begin_scope(self, token: str) -> None:
-        """An opening marker: what was held before it is its separator, unless it fails."""
-        self._separator = self._held.release()
-        self._raw = [token] if token else []
 
     # -- text ----------------------------------------------------------------------------
 
@@ -328,12 +288,6 @@ class CallParser:
         return self._to_malformed(start, code, f"text inside a {fmt.family} tool-call section "
                                                "is not a call; shown as text")
 
-    def _end_section(self) -> None:
-        self._in_section = False
-        self._raw = []
-        self._state = _TEXT
-        self._lead = True
-
     def _choose_whole(self, data: str, pos: int, eof: bool) -> Any:
         """Which whole-call syntax begins at ``pos`` (``NEED_MORE``; ``None``: none)."""
         return choose_whole_syntax(self._c, data, pos, eof, in_section=self._in_section,
@@ -433,15 +387,6 @@ class CallParser:
                    "format; shown as text") if code == "json_in_tool_call" else \
             f"text inside {fmt.family} tool-call markup is not a call; shown as text"
         return self._to_malformed(pos, code, message)
-
-    def _to_text(self, out: list[Event]) -> None:
-        """What was read since the opening marker is plain text (no diagnostic)."""
-        text = self._separator + "".join(self._raw)
-        self._separator = ""
-        self._raw = []
-        self._in_section = False
-        self._state = _TEXT
-        self._emit_text(text, out)
 
     def _start_call(self, name: str, call_id: str, out: list[Event]) -> None:
         call = CallContext(self._numbering.take(), name, call_id, self._schemas, self._fmt.family)
@@ -544,38 +489,6 @@ class CallParser:
         self._complete_call(out)
         return start
 
-    def _cut_open(self) -> bool:
-        """The token limit cut the reply before anything marked the call's end: its
-        closing marker (without one, a JSON object's or literal's last bracket ends it)."""
-        return self._cut and (bool(self._fmt.call_close)
-                              or isinstance(self._reader, TaggedArgsReader))
-
-    def _truncated(self, pos: int) -> int:
-        """The token limit cut the reply inside a call: it is text, never run."""
-        assert self._call is not None
-        name = self._call.name
-        return self._to_malformed(pos, "truncated_call", f"the reply was cut by the token "
-                                  f"limit before call {name!r} was closed; shown as text")
-
-    def _complete_call(self, out: list[Event]) -> None:
-        call = self._call
-        reader = self._reader
-        assert call is not None and reader is not None
-        out.extend(reader.notes)
-        out.append(ToolCallEndEvent(name=call.name, arguments=reader.arguments or {},
-                                 id=call.call_id, index=call.index))
-        self._call = None
-        self._reader = None
-        self._made_call = True
-        self._section_calls += 1
-        self._separator = ""  # a call came of it: the blanks before the marker were markup
-        self._raw = []
-        if self._in_section:
-            self._state = _SECTION
-        else:
-            self._state = _TEXT
-            self._lead = True
-
     def _scan_after_calls(self, data: str, pos: int, out: list[Event], eof: bool) -> int:
         """After whole calls: the section's closing marker, where the format has one."""
         fmt = self._fmt
@@ -608,89 +521,9 @@ class CallParser:
         self._end_section()
         return start
 
-    # -- what is not a call --------------------------------------------------------------
-
-    def _to_malformed(self, pos: int, code: str, message: str) -> int:
-        self._state = _MALFORMED
-        self._failure = code
-        self._message = message
-        self._call = None
-        self._reader = None
-        return pos
-
-    def _scan_malformed(self, data: str, pos: int, out: list[Event], eof: bool) -> int:
-        """Skip to the scope's closing marker (kept in the text) or the next opening one."""
-        if not self._c.scope_close:
-            self._flush_malformed(out)
-            return pos
-        match = self._c.resync.find(data, pos)
-        if match is not None:
-            stop = match.start() if match.group(0) in self._c.openers else match.end()
-            self._take(data, pos, stop)
-            self._flush_malformed(out)
-            return stop
-        safe = len(data) if eof else self._c.resync.partial(data, pos)
-        self._take(data, pos, safe)
-        if eof:
-            self._flush_malformed(out)
-            return len(data)
-        return self._hold(data, safe) if safe < len(data) else len(data)
-
-    def _flush_malformed(self, out: list[Event]) -> None:
-        raw = "".join(self._raw)
-        text = self._separator + raw
-        self._separator = ""
-        self._raw = []
-        if text:
-            self._held.drop()
-            out.append(TextEvent(text))
-        out.append(DiagnosticEvent(self._failure or "malformed_call", self._message or
-                                   f"not a call in the {self._fmt.family} format; shown as text",
-                                   raw))
-        self._failure = self._message = ""
-        self._in_section = False
-        self._state = _TEXT
-
-    # -- the end ---------------------------------------------------------------------------
-
-    def _finish(self, out: list[Event]) -> None:
-        state = self._state
-        if state == _AFTER_CALL and self._call is not None:
-            if self._cut_open():
-                self._truncated(0)
-            else:
-                self._complete_call(out)
-        elif state == _SECTION:
-            if self._section_calls:
-                self._end_section()  # the calls are complete; the section's end was cut off
-            elif not self._fmt.strict_open:
-                self._to_text(out)
-            else:
-                self._to_malformed(0, "unclosed_call", "the reply ended inside a tool-call "
-                                                       "section; shown as text")
-        elif state == _HEADER:
-            if self._header_at_start or not self._fmt.strict_open:
-                self._header_at_start = False
-                self._to_text(out)
-            elif self._section_calls and not self._fmt.call_open:
-                self._end_section()
-            else:
-                self._to_malformed(0, "unclosed_call", "the reply ended inside a tool call; "
-                                                       "shown as text")
-        if self._state == _MALFORMED:
-            self._failure = self._failure or "unclosed_call"
-            self._flush_malformed(out)
-        if self._state == _BLOCK:
-            if self._block_kind == "reasoning":
-                self._held.drop()  # blanks at the end of unclosed reasoning are not text
-            self._state = _TEXT
-        rest = self._held.release()
-        if rest and not self._lead:
-            out.append(TextEvent(rest))
-
 
 _SCANNERS: tuple[Callable[[CallParser, str, int, list[Event], bool], int], ...] = (
     CallParser._scan_text, CallParser._scan_block, CallParser._scan_section,
     CallParser._scan_header, CallParser._scan_body, CallParser._scan_after_call,
-    CallParser._scan_after_calls, CallParser._scan_malformed)
+    CallParser._scan_after_calls, ParseState._scan_malformed)
 """The scanner of each state, indexed by state (unbound: no reference cycle per parser)."""
