@@ -29,6 +29,7 @@ from typing import Any, Final
 
 import attrs
 
+from toolwire import ParserNotFoundError, select_parser
 from toolwire.plugin_api import (
     DEFAULT_CHAT_TEMPLATE,
     BackendError,
@@ -59,12 +60,14 @@ from .repack_probe import ProbeVerdict, repack_verdict
 __all__ = [
     "DEFAULT_CHAT_TEMPLATE",
     "DEFAULT_N_CTX_CAP",
+    "DEFAULT_TOOLS_KEY",
     "OPTIONS",
     "LazyCalls",
     "LlamaCppBackend",
     "install_log_filter",
     "is_standin",
     "llama_seed",
+    "tools_unsupported",
 ]
 
 DEFAULT_N_CTX_CAP: Final = 8192
@@ -288,6 +291,26 @@ def _refuse(reason: str) -> None:
     if reason:
         raise BackendError(f"the model cannot be used: {reason}; create a new backend",
                            kind="closed")
+
+
+DEFAULT_TOOLS_KEY: Final = "default (tools)"
+"""The template key of turns with tools that use toolwire's default template because
+the model's own cannot carry tool calls (see :func:`tools_unsupported`)."""
+
+
+def tools_unsupported(source: str, plugins: PluginManager) -> str:
+    """Why a chat template cannot carry tool calls, or ``""`` when it can.
+
+    It cannot when no parser plugin claims it and none can be derived from it: the
+    calls a model would write in its markup could not be read (SmolLM2's plain
+    ChatML, which never mentions tools, is one). A template a parser claims keeps
+    its own markup, even one that does not list the tools itself (DeepSeek-R1's).
+    """
+    try:
+        select_parser(source, plugins)
+    except ParserNotFoundError:
+        return "no parser plugin reads the calls it writes, and none can be derived from it"
+    return ""
 
 
 def is_standin(model: Any) -> bool:
@@ -514,6 +537,9 @@ class LlamaCppBackend(TemplatedBackend):
             else:
                 n_ctx = min(self.metadata.context_length or _FALLBACK_N_CTX, DEFAULT_N_CTX_CAP)
         self._override = chat_template
+        self._forced_family = family
+        self.tool_template_note = ""
+        """Why turns with tools use toolwire's default template (``""``: they do not)."""
         super().__init__(templates=self._template_source, n_ctx=n_ctx, max_tokens=max_tokens,
                          family=family, plugins=plugins, enable_thinking=enable_thinking,
                          bos_token=self.metadata.bos_token or "",
@@ -588,6 +614,16 @@ class LlamaCppBackend(TemplatedBackend):
         found = self.metadata.template_for(tools=tools)
         if found is None:
             return TemplateSource("default", DEFAULT_CHAT_TEMPLATE, is_default=True)
+        if tools and self._forced_family is None:
+            why = tools_unsupported(found[1], self.plugins)
+            if why:
+                self.tool_template_note = (
+                    f"{self.model_path.name}'s chat template ({found[0]}) cannot carry tool "
+                    f"calls: {why}; turns with tools use toolwire's default ChatML template, "
+                    "whose calls the qwen_xml parser reads (turns without tools keep the "
+                    "model's own; chat_template=... or family=... overrides this, see "
+                    "docs/local.md)")
+                return TemplateSource(DEFAULT_TOOLS_KEY, DEFAULT_CHAT_TEMPLATE)
         return TemplateSource(*found)
 
     def _progress(self, enabled: bool, *, started: float | None, failed: bool = False) -> None:
@@ -630,6 +666,8 @@ class LlamaCppBackend(TemplatedBackend):
         template and toolwire's default is used."""
         if self.repack_note and self.announce_once("repack"):
             yield DiagnosticEvent("repack_disabled", self.repack_note)
+        if choice.key == DEFAULT_TOOLS_KEY and self.announce_once(DEFAULT_TOOLS_KEY):
+            yield DiagnosticEvent("default_tool_template", self.tool_template_note)
         if choice.is_default and self.announce_once("default"):
             yield DiagnosticEvent(
                 "default_chat_template",

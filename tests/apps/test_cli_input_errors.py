@@ -15,7 +15,7 @@ import pytest
 from tests.support.openai_wire_server import Stream, WireServer, reply_chunks
 from tests.support.terminal import Terminal
 from toolwire.apps.cli.main import TRACEBACK_VARIABLE
-from toolwire.testing.tiny_gguf import write_tiny_gguf
+from toolwire.testing.tiny_gguf import CHATML_TEMPLATE, write_tiny_gguf
 
 
 def toolwire(*args: str, stdin: str | None = "", cwd: Path | None = None,
@@ -159,8 +159,13 @@ def test_an_unexpected_error_is_one_line_unless_the_traceback_is_asked_for() -> 
 
 
 def test_the_no_parser_notice_is_one_line_naming_detect_and_the_family_flag(
-        tiny: Path, workspace: Path) -> None:
+        tiny: Path, workspace: Path, tmp_path: Path) -> None:
+    # a template the user gives is used as it is (the file's own would give way to the
+    # default template for tool turns, docs/local.md)
+    plain = tmp_path / "plain.jinja"
+    plain.write_text(CHATML_TEMPLATE)
     run = toolwire("chat", "--model", str(tiny), "--workspace", str(workspace),
+                   "--chat-template-file", str(plain),
                    "--message", "hi", "--max-tokens", "4", "--temperature", "0")
     notes = [line for line in run.stdout.splitlines() if line.startswith("note: ")]
     assert len(notes) == 1, run.stdout

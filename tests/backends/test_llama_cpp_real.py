@@ -230,13 +230,35 @@ def test_gguf_without_chat_template_uses_the_default(tmp_path: Path) -> None:
     assert not any(isinstance(e, DiagnosticEvent) for e in later)
 
 
-def test_unclaimed_template_chats_without_a_parser(tmp_path: Path) -> None:
+def test_an_unclaimed_template_given_by_the_user_chats_without_a_parser(
+        tmp_path: Path) -> None:
     path = write_tiny_gguf(tmp_path / "plain.gguf", CHATML_TEMPLATE)
-    model = backend(path, Script('<tool_call>{"name": "x"}</tool_call>'))
+    model = backend(path, Script('<tool_call>{"name": "x"}</tool_call>'),
+                    chat_template=CHATML_TEMPLATE)
     events = list(Chat(model, [get_weather]).send("hi"))
     assert [e.type for e in events if isinstance(e, NoParserEvent)] == ["no_parser"]
     assert texts(events) == '<tool_call>{"name": "x"}</tool_call>'
     assert ran == []
+
+
+def test_a_file_template_no_parser_reads_uses_the_default_template_for_tool_turns(
+        tmp_path: Path) -> None:
+    path = write_tiny_gguf(tmp_path / "plain.gguf", CHATML_TEMPLATE)
+    model = backend(path, Script(call("get_weather", city="Kyiv"), "Sunny.", "Hi."))
+    chat = Chat(model, [get_weather])
+    events = list(chat.send("Kyiv?"))
+    notes = [e for e in events if isinstance(e, DiagnosticEvent)]
+    assert [n.code for n in notes] == ["default_tool_template"]
+    assert "plain.gguf's chat template (tokenizer.chat_template) cannot carry tool calls" in \
+        notes[0].message
+    assert not any(isinstance(e, NoParserEvent) for e in events)
+    assert ran == [("get_weather", {"city": "Kyiv", "days": 1})]
+    assert texts(events) == "Sunny."
+    assert model.template_choice(tools=True).key == "default (tools)"
+    assert model.template_choice(tools=False).source == CHATML_TEMPLATE  # its own, untouched
+    assert not any(isinstance(e, DiagnosticEvent) for e in chat.send("hello"))  # said once
+    forced = backend(path, family="qwen_xml")  # a family the user chose keeps the template
+    assert forced.template_choice(tools=True).source == CHATML_TEMPLATE
 
 
 def test_template_that_raises_is_an_error_event_and_the_session_goes_on(
