@@ -115,8 +115,9 @@ class NestedValues:
         if kind == "array":
             item = sequence(_GAP, self.element("item", self.value(schema.get("items"),
                                                                   f"{path}/items")))
-            low = schema.get("minItems") if isinstance(schema.get("minItems"), int) else 0
-            high = schema.get("maxItems") if isinstance(schema.get("maxItems"), int) else None
+            fewest, most = schema.get("minItems"), schema.get("maxItems")
+            low = fewest if isinstance(fewest, int) and fewest >= 0 else 0
+            high = most if isinstance(most, int) and most >= 0 else None
             return repetition(self.rules, item, low, high, hint="nested-items") or '""'
         if kind == "string":
             shortest = schema.get("minLength")
