@@ -174,8 +174,8 @@ def test_chat_offers_mcp_tools_to_the_model_and_runs_its_call_on_the_server(
 
 
 def test_serve_builds_its_chats_with_the_mcp_tools(tmp_path: Path) -> None:
-    args = _parser().parse_args(["serve", "--model", "stand-in.gguf", "--mcp", OTHER_SERVER,
-                                 "--no-tools", "--workspace", str(tmp_path)])
+    args = _parser()[0].parse_args(["serve", "--model", "stand-in.gguf", "--mcp", OTHER_SERVER,
+                                    "--no-tools", "--workspace", str(tmp_path)])
     plugins = isolated_plugin_manager()
     make_chat, _label = make_chat_factory(args, plugins, ScriptedBackend(["hi"]))
     chat = make_chat((), None)
