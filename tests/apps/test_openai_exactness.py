@@ -228,3 +228,70 @@ def test_a_stream_starts_with_the_role_and_each_call_comes_whole(serve: Any) -> 
         [(0, "get_weather", '{"city": "Tokyo"}'), (1, "get_weather", '{"city": "Osaka"}')]
     assert all(c["id"] and c["type"] == "function" for c in calls)
     assert frames[-2]["choices"][0]["finish_reason"] == "tool_calls"
+
+
+# -- 7. the deprecated functions and function_call -----------------------------------------------
+
+LEGACY_FUNCTION = WEATHER["function"]
+
+
+def test_legacy_functions_get_a_function_call_back(serve: Any) -> None:
+    two = f"Sure.\n{TOKYO_XML}\n{TOKYO_XML.replace('Tokyo', 'Osaka')}"
+    reading = read_all(serve, two, {"functions": [LEGACY_FUNCTION]})
+    assert reading.finish == "function_call"
+    assert reading.calls == [("get_weather", '{"city": "Tokyo"}')]  # one call at most
+
+
+def test_a_named_function_call_becomes_a_named_tool_choice(serve: Any) -> None:
+    backend = ScriptedBackend([TOKYO_XML])
+    base = serve(backend)
+    import openai
+
+    client = openai.OpenAI(base_url=base + "/v1", api_key="none", max_retries=0)
+    reply = client.chat.completions.create(model=MODEL, messages=ASK,
+                                           functions=[LEGACY_FUNCTION],
+                                           function_call={"name": "get_weather"})
+    message = reply.choices[0].message
+    assert message.function_call is not None and message.tool_calls is None
+    assert json.loads(message.function_call.arguments) == {"city": "Tokyo"}
+    (request,) = backend.requests
+    assert request.tool_choice == {"type": "function", "function": {"name": "get_weather"}}
+    assert [t.name for t in request.tools] == ["get_weather"] and not request.parallel_tool_calls
+
+
+def test_function_messages_are_read_as_the_results_of_the_calls_they_answer(serve: Any) -> None:
+    backend = ScriptedBackend(["It is sunny in Tokyo and rainy in Osaka."])
+    base = serve(backend)
+    history = [*ASK,
+               {"role": "assistant", "content": None,
+                "function_call": {"name": "get_weather", "arguments": '{"city": "Tokyo"}'}},
+               {"role": "function", "name": "get_weather", "content": "sunny"},
+               {"role": "assistant", "content": None,
+                "function_call": {"name": "get_weather", "arguments": '{"city": "Osaka"}'}},
+               {"role": "function", "name": "get_weather", "content": "rainy"}]
+    import openai
+
+    client = openai.OpenAI(base_url=base + "/v1", api_key="none", max_retries=0)
+    reply = client.chat.completions.create(model=MODEL, messages=history,  # type: ignore
+                                           functions=[LEGACY_FUNCTION])
+    assert reply.choices[0].finish_reason == "stop"
+    messages = backend.requests[0].messages
+    assert [m.role for m in messages] == ["user", "assistant", "tool", "assistant", "tool"]
+    assert [(m.tool_call_id, m.content) for m in messages if m.role == "tool"] == [
+        (messages[1].tool_calls[0].id, "sunny"), (messages[3].tool_calls[0].id, "rainy")]
+    assert messages[3].tool_calls[0].arguments == {"city": "Osaka"}
+
+
+@pytest.mark.parametrize(("body", "param"), [
+    ({"functions": [LEGACY_FUNCTION], "tools": [WEATHER]}, "functions"),
+    ({"functions": [LEGACY_FUNCTION], "function_call": {"name": "nope"}}, "function_call"),
+    ({"functions": [{"parameters": {}}]}, "functions[0]"),
+    ({"messages": [*ASK, {"role": "function", "name": "get_weather", "content": "x"}],
+      "functions": [LEGACY_FUNCTION]}, "messages"),
+])
+def test_malformed_legacy_fields_are_400_naming_them(serve: Any, body: dict[str, Any],
+                                                     param: str) -> None:
+    readings = every_reading(serve(ScriptedBackend([])), {"model": MODEL, "messages": ASK,
+                                                          **body})
+    assert agreed(readings).status == 400 and readings["sync"].error is not None
+    assert readings["sync"].error[0] == param

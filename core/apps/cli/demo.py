@@ -28,7 +28,8 @@ from ...vocabulary.tools import Tool
 from .common import extra_hint, fail
 
 __all__ = ["DEMO_MODEL", "EXAMPLE_TEXT", "check_demo_folder", "demo_grammar", "grammar_calling",
-           "make_demo_backend", "register", "run_demo", "scripted_arguments", "scripted_call"]
+           "make_demo_backend", "register", "request_grammar", "run_demo", "scripted_arguments",
+           "scripted_call"]
 
 QUESTION = "What do my notes say about Alex?"
 NOTES = {
@@ -159,6 +160,54 @@ def grammar_calling(plugin_tools: Iterable[str] = ()) -> Callable[[ModelRequest]
         tool = next((t for t in offered.values() if t.name not in theirs), None) or \
             offered.get("search_text") or next(iter(offered.values()))
         return forcing_grammar(scripted_call(tool))
+
+    return grammar
+
+
+def request_grammar(plugin_tools: Iterable[str] = ()) -> Callable[[ModelRequest], str]:
+    """What the stand-in writes behind ``toolwire serve --demo``: an answer to the
+    request's own tools, ``tool_choice`` and ``response_format``.
+
+    It calls the tool a named ``tool_choice`` names; else, among the offered tools,
+    the first that is not one of ``plugin_tools`` (a client's own on
+    ``/v1/chat/completions``, ``--functions`` and MCP tools on ``/v1/chat``), else
+    ``search_text`` (the demo's story: its notes mention Alex), else the first.
+    With no tool offered (none sent, or ``tool_choice: "none"``) it answers in
+    words, or with a JSON value the ``response_format`` admits; after a tool's
+    result it quotes the result.
+    """
+    theirs = frozenset(plugin_tools)
+
+    def grammar(request: ModelRequest) -> str:
+        from ...testing.tiny_gguf import forcing_grammar
+        from ...vocabulary.tool_choice import resolve_tool_choice
+
+        last = request.messages[-1] if request.messages else None
+        if last is not None and last.role == "tool":
+            called = next((m.tool_calls[-1].name for m in reversed(request.messages)
+                           if m.role == "assistant" and m.tool_calls), "the tool")
+            if called == "search_text":
+                return forcing_grammar(_answer_from_results(request))
+            found = last.content.strip() or "(nothing)"
+            if len(found) > _SHOWN_RESULT:
+                found = found[:_SHOWN_RESULT] + " ..."
+            return forcing_grammar(f"(a stand-in model) {called} returned:\n{found}")
+        offered = {t.name: t for t in request.offered_tools}
+        allowed = resolve_tool_choice(request.tool_choice).allowed(list(offered))
+        if not allowed:
+            wanted = request.response_format
+            if wanted is not None:
+                schema = wanted.schema if wanted.type == "json_schema" else {
+                    "type": "object", "properties": {"answer": {"type": "string"}}}
+                return forcing_grammar(json.dumps(_example(schema)))
+            return forcing_grammar("(a stand-in model) No tool is offered, so there is "
+                                   "nothing to call.")
+        name = next((n for n in allowed if n not in theirs), None) or \
+            ("search_text" if "search_text" in allowed else allowed[0])
+        tool = offered[name]
+        call = CALL if scripted_arguments(tool.parameters) == {"pattern": EXAMPLE_TEXT} \
+            and name == "search_text" else scripted_call(tool)
+        return forcing_grammar(call)
 
     return grammar
 

@@ -35,18 +35,18 @@ from ...hooks.manager import PluginManager
 from ...vocabulary.backend import Backend
 from ...vocabulary.history import Message
 from ..server.limits import ServerLimits
-from ..server.request_guard import LOOPBACK_HOSTS, HostPolicy
+from ..server.request_guard import LOOPBACK_HOSTS, HostPolicy, parse_origin
 from .chat import add_chat_arguments, make_backend
 from .common import at_least, fail
-from .model_options import check_model_options, model_label
+from .model_options import check_model_options, local_worker_backend, model_label
 from .tools import session_tools
 
 if TYPE_CHECKING:
     from ..server.served_model import ChatFactory
 
 __all__ = ["API_KEY_VARIABLE", "DEFAULT_HOST", "DEFAULT_PORT", "allowed_hosts_for",
-           "is_loopback", "limits_from_args", "listen", "make_chat_factory", "model_id_for",
-           "register", "run_serve"]
+           "check_demo_options", "is_loopback", "limits_from_args", "listen",
+           "make_chat_factory", "model_id_for", "register", "run_serve"]
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8765
@@ -97,6 +97,9 @@ def register(
     p.add_argument("--allow-host", action="append", default=[], metavar="NAME",
                    help="also answer requests whose Host header is NAME (repeatable; the "
                         "loopback names and the --host address are always allowed)")
+    p.add_argument("--allow-origin", action="append", default=[], metavar="ORIGIN",
+                   help="let web pages of ORIGIN (scheme://host[:port]) call the server "
+                        "from a browser: CORS for that origin only (repeatable)")
     p.add_argument("--model-id", help="the model id OpenAI clients send (default: the model "
                                       "file's name without .gguf, or the provider's model)")
     p.add_argument("--approvals", action="store_true",
@@ -149,20 +152,28 @@ def make_chat_factory(args: argparse.Namespace, plugins: PluginManager,
     if args.demo:
         if args.model or args.provider:
             raise ToolwireError("--demo serves the stand-in model: leave out --model/--provider")
-        from .demo import make_demo_backend
+        check_demo_options(args)
+        from .demo import make_demo_backend, request_grammar
 
+        tools = session_tools(args, plugins)  # --no-tools, --functions and --mcp, as a chat's
         base = Path(tempfile.mkdtemp(prefix="toolwire-serve-demo-"))
         atexit.register(shutil.rmtree, base, ignore_errors=True)  # the model lives till exit
-        demo_backend, model_path, workspace = make_demo_backend(base, plugins)
+        demo_backend, model_path, workspace = make_demo_backend(
+            base, plugins, grammar=request_grammar([t.name for t in plugins.tools()]))
         demo = backend or demo_backend
 
         def make_demo_chat(history: Sequence[Message], system: str | None) -> Chat:
-            return Chat(demo, tools=plugins.tools(), system_prompt=system, workspace=workspace,
-                        read_only=True, max_tool_iters=4, plugins=plugins, history=history)
+            # the stand-in calls only the one tool it picks, in a temporary folder of
+            # sample notes: the session's policy (--read-only) is the user's, as in a chat
+            return Chat(demo, tools=tools, system_prompt=args.system if system is None
+                        else system, workspace=workspace, read_only=args.read_only,
+                        max_tool_iters=args.max_tool_iters, plugins=plugins, history=history)
 
         return make_demo_chat, f"demo: tiny stand-in model ({model_path.name})"
 
-    shared = backend or make_backend(args, plugins)
+    # a local model runs in a supervised worker process: its crash ends one reply only
+    shared = backend or (make_backend(args, plugins) if args.provider
+                         else local_worker_backend(args, plugins))
     workspace = Path(args.workspace).resolve()
     tools = session_tools(args, plugins)
 
@@ -174,6 +185,34 @@ def make_chat_factory(args: argparse.Namespace, plugins: PluginManager,
     label = (f"{args.provider}: {args.model or args.base_url}" if args.provider
              else Path(args.model).name)
     return make_chat, label
+
+
+_DEMO_UNUSABLE = (
+    ("base_url", "--base-url"), ("template", "--template"), ("model_file", "--model-file"),
+    ("api", "--api"), ("family", "--family"), ("chat_template_file", "--chat-template-file"),
+    ("api_key_env", "--api-key-env"), ("temperature", "--temperature"), ("top_p", "--top-p"),
+    ("seed", "--seed"), ("max_tokens", "--max-tokens"), ("n_ctx", "--ctx-size"),
+    ("n_threads", "--threads"), ("n_gpu_layers", "--n-gpu-layers"), ("repack", "--no-repack"),
+    ("models_dir", "--models-dir"),
+)
+
+
+def check_demo_options(args: argparse.Namespace) -> None:
+    """``serve --demo`` refuses, as input errors, the options its stand-in cannot use.
+
+    The stand-in writes what a grammar forces, in its own folder of sample notes:
+    options choosing or tuning a model, and ``--workspace``, would be dropped, so
+    they are refused. ``--functions``, ``--no-tools``, ``--mcp``, ``--max-tool-iters``,
+    ``--read-only`` and ``--system`` are honoured, as in a chat.
+
+    :raises UsageError: one of those options was given.
+    """
+    given = [flag for dest, flag in _DEMO_UNUSABLE if getattr(args, dest, None) not in (None, [])]
+    if getattr(args, "workspace", ".") != ".":
+        given.append("--workspace")
+    if given:
+        fail(f"--demo serves the stand-in model in its own sample notes, which cannot use "
+             f"{', '.join(given)}: leave {'it' if len(given) == 1 else 'them'} out")
 
 
 def listen(host: str, port: int) -> socket.socket:
@@ -260,8 +299,14 @@ def run_serve(args: argparse.Namespace, plugins: PluginManager,
              f"the port could use the model and run the tools. Pass --api-key KEY (or set "
              f"{API_KEY_VARIABLE}), or listen on 127.0.0.1.")
     limits = limits_from_args(args)
+    try:
+        origins = [parse_origin(origin) for origin in args.allow_origin]
+    except ValueError as exc:
+        fail(f"--allow-origin: {exc}")
     if args.demo and (args.model or args.provider):
         fail("--demo serves the stand-in model: leave out --model/--provider")
+    if args.demo:
+        check_demo_options(args)
     if not args.demo and backend is None:
         check_model_options(args, plugins)
     source = "the demo model" if args.demo or backend is not None else model_label(args)
@@ -269,7 +314,8 @@ def run_serve(args: argparse.Namespace, plugins: PluginManager,
     port = listener.getsockname()[1]
     served = ServedModel(label=f"loading {source}", model_id=model_id_for(args))
     app = create_app(served=served, allowed_hosts=allowed_hosts_for(args.host, args.allow_host),
-                     limits=limits, api_key=api_key, approvals=args.approvals)
+                     limits=limits, api_key=api_key, approvals=args.approvals,
+                     allowed_origins=origins)
     shown = f"[{args.host}]" if ":" in args.host else args.host
     print(f"toolwire serve: loading {source} ...\n  dashboard: http://{shown}:{port}/\n"
           f"  API: POST http://{shown}:{port}/v1/chat (server-sent events)\n"

@@ -13,7 +13,9 @@ made) with these routes (see ``docs/dashboard.md`` and ``docs/openai-server.md``
   scripts (:mod:`.dashboard`); ``GET /healthz``: liveness.
 
 Every request first passes :class:`.request_guard.RequestGuard` (``Host``
-allowlist, same-origin POSTs, the API key when one is set); bodies are read under
+allowlist, same-origin POSTs or the CORS origins allowed, the API key when one
+is set); unknown ``/v1`` routes and wrong methods answer OpenAI's error object
+(``404``, ``405``); bodies are read under
 the bounds of :class:`.limits.ServerLimits`. All routes share one model and its
 :class:`.model_queue.ModelQueue`: replies run one at a time, in arrival order.
 """
@@ -36,7 +38,8 @@ from .chat_route import CHAT_ID_HEADER
 from .dashboard import dashboard_html, page_headers
 from .limits import ServerLimits
 from .model_queue import ModelQueue
-from .request_guard import LOOPBACK_HOSTS, HostPolicy
+from .model_worker import CrashIsUnavailable
+from .request_guard import LOOPBACK_HOSTS, HostPolicy, parse_origin
 from .responses import JsonResponse, Receive, Scope, Send, openai_error_body
 from .served_model import ChatFactory, LoadedModel, ServedModel
 
@@ -109,7 +112,8 @@ class _Page:
 
 
 class _Health:
-    """``GET /healthz``: ``ok`` (200) once the model is ready, else ``loading``/``failed``."""
+    """``GET /healthz``: ``ok`` (200) once the model is ready, else ``loading``/``failed``;
+    with a model worker, its state (``ready`` or ``restarting``) and restarts too."""
 
     def __init__(self, state: ServerState) -> None:
         self.state = state
@@ -123,9 +127,12 @@ class _Health:
                 body["error"] = model.error
             response = JsonResponse(503, body, (("Retry-After", "5"),))
         else:
-            response = JsonResponse(200, {"status": "ok", "model": model.label,
-                                          "busy": state.queue.busy,
-                                          "replies": len(state.replies)})
+            body = {"status": "ok", "model": model.label, "busy": state.queue.busy,
+                    "replies": len(state.replies)}
+            worker = model.worker_status()
+            if worker is not None:  # a local model in its supervised worker process
+                body["worker"] = worker
+            response = JsonResponse(200, body)
         await response(scope, receive, send)
 
 
@@ -161,7 +168,8 @@ def create_app(make_chat: ChatFactory | None = None, *, model: str = "",
                served: ServedModel | None = None, backend: Backend | None = None,
                model_id: str | None = None, api_key: str | None = None,
                concurrent_replies: int = 1, approvals: bool = False,
-               approval_timeout: float = DEFAULT_APPROVAL_TIMEOUT) -> Starlette:
+               approval_timeout: float = DEFAULT_APPROVAL_TIMEOUT,
+               allowed_origins: Sequence[str] = ()) -> Starlette:
     """The ``toolwire serve`` ASGI app.
 
     :param make_chat: builds the :class:`~toolwire.Chat` for one ``/v1/chat``
@@ -186,7 +194,10 @@ def create_app(make_chat: ChatFactory | None = None, *, model: str = "",
         client's answer (``approval_request`` event, ``POST /v1/chat/{id}/approval``);
         this replaces the approver of ``make_chat``'s chats.
     :param approval_timeout: seconds such a call waits before it is denied.
+    :param allowed_origins: browser origins (``https://app.example``) that may call
+        the server across sites: CORS preflights and headers for them only.
     :raises ToolwireError: Starlette is not installed (the ``serve`` extra).
+    :raises ValueError: an allowed origin is not ``scheme://host[:port]``.
     """
     try:
         from starlette.applications import Starlette
@@ -221,7 +232,8 @@ def create_app(make_chat: ChatFactory | None = None, *, model: str = "",
             Route("/static/vendor/{name}", VendorEndpoint(), methods=["GET"]),
             Route("/healthz", _Health(state), methods=["GET"]),
             Route("/v1/chat", ChatEndpoint(state), methods=["POST"]),
-            Route("/v1/chat/completions", CompletionsEndpoint(state), methods=["POST"]),
+            Route("/v1/chat/completions", CrashIsUnavailable(CompletionsEndpoint(state)),
+                  methods=["POST"]),
             Route("/v1/chat/{chat_id}/cancel", CancelEndpoint(state), methods=["POST"]),
             Route("/v1/chat/{chat_id}/approval", ApprovalEndpoint(state), methods=["POST"]),
             Route("/v1/tools", ToolsEndpoint(state), methods=["GET"]),
@@ -230,7 +242,8 @@ def create_app(make_chat: ChatFactory | None = None, *, model: str = "",
         ],
         exception_handlers={404: _route_error, 405: _route_error},
         middleware=[Middleware(RequestGuard, hosts=_host_policy(allowed_hosts),
-                               api_key=api_key, max_header_bytes=bounds.max_header_bytes)],
+                               api_key=api_key, max_header_bytes=bounds.max_header_bytes,
+                               origins=tuple(parse_origin(o) for o in allowed_origins))],
     )
     app.state.toolwire = state
     return app

@@ -1,6 +1,7 @@
-"""Who may talk to the server: the ``Host`` allowlist, same-origin POSTs, the API key.
+"""Who may talk to the server: the ``Host`` allowlist, same-origin POSTs, the API key, and
+the browser origins allowed across sites (CORS).
 
-Three checks run before any route, as one plain ASGI middleware:
+These checks run before any route, as one plain ASGI middleware:
 
 * **Host** (DNS rebinding): a web page on a name the attacker controls can make
   that name resolve to 127.0.0.1; the browser then sends the attacker's name in
@@ -9,7 +10,11 @@ Three checks run before any route, as one plain ASGI middleware:
   never a rebinding name, so a server listening on every interface may also allow
   any IP literal (that is how LAN clients address it).
 * **Origin**: a POST whose ``Origin`` is another site is refused (another page
-  driving the tools).
+  driving the tools), unless that origin is one the server was told to allow
+  (``--allow-origin``): for those origins only, a CORS preflight (``OPTIONS``
+  with ``Access-Control-Request-Method``) is answered and every answer carries
+  ``Access-Control-Allow-Origin``. The ``Host`` check and the API key hold for
+  them as for everyone.
 * **Size**: the headers together stay under a bound.
 * **API key**: when one is set, every ``/v1`` route needs
   ``Authorization: Bearer <key>`` (compared in constant time).
@@ -20,8 +25,8 @@ from __future__ import annotations
 import hmac
 import ipaddress
 import re
-from collections.abc import Iterable
-from typing import Final
+from collections.abc import Iterable, MutableMapping
+from typing import Any, Final
 from urllib.parse import urlsplit
 
 import attrs
@@ -29,7 +34,7 @@ import attrs
 from .http_input import RequestError, header_value
 from .responses import ASGIApp, Receive, Scope, Send, error_response
 
-__all__ = ["LOOPBACK_HOSTS", "HostPolicy", "RequestGuard", "parse_host_header"]
+__all__ = ["LOOPBACK_HOSTS", "HostPolicy", "RequestGuard", "parse_host_header", "parse_origin"]
 
 LOOPBACK_HOSTS: Final[frozenset[str]] = frozenset({"127.0.0.1", "localhost", "::1"})
 """The names a server on the loopback interface answers to."""
@@ -64,6 +69,29 @@ def parse_host_header(value: str) -> str | None:
                      and int(rest[1:]) <= 65535):
         return None
     return name
+
+
+def parse_origin(text: str) -> str:
+    """An origin as browsers send it (``scheme://host[:port]``, lower case), from
+    ``--allow-origin``.
+
+    :raises ValueError: not an ``http``/``https`` origin: a path, a query, user
+        info, ``*`` and ``null`` are refused (an origin is named, never a pattern).
+    """
+    value = text.strip()
+    parts = urlsplit(value)
+    if parts.scheme.lower() not in ("http", "https") or not parts.netloc \
+            or parts.path not in ("", "/") or parts.query or parts.fragment \
+            or "@" in parts.netloc or parse_host_header(parts.netloc) is None:
+        raise ValueError(f"{text!r} is not an origin: give scheme://host[:port], such as "
+                         "https://app.example or http://localhost:5173")
+    return f"{parts.scheme.lower()}://{parts.netloc.lower()}"
+
+
+_CORS_METHODS: Final = "GET, POST, OPTIONS"
+_CORS_EXPOSED: Final = "X-Toolwire-Chat, Retry-After"
+_CORS_MAX_AGE: Final = "600"
+_TOKEN_LIST = re.compile(r"[A-Za-z0-9!#$%&'*+.^_`|~-]+(\s*,\s*[A-Za-z0-9!#$%&'*+.^_`|~-]+)*")
 
 
 def _is_ip_literal(name: str) -> bool:
@@ -106,28 +134,67 @@ class RequestGuard:
     :param api_key: when set, required as a bearer token on every ``/v1`` route.
     :param max_header_bytes: the most bytes of headers a request may have (``431``;
         the HTTP parser bounds only a head that arrives in pieces).
+    :param origins: browser origins allowed to call across sites (CORS), as
+        :func:`parse_origin` writes them.
     """
 
     def __init__(self, app: ASGIApp, hosts: HostPolicy | None = None,
-                 api_key: str | None = None, max_header_bytes: int | None = None) -> None:
+                 api_key: str | None = None, max_header_bytes: int | None = None,
+                 origins: Iterable[str] = ()) -> None:
         self.app = app
         self.hosts = hosts
         self.api_key = api_key.encode() if api_key else None
         self.max_header_bytes = max_header_bytes
+        self.origins = frozenset(parse_origin(o) for o in origins)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Check the request; pass it on or answer with the refusal."""
-        if scope["type"] == "http":
-            refusal = self.refusal(scope["method"], scope["path"], scope["headers"])
-            if refusal is not None:
-                headers = ([("WWW-Authenticate", "Bearer")] if refusal.status == 401 else [])
-                await error_response(scope["path"], refusal, headers)(scope, receive, send)
-                return
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = scope["headers"]
+        allowed = self._allowed_origin(headers)
+        if allowed is not None:
+            send = _with_cors(send, allowed)
+        refusal = self.refusal(scope["method"], scope["path"], headers)
+        if refusal is None and allowed is not None and scope["method"] == "OPTIONS" \
+                and header_value(headers, b"access-control-request-method") is not None:
+            await self._preflight(send, headers)
+            return
+        if refusal is not None:
+            extra = [("WWW-Authenticate", "Bearer")] if refusal.status == 401 else []
+            await error_response(scope["path"], refusal, extra)(scope, receive, send)
+            return
         await self.app(scope, receive, send)
+
+    def _allowed_origin(self, headers: Iterable[tuple[bytes, bytes]]) -> str | None:
+        """The request's ``Origin`` when it is one the server allows across sites."""
+        if not self.origins:
+            return None
+        origin = header_value(headers, b"origin")
+        if origin is None:
+            return None
+        try:
+            normal = parse_origin(origin)
+        except ValueError:
+            return None
+        return origin if normal in self.origins else None
+
+    async def _preflight(self, send: Send, headers: Iterable[tuple[bytes, bytes]]) -> None:
+        """``204`` with what the browser may send: the methods, the headers it asked for."""
+        asked = (header_value(headers, b"access-control-request-headers") or "").strip()
+        answer = [(b"access-control-allow-methods", _CORS_METHODS.encode()),
+                  (b"access-control-max-age", _CORS_MAX_AGE.encode()),
+                  (b"content-length", b"0")]
+        if asked and _TOKEN_LIST.fullmatch(asked):
+            answer.append((b"access-control-allow-headers", asked.encode("latin-1")))
+        await send({"type": "http.response.start", "status": 204, "headers": answer})
+        await send({"type": "http.response.body", "body": b""})
 
     def refusal(self, method: str, path: str,
                 headers: Iterable[tuple[bytes, bytes]]) -> RequestError | None:
-        """Why this request is refused, or ``None`` when it may go on."""
+        """Why this request is refused, or ``None`` when it may go on (a CORS preflight
+        from an allowed origin is never asked for the API key: browsers send none)."""
         headers = list(headers)
         if self.max_header_bytes is not None and \
                 sum(len(k) + len(v) + 4 for k, v in headers) > self.max_header_bytes:
@@ -136,12 +203,16 @@ class RequestGuard:
         host = header_value(headers, b"host") or ""
         if self.hosts is not None and not self.hosts.allows(host):
             return RequestError(403, f"host {host!r} is not allowed", code="host_not_allowed")
-        if method not in ("GET", "HEAD", "OPTIONS"):
+        allowed = self._allowed_origin(headers)
+        if method not in ("GET", "HEAD", "OPTIONS") and allowed is None:
             origin = header_value(headers, b"origin")
             if origin is not None and urlsplit(origin).netloc.lower() != host.strip().lower():
                 return RequestError(403, f"cross-origin request from {origin!r} refused",
                                     code="cross_origin")
-        if self.api_key is not None and (path == "/v1" or path.startswith("/v1/")):
+        preflight = method == "OPTIONS" and allowed is not None and \
+            header_value(headers, b"access-control-request-method") is not None
+        if self.api_key is not None and not preflight and (path == "/v1"
+                                                            or path.startswith("/v1/")):
             given = header_value(headers, b"authorization") or ""
             scheme, _, token = given.partition(" ")
             if scheme.lower() != "bearer" or not hmac.compare_digest(
@@ -150,3 +221,16 @@ class RequestGuard:
                                          "'Authorization: Bearer <key>'",
                                     code="invalid_api_key")
         return None
+
+
+def _with_cors(send: Send, origin: str) -> Send:
+    """``send`` with the CORS headers of an allowed ``origin`` on the response start."""
+    cors = [(b"access-control-allow-origin", origin.encode("latin-1")), (b"vary", b"Origin"),
+            (b"access-control-expose-headers", _CORS_EXPOSED.encode())]
+
+    async def sending(message: MutableMapping[str, Any]) -> None:
+        if message["type"] == "http.response.start":
+            message = {**message, "headers": [*message.get("headers", []), *cors]}
+        await send(message)
+
+    return sending
