@@ -20,7 +20,6 @@ from hypothesis import strategies as st
 from tests.support.families import parse, plugins
 from tests.support.templates import template_path
 from toolwire.apps.server.completion_stream import CompletionBuilder, StopMatcher
-from toolwire.apps.server.sse import json_text
 from toolwire.events import Event, ToolCallEndEvent
 from toolwire.testing import AssistantTurnRenderer
 from toolwire.testing import strategies as tws
