@@ -21,11 +21,13 @@ from typing import Any
 
 from ...gguf.metadata import read_gguf_metadata
 from ...hooks.manager import PluginManager
+from ...vocabulary.backend import Backend
 from .common import at_least, check_family, did_you_mean, fail, fraction
 from .models import local_model_path
 
 __all__ = ["COMPLETIONS", "LOCAL_ONLY", "MAX_THREADS", "add_generation_arguments",
-           "check_model_options", "generation_options", "model_label"]
+           "check_model_options", "generation_options", "local_backend_options",
+           "local_worker_backend", "model_label"]
 
 COMPLETIONS = "completions"
 LOCAL_ONLY = ("n_threads", "n_gpu_layers", "repack")
@@ -180,6 +182,32 @@ def generation_options(args: argparse.Namespace, backend: str) -> dict[str, Any]
         if getattr(args, "provider_api_key", None):
             options["api_key"] = args.provider_api_key
     return options
+
+
+def local_backend_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The ``llama_cpp`` backend's keyword arguments for the local model the options name."""
+    local: dict[str, Any] = {"model_path": str(args.model),
+                             "enable_thinking": args.enable_thinking,
+                             **generation_options(args, "llama_cpp")}
+    if args.family is not None:
+        local["family"] = args.family
+    return local
+
+
+def local_worker_backend(args: argparse.Namespace, plugins: PluginManager) -> Backend:
+    """``serve``'s local model, loaded in a supervised worker process (a crash in
+    llama.cpp ends one reply, not the server; see
+    :mod:`toolwire.apps.server.model_worker`). Returns once the model is loaded.
+
+    :raises BackendError: the worker could not load the model.
+    """
+    from ..server.model_worker import WorkerBackend, WorkerSpec
+
+    if not getattr(args, "model_options_checked", False):
+        check_model_options(args, plugins)
+    spec = WorkerSpec("llama_cpp", {**local_backend_options(args), "progress": False},
+                      label=Path(str(args.model)).name)
+    return WorkerBackend(spec, plugins).start()
 
 
 def _read_template(path: str) -> str:

@@ -2,18 +2,21 @@
 
 ``toolwire serve`` starts listening at once and loads the model in a worker
 thread: until it is ready, the model routes answer ``503`` (and ``/healthz``
-says ``loading``); if loading fails, the server stops with the error.
+says ``loading``); if loading fails, the server stops with the error. A local
+model runs in a supervised worker process (:mod:`.model_worker`), whose state
+``/healthz`` shows too.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
 from ...vocabulary.backend import Backend
 from ...vocabulary.history import Message
+from .model_worker import WorkerBackend
 
 if TYPE_CHECKING:
     from ...conversation.chat import Chat
@@ -97,3 +100,11 @@ class ServedModel:
         if self._backend is None:
             self._backend = self._loaded.make_chat((), None).backend
         return self._backend
+
+    def worker_status(self) -> dict[str, Any] | None:
+        """The model worker's state (``ready``, ``restarting``, its restarts...), or
+        ``None`` when the model runs in the server's own process."""
+        if self._loaded is None:
+            return None
+        backend = self.backend()
+        return backend.status() if isinstance(backend, WorkerBackend) else None

@@ -1,0 +1,433 @@
+"""A backend in a supervised worker process: a native crash never takes the server down.
+
+llama.cpp computes in native code: a segfault, an abort or the kernel's
+out-of-memory killer ends whatever process runs it. ``toolwire serve`` therefore
+runs a local model in a worker process (:mod:`.worker_main`) and talks to it through
+:class:`WorkerBackend`, which is a :class:`~toolwire.Backend` like any other: the
+chats, their tools and the conversation stay in the server; only the model turns
+cross the pipe, as JSON lines (:mod:`.worker_wire`), events as their ``to_dict()``.
+
+When the worker dies, the turn under way ends with an ``error`` event of kind
+``model_crashed`` naming how it died (the ``/v1/chat`` stream gets it, and
+``/v1/chat/completions`` answers ``503``, see :class:`CrashIsUnavailable`), a new
+worker is started at once, and the next turn waits for it. Nothing else is lost:
+the other clients' requests wait their turn as usual, the dashboard keeps its
+conversations, and each chat's history is the server's, not the worker's.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+from typing import IO, Any, Final
+
+import attrs
+
+from ...errors import BackendError
+from ...events import ErrorEvent, Event, event_from_dict
+from ...families.selection import DERIVED_FAMILY
+from ...hooks.manager import PluginManager
+from ...vocabulary.backend import ModelRequest, TurnEnd
+from ...vocabulary.call_ids import default_call_id, nine_char_call_id
+from ...vocabulary.cancel import CancelToken
+from .responses import Receive, Scope, Send
+from .worker_wire import decode_end, encode_request, line
+
+__all__ = ["CRASH_KIND", "CrashIsUnavailable", "WorkerBackend", "WorkerSpec", "describe_exit"]
+
+CRASH_KIND: Final = "model_crashed"
+"""The ``error`` event kind of a turn whose worker died."""
+
+_POLL_SECONDS: Final = 0.05
+_DRAIN_SECONDS: Final = 30.0  # how long a turn left early may take to end in the worker
+_MAX_BACKOFF: Final = 30.0
+_DIED: Final = object()
+
+
+@attrs.frozen
+class WorkerSpec:
+    """The backend a worker builds: a backend plugin's name and its options (JSON values).
+
+    :ivar label: what to call the model in messages.
+    """
+
+    backend: str
+    options: Mapping[str, Any]
+    label: str = "the model"
+
+
+def describe_exit(returncode: int | None) -> str:
+    """How a worker process ended, for people (``"SIGSEGV, a crash"``...)."""
+    if returncode is None:
+        return "it stopped answering"
+    if returncode < 0:
+        try:
+            name = signal.Signals(-returncode).name
+        except ValueError:
+            return f"killed by signal {-returncode}"
+        what = {"SIGSEGV": "a crash in native code", "SIGABRT": "an abort in native code",
+                "SIGBUS": "a crash in native code", "SIGILL": "an instruction this CPU lacks",
+                "SIGFPE": "a crash in native code",
+                "SIGKILL": "killed, often by the kernel when memory runs out"}.get(name, "")
+        return f"{name}: {what}" if what else name
+    return f"exit status {returncode}"
+
+
+class _Worker:
+    """One worker process, its pipes, and a thread that reads what it says."""
+
+    def __init__(self, spec: WorkerSpec) -> None:
+        from_server, to_worker = os.pipe()  # (read end, write end)
+        from_worker, to_server = os.pipe()
+        try:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "toolwire.apps.server.worker_main", str(from_server),
+                 str(to_server)], pass_fds=(from_server, to_server),
+                stdin=subprocess.DEVNULL)
+        except BaseException:
+            for fd in (to_worker, from_server, from_worker, to_server):
+                os.close(fd)
+            raise
+        os.close(from_server)
+        os.close(to_server)
+        self._out: IO[str] = os.fdopen(to_worker, "w", encoding="utf-8")
+        self._lock = threading.Lock()
+        self.messages: queue.Queue[Any] = queue.Queue()
+        self.send({"backend": spec.backend, "options": dict(spec.options)})
+        threading.Thread(target=self._read, args=(os.fdopen(from_worker, "r", encoding="utf-8"),),
+                         daemon=True, name="toolwire-worker-reader").start()
+
+    def _read(self, stream: IO[str]) -> None:
+        with stream:
+            for text in stream:
+                try:
+                    self.messages.put(json.loads(text))
+                except ValueError:
+                    continue
+        self.messages.put(_DIED)
+
+    def send(self, message: Mapping[str, Any]) -> bool:
+        """Write one message; ``False`` when the worker is gone."""
+        try:
+            with self._lock:
+                self._out.write(line(message))
+                self._out.flush()
+        except (OSError, ValueError):
+            return False
+        return True
+
+    def exit_status(self, wait: float = 5.0) -> int | None:
+        """The process's exit status, once it has ended (``None``: it has not)."""
+        try:
+            return self.process.wait(wait)
+        except subprocess.TimeoutExpired:
+            return None
+
+    def stop(self) -> None:
+        """End the process (its pipe closes: it exits; a hung one is killed)."""
+        with contextlib.suppress(OSError, ValueError):
+            self._out.close()
+        if self.exit_status(5.0) is None:
+            self.process.kill()
+            self.exit_status(5.0)
+
+
+class _Died(Exception):
+    def __init__(self, how: str) -> None:
+        super().__init__(how)
+        self.how = how
+
+
+class WorkerBackend:
+    """A :class:`~toolwire.Backend` whose model runs in a supervised worker process.
+
+    :param spec: the backend the worker builds.
+    :param plugins: the server's plugin manager (call ids in the form of the family
+        the worker's template selected).
+    :param start_timeout: seconds a turn waits for a worker that is (re)starting.
+    :raises ToolwireError: see :meth:`start`.
+    """
+
+    def __init__(self, spec: WorkerSpec, plugins: PluginManager, *,
+                 start_timeout: float = 600.0) -> None:
+        self.spec = spec
+        self.name = spec.backend
+        self.start_timeout = start_timeout
+        self._plugins = plugins
+        self._make_call_id: Callable[[int], str] = default_call_id
+        self._worker: _Worker | None = None
+        self._ready = threading.Event()
+        self._state_lock = threading.Lock()
+        self._turn_lock = threading.Lock()
+        self._turns = 0
+        self._closed = False
+        self._starting = False
+        self._failures = 0
+        self.restarts = 0
+        """Workers started after a crash."""
+        self.last_exit = ""
+        """How the last worker that died ended (``""``: none has)."""
+        self.start_error = ""
+        """Why the last start failed (``""``: it did not)."""
+
+    # -- the worker's life ---------------------------------------------------------------
+
+    def start(self) -> WorkerBackend:
+        """Start the worker and wait until its model is loaded; return ``self``.
+
+        :raises BackendError: the worker could not load the model (the message is
+            the worker's), or it died while loading.
+        """
+        error = self._launch()
+        if error:
+            raise BackendError(f"the model worker could not start: {error}", kind="load")
+        return self
+
+    def _launch(self, *, restart: bool = False) -> str:
+        """Start a worker and wait for its word; ``""`` once it is ready, else why not."""
+        worker = _Worker(self.spec)
+        message = worker.messages.get()
+        if isinstance(message, dict) and message.get("op") == "ready":
+            self._adopt_call_ids(str(message.get("call_ids") or ""))
+            with self._state_lock:
+                if self._closed:
+                    worker.stop()
+                    return "the backend was closed"
+                self._worker = worker
+                self.restarts += int(restart)
+                self._failures = 0
+                self.start_error = ""
+                self._ready.set()
+            return ""
+        if isinstance(message, dict) and message.get("op") == "failed":
+            error = str(message.get("error") or "it failed")
+            worker.stop()
+        else:
+            error = f"it died while loading ({describe_exit(worker.exit_status())})"
+        self.start_error = error
+        return error
+
+    def _adopt_call_ids(self, family: str) -> None:
+        if family == DERIVED_FAMILY:
+            self._make_call_id = nine_char_call_id  # what derived parsers are checked with
+        elif family in self._plugins.parsers():
+            self._make_call_id = self._plugins.parser(family).make_call_id
+
+    def _restart(self) -> None:
+        """Start workers until one is ready (backing off while they fail), in a thread."""
+        with self._state_lock:
+            if self._starting or self._closed:
+                return
+            self._starting = True
+
+        def run() -> None:
+            try:
+                delay = 0.0
+                while not self._closed:
+                    time.sleep(delay)
+                    if not self._launch(restart=True):
+                        return
+                    self._failures += 1
+                    delay = min(_MAX_BACKOFF, 0.5 * 2 ** (self._failures - 1))
+            finally:
+                with self._state_lock:
+                    self._starting = False
+
+        threading.Thread(target=run, name="toolwire-worker-restart", daemon=True).start()
+
+    def _lost(self, worker: _Worker) -> str:
+        """The worker died: say how, and start another."""
+        how = describe_exit(worker.exit_status())
+        with self._state_lock:
+            if self._worker is worker:
+                self._worker = None
+                self._ready.clear()
+        worker.stop()
+        self.last_exit = how
+        self._restart()
+        return how
+
+    @property
+    def state(self) -> str:
+        """``ready``, ``restarting`` (a new worker is loading the model) or ``closed``."""
+        if self._closed:
+            return "closed"
+        return "ready" if self._ready.is_set() else "restarting"
+
+    def status(self) -> dict[str, Any]:
+        """The worker's state for ``/healthz``."""
+        worker = self._worker
+        status: dict[str, Any] = {"state": self.state, "restarts": self.restarts,
+                                  "pid": worker.process.pid if worker is not None else None}
+        if self.last_exit:
+            status["last_exit"] = self.last_exit
+        if self.start_error and not self._ready.is_set():
+            status["start_error"] = self.start_error
+        return status
+
+    def close(self) -> None:
+        """Stop the worker (the backend answers no turn afterwards)."""
+        with self._state_lock:
+            self._closed = True
+            worker, self._worker = self._worker, None
+            self._ready.clear()
+        if worker is not None:
+            worker.stop()
+
+    # -- the Backend protocol -------------------------------------------------------------
+
+    def make_call_id(self, index: int) -> str:
+        """A call id in the form of the worker's parser family."""
+        return self._make_call_id(index)
+
+    def _wait_ready(self, cancel: CancelToken) -> _Worker | str | None:
+        """The ready worker; ``None`` when cancelled first; the reason it is not there."""
+        deadline = time.monotonic() + self.start_timeout
+        while True:
+            if cancel.cancelled:
+                return None
+            worker = self._worker
+            if worker is not None and self._ready.is_set():
+                return worker
+            if self._closed:
+                return "the model worker was stopped"
+            if worker is None and not self._starting:
+                self._restart()
+            if time.monotonic() > deadline:
+                detail = f" (the last start failed: {self.start_error})" if self.start_error \
+                    else ""
+                return f"the model worker is still starting after {self.start_timeout:g} s" \
+                       f"{detail}; try again later"
+            self._ready.wait(_POLL_SECONDS)
+
+    def stream_turn(self, request: ModelRequest, cancel: CancelToken) -> Iterator[Event | TurnEnd]:
+        """Run one turn in the worker; yield its events as they come, then a ``TurnEnd``.
+
+        A worker that dies ends the turn with an ``error`` of kind ``model_crashed``
+        and ``TurnEnd("error")``, and is restarted. Never raises.
+        """
+        while not self._turn_lock.acquire(timeout=_POLL_SECONDS):
+            if cancel.cancelled:
+                yield TurnEnd("cancelled")
+                return
+        try:
+            found = self._wait_ready(cancel)
+            if found is None:
+                yield TurnEnd("cancelled")
+                return
+            if isinstance(found, str):
+                yield ErrorEvent(CRASH_KIND, found)
+                yield TurnEnd("error")
+                return
+            yield from self._run(found, request, cancel)
+        finally:
+            self._turn_lock.release()
+
+    def _run(self, worker: _Worker, request: ModelRequest,
+             cancel: CancelToken) -> Iterator[Event | TurnEnd]:
+        self._turns += 1
+        turn = self._turns
+        ended = False
+        cancel_sent = False
+        try:
+            if not worker.send({"op": "turn", "id": turn, "request": encode_request(request)}):
+                raise _Died(self._lost(worker))
+            while True:
+                if cancel.cancelled and not cancel_sent:
+                    cancel_sent = worker.send({"op": "cancel", "id": turn,
+                                               "reason": cancel.reason})
+                message = self._next(worker)
+                if message is None or message.get("id") != turn:
+                    continue
+                if message.get("op") == "end":
+                    ended = True
+                    yield decode_end(message.get("turn_end") or {})
+                    return
+                yield event_from_dict(message["event"])
+        except _Died as died:
+            ended = True
+            yield ErrorEvent(CRASH_KIND, self._crash_message(died.how))
+            yield TurnEnd("error")
+        finally:
+            if not ended:  # left early (the caller closed the stream): end it there too
+                self._drain(worker, turn)
+
+    def _next(self, worker: _Worker) -> dict[str, Any] | None:
+        """The worker's next message, ``None`` after a short wait; raises :class:`_Died`."""
+        try:
+            message = worker.messages.get(timeout=_POLL_SECONDS)
+        except queue.Empty:
+            return None
+        if message is _DIED:
+            raise _Died(self._lost(worker))
+        return message if isinstance(message, dict) else None
+
+    def _drain(self, worker: _Worker, turn: int) -> None:
+        if not worker.send({"op": "cancel", "id": turn, "reason": "stopped"}):
+            return
+        deadline = time.monotonic() + _DRAIN_SECONDS
+        while time.monotonic() < deadline:
+            try:
+                message = self._next(worker)
+            except _Died:
+                return
+            if message is not None and message.get("id") == turn and message.get("op") == "end":
+                return
+        self._lost(worker)  # a turn that will not end: the worker is replaced
+
+    def _crash_message(self, how: str) -> str:
+        advice = " If it keeps crashing on this model, try --no-repack (docs/troubleshooting.md)." \
+            if self.spec.backend == "llama_cpp" else ""
+        return (f"the worker process running {self.spec.label} died while answering ({how}); "
+                "a new one is starting and the next request is answered as usual. The "
+                f"conversation is kept: send the message again.{advice}")
+
+    def __repr__(self) -> str:
+        return f"WorkerBackend({self.spec.backend!r}, {self.spec.label!r}, {self.state})"
+
+
+class CrashIsUnavailable:
+    """An ASGI wrapper: an OpenAI error response whose code is ``model_crashed``
+    answers ``503`` with ``Retry-After`` instead of ``500``.
+
+    The completions route answers a failed turn with ``500``; a turn whose model
+    worker crashed is a service that is briefly unavailable, which OpenAI clients
+    retry.
+    """
+
+    def __init__(self, app: Callable[[Scope, Receive, Send], Any]) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        held: list[Any] = []
+
+        async def relay(message: Any) -> None:
+            if message["type"] == "http.response.start" and message.get("status") == 500:
+                held.append(message)
+                return
+            if held and message["type"] == "http.response.body":
+                start = dict(held.pop())
+                if _crash_code(message.get("body", b"")):
+                    start["status"] = 503
+                    start["headers"] = [*start.get("headers", ()), (b"retry-after", b"1")]
+                await send(start)
+            await send(message)
+
+        await self.app(scope, receive, relay)
+
+
+def _crash_code(body: bytes) -> bool:
+    try:
+        data = json.loads(body or b"null")
+    except ValueError:
+        return False
+    error = data.get("error") if isinstance(data, dict) else None
+    return isinstance(error, dict) and error.get("code") == CRASH_KIND

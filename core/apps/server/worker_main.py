@@ -1,0 +1,150 @@
+"""The model worker of ``toolwire serve``: one backend in a process of its own.
+
+Started by :class:`.model_worker.WorkerBackend` as ``python -m
+toolwire.apps.server.worker_main IN_FD OUT_FD``: it reads the backend to build
+from its input pipe, builds it through the plugin manager, says ``ready`` and then
+runs the turns it is sent, one at a time, writing each item back as it comes (the
+protocol is :mod:`.worker_wire`'s). A thread reads the input meanwhile, so a
+cancel reaches the turn under way; when the server goes away (the pipe ends) the
+worker exits at once, even mid-turn. The kernel's out-of-memory killer is asked to
+take the worker before the server.
+
+:data:`ABORT_HOOK_VARIABLE` is for tests only: a turn whose last user message holds
+its value makes the worker call ``abort()`` after the turn's first item, a real
+crash in the worker.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import sys
+import threading
+from collections.abc import Mapping
+from typing import IO, Any, Final
+
+from ...events import ErrorEvent
+from ...hooks.manager import default_plugin_manager
+from ...vocabulary.backend import ModelRequest, TurnEnd
+from ...vocabulary.cancel import CancelToken
+from .worker_wire import decode_request, encode_end, line
+
+__all__ = ["ABORT_HOOK_VARIABLE", "main"]
+
+ABORT_HOOK_VARIABLE: Final = "TOOLWIRE_TEST_WORKER_ABORT"
+"""Test-only: a turn whose last user message contains this variable's value aborts
+the worker process after its first item."""
+
+_OOM_SCORE: Final = "800"  # of -1000..1000: the worker goes first when memory runs out
+
+
+class _Outbox:
+    """The pipe to the server; one writer at a time."""
+
+    def __init__(self, stream: IO[str]) -> None:
+        self._stream = stream
+        self._lock = threading.Lock()
+
+    def send(self, message: Mapping[str, Any]) -> None:
+        text = line(message)
+        with self._lock:
+            self._stream.write(text)
+            self._stream.flush()
+
+
+def _read_commands(inbox: IO[str], turns: queue.Queue[dict[str, Any]],
+                   tokens: dict[int, CancelToken]) -> None:
+    """Queue turns and cancel them as the server asks; exit when the server is gone."""
+    for text in inbox:
+        try:
+            message = json.loads(text)
+        except ValueError:
+            continue
+        if message.get("op") == "turn":
+            tokens[message["id"]] = CancelToken()
+            turns.put(message)
+        elif message.get("op") == "cancel":
+            token = tokens.get(message.get("id"))
+            if token is not None:
+                token.cancel(str(message.get("reason") or "cancelled"))
+    os._exit(0)  # the server closed the pipe (or died): nothing is left to answer
+
+
+def _abort_for_tests(request: ModelRequest) -> bool:
+    trigger = os.environ.get(ABORT_HOOK_VARIABLE, "")
+    last = next((m for m in reversed(request.messages) if m.role == "user"), None)
+    return bool(trigger) and last is not None and trigger in last.content
+
+
+def _run_turn(backend: Any, message: Mapping[str, Any], token: CancelToken,
+              out: _Outbox) -> None:
+    turn = message["id"]
+    try:
+        request = decode_request(message["request"])
+    except ValueError as exc:
+        out.send({"op": "item", "id": turn, "event": ErrorEvent("backend", str(exc)).to_dict()})
+        out.send({"op": "end", "id": turn, "turn_end": encode_end(TurnEnd("error"))})
+        return
+    crash = _abort_for_tests(request)
+    end = TurnEnd("error")
+    try:
+        for item in backend.stream_turn(request, token):
+            if isinstance(item, TurnEnd):
+                end = item
+                continue
+            out.send({"op": "item", "id": turn, "event": item.to_dict()})
+            if crash:
+                os.abort()
+    except Exception as exc:  # a backend must not raise; one that does ends its turn
+        out.send({"op": "item", "id": turn,
+                  "event": ErrorEvent("backend", f"{type(exc).__name__}: {exc}").to_dict()})
+    if crash:
+        os.abort()
+    out.send({"op": "end", "id": turn, "turn_end": encode_end(end)})
+
+
+def _expose_to_oom_killer() -> None:
+    try:
+        with open("/proc/self/oom_score_adj", "w", encoding="ascii") as score:
+            score.write(_OOM_SCORE)
+    except OSError:
+        pass  # not Linux, or not allowed: the kernel chooses as it would
+
+
+def main(argv: list[str]) -> int:
+    """Run the worker on the pipes whose descriptors ``argv`` names; return its status."""
+    if len(argv) != 2:
+        sys.stderr.write("usage: python -m toolwire.apps.server.worker_main IN_FD OUT_FD\n")
+        return 2
+    inbox = os.fdopen(int(argv[0]), "r", encoding="utf-8")
+    out = _Outbox(os.fdopen(int(argv[1]), "w", encoding="utf-8"))
+    _expose_to_oom_killer()
+    spec = json.loads(inbox.readline() or "null")
+    if not isinstance(spec, dict):
+        return 0  # the server went away before it said what to load
+    try:
+        plugins = default_plugin_manager()
+        backend = plugins.backend(str(spec["backend"])).create(**spec["options"])
+    except Exception as exc:
+        out.send({"op": "failed", "error": f"{type(exc).__name__}: {exc}"})
+        return 1
+    choice = getattr(backend, "template_choice", None)
+    parser = choice(tools=True).parser if callable(choice) else None
+    out.send({"op": "ready", "name": str(getattr(backend, "name", "")),
+              "call_ids": parser.name if parser is not None else ""})
+    turns: queue.Queue[dict[str, Any]] = queue.Queue()
+    tokens: dict[int, CancelToken] = {}
+    threading.Thread(target=_read_commands, args=(inbox, turns, tokens), daemon=True,
+                     name="toolwire-worker-commands").start()
+    while True:
+        message = turns.get()
+        token = tokens[message["id"]]
+        try:
+            _run_turn(backend, message, token, out)
+        finally:
+            tokens.pop(message["id"], None)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
