@@ -137,6 +137,9 @@ class TaggedArguments:
         (templates that print values with ``|string``: ``True``, ``None``, ``{'a': 1}``).
     :ivar json_block: ``(open, header_end, close)`` of a block that holds all the
         arguments as one JSON object instead of pairs (Kimi K3).
+    :ivar spellings: other spellings a model writes for :attr:`open` or a closing
+        marker, each read as that marker (DeepSeek V4.1 writes ``<｜DSML｜ parameter``
+        where V4 writes ``<｜DSML｜parameter``); grammars use the template's own.
     """
 
     open: str
@@ -150,6 +153,11 @@ class TaggedArguments:
     nested: str = ""
     python_values: bool = False
     json_block: tuple[str, str, str] | None = None
+    spellings: Mapping[str, tuple[str, ...]] = attrs.field(factory=dict)
+
+    def spelt(self, marker: str) -> tuple[str, ...]:
+        """``marker`` and the other spellings of it a model writes."""
+        return (marker, *self.spellings.get(marker, ()))
 
     def close_for(self, kind: str | None) -> str:
         """The closing marker of a value of ``kind`` (``{name}`` not yet filled in)."""
@@ -360,8 +368,9 @@ class CallFormat:
                              *(close for _, close in self.blocks.values())]
         for args in self.kinds:
             if isinstance(args, TaggedArguments):
-                tokens += [args.open, *args.header_end, args.value_open,
-                           *(c.replace("{name}", "") for c in args.closes()), args.nested]
+                tokens += [*args.spelt(args.open), *args.header_end, args.value_open,
+                           *(s.replace("{name}", "") for c in args.closes()
+                             for s in args.spelt(c)), args.nested]
                 if args.json_block:
                     tokens += [args.json_block[0], args.json_block[2]]
         if self.reasoning:

@@ -79,13 +79,13 @@ class TaggedSyntax:
         self.after_ends = after_close
         self.read_header = compile_header(args.header)
         self.header_ends = TokenSet(args.header_end)
-        self.opens = TokenSet((args.open,))
+        self.opens = TokenSet(args.spelt(args.open))
         self.named_close = any("{name}" in c for c in args.closes())
         self.static_closes = TokenSet(c for c in args.closes() if "{name}" not in c)
         self.block = args.json_block
         self.block_open = TokenSet((args.json_block[0],)) if args.json_block else TokenSet(())
         self.block_end = TokenSet((args.json_block[1],)) if args.json_block else TokenSet(())
-        self.structure = TokenSet((args.open, *ends.tokens,
+        self.structure = TokenSet((*self.opens.tokens, *ends.tokens,
                                    *((args.json_block[0],) if args.json_block else ())))
         self.separator = args.separator.strip()
 
@@ -183,11 +183,10 @@ class TaggedArgsReader(ReaderBase):
         n = len(data)
         if start >= n:
             return _GO, n
-        args = syntax.args
         if syntax.ends.at(data, start) is not None:
             self._state = _OVER
             return DONE, start
-        if data.startswith(args.open, start):
+        if syntax.opens.at(data, start) is not None:
             return self._open_param(data, start, eof)
         if syntax.block and data.startswith(syntax.block[0], start):
             return self._open_block(data, start, eof)
@@ -209,7 +208,8 @@ class TaggedArgsReader(ReaderBase):
     def _header_at(self, data: str, at: int, eof: bool) -> tuple[HeaderFields, int, str] | int:
         """Read the parameter header whose opening marker is at ``at``."""
         syntax = self._syntax
-        found = self._read_header(data, at + len(syntax.args.open), syntax.header_ends, eof)
+        opener = syntax.opens.at(data, at) or syntax.args.open
+        found = self._read_header(data, at + len(opener), syntax.header_ends, eof)
         if isinstance(found, int):
             return found
         text, end, token = found
@@ -245,9 +245,10 @@ class TaggedArgsReader(ReaderBase):
         self._string = kind == "string" or (
             kind is None and self._call.schemas.is_string(self._call.name, fields.name))
         self._parts = []
-        close = args.close_for(kind).replace("{name}", fields.name)
-        self._close = token_set((close,))
-        self._watch = token_set((close, args.open, *self._syntax.closers.tokens))
+        closes = tuple(c.replace("{name}", fields.name) for c in args.spelt(args.close_for(kind)))
+        self._close = token_set(closes)
+        self._watch = token_set((*closes, *self._syntax.opens.tokens,
+                                 *self._syntax.closers.tokens))
         if args.nested:
             self._mode = _NESTED
         elif args.trim_newline:
@@ -381,7 +382,7 @@ class TaggedArgsReader(ReaderBase):
 
     def _scan_cdata(self, data: str, pos: int, out: list[Event],
                     eof: bool) -> tuple[int, int]:
-        close_token = self._close.tokens[0]
+        closes = self._close
         n = len(data)
         search = pos
         while True:
@@ -390,9 +391,10 @@ class TaggedArgsReader(ReaderBase):
                 end = n if eof else _partial(data, search, _CDATA_CLOSE)
                 return self._pending_end(data, pos, end, out, eof)
             after = k + len(_CDATA_CLOSE)
-            if data.startswith(close_token, after):
+            close_token = closes.at(data, after)
+            if close_token is not None:
                 after += len(close_token)
-            elif not eof and n - after < len(close_token) and close_token.startswith(data[after:]):
+            elif not eof and (after >= n or closes.is_prefix(data, after)):
                 self._piece(data, pos, k, out)
                 return MORE, k
             else:
@@ -516,7 +518,7 @@ class TaggedArgsReader(ReaderBase):
             return _LITERAL
         if syntax.closers.at(data, j) is not None or syntax.block_open.at(data, j) is not None:
             return at
-        if data.startswith(syntax.args.open, j):
+        if syntax.opens.at(data, j) is not None:
             found = self._header_at(data, j, eof)
             if found == _NEED_MORE:
                 return _NEED_MORE
@@ -536,7 +538,7 @@ class TaggedArgsReader(ReaderBase):
         if not self._string and _inside_json_string("".join(self._parts) + self._blanks
                                                      + data[pos:k]):
             return _LITERAL
-        if token == syntax.args.open:
+        if token in syntax.opens:
             found = self._header_at(data, k, eof)
             if found == _NEED_MORE:
                 return _NEED_MORE

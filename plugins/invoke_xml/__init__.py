@@ -12,8 +12,9 @@ per parameter:
     elements (``<item>`` for list items) rather than JSON. Reasoning is
     ``<mm:think>``; a reply without reasoning starts with a lone ``</mm:think>``
     (filter ``minimax_m3_think``).
-``dsml`` (DeepSeek V3.2 and V4)
-    ``<｜DSML｜function_calls>`` (V3.2) or ``<｜DSML｜tool_calls>`` (V4) around
+``dsml`` (DeepSeek V3.2, V4 and V4.1)
+    ``<｜DSML｜function_calls>`` (V3.2), ``<｜DSML｜tool_calls>`` (V4) or
+    ``<｜DSML｜ calls>`` (V4.1, which puts a space after ``｜DSML｜`` in every tag) around
     ``<｜DSML｜invoke name="f"><｜DSML｜parameter name="p" string="true">v...``;
     the ``string`` flag says whether the value is raw text or JSON.
 ``minicpm_xml`` (MiniCPM 5)
@@ -100,22 +101,26 @@ M3_FORMAT = CallFormat(
 """The MiniMax-M3 markup (nested-element values)."""
 
 _DSML = "｜DSML｜"
+_SECTIONS = ("function_calls", "tool_calls", " calls")  # V3.2, V4, V4.1
 DSML_FORMAT = CallFormat(
     family=DSML_FAMILY,
-    description="DeepSeek V3.2/V4 <｜DSML｜invoke> XML with string flags",
-    section_open=(f"<{_DSML}function_calls>", f"<{_DSML}tool_calls>"),
-    section_close=(f"</{_DSML}function_calls>", f"</{_DSML}tool_calls>"),
-    call_open=f"<{_DSML}invoke",
+    description="DeepSeek V3.2/V4/V4.1 <｜DSML｜invoke> XML with string flags",
+    section_open=tuple(f"<{_DSML}{tag}>" for tag in _SECTIONS),
+    section_close=tuple(f"</{_DSML}{tag}>" for tag in _SECTIONS),
+    call_open=(f"<{_DSML}invoke", f"<{_DSML} invoke"),
     header=_NAME_ATTRIBUTE,
     header_end=">",
-    call_close=f"</{_DSML}invoke>",
+    call_close=(f"</{_DSML}invoke>", f"</{_DSML} invoke>"),
     arguments=TaggedArguments(
         open=f"<{_DSML}parameter",
         header=Header(attributes={"name": "name", "kind": "string"},
                       kinds={"true": "string", "false": "json"}),
-        header_end=">", close=f"</{_DSML}parameter>"),
+        header_end=">", close=f"</{_DSML}parameter>",
+        spellings={f"<{_DSML}parameter": (f"<{_DSML} parameter",),
+                   f"</{_DSML}parameter>": (f"</{_DSML} parameter>",)}),
 )
-"""The DeepSeek V3.2 / V4 DSML markup."""
+"""The DeepSeek V3.2 / V4 / V4.1 DSML markup (V4.1 writes a space after ``｜DSML｜``
+and ``calls`` for the section; each spelling is read)."""
 
 MINICPM_FORMAT = CallFormat(
     family=MINICPM_FAMILY,

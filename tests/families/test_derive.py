@@ -176,7 +176,7 @@ def test_round_trip_through_a_derived_tagged_format(calls: list[tuple[str, dict[
     pieces = data.draw(tws.chunkings(reply))
     parser = CallParser(fmt, {"search": TOOLS[0]["function"]["parameters"]})
     events = [e for p in pieces for e in parser.feed(p)] + parser.close()
-    got = [(e.name, dict(e.arguments)) for e in events if e.type == "tool_call"]
+    got = [(e.name, dict(e.arguments)) for e in events if e.type == "tool_call_end"]
     assert got == calls
     whole = CallParser(fmt, {"search": TOOLS[0]["function"]["parameters"]})
     assert merge_events(events) == merge_events(whole.feed(reply) + whole.close())

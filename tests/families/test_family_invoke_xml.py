@@ -1,5 +1,5 @@
 """The invoke-style XML parsers: minimax_xml (MiniMax-M2), minimax_m3 (nested-element
-values), dsml (DeepSeek V3.2/V4) and minicpm_xml (MiniCPM 5, CDATA values).
+values), dsml (DeepSeek V3.2/V4/V4.1) and minicpm_xml (MiniCPM 5, CDATA values).
 
 Conformance through every real template, BFCL round trips, literal tags in values,
 each format's own value rules, reasoning, bad input.
@@ -10,12 +10,14 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import toolwire
 from tests.support.families import (
     all_of,
     conformance_examples,
@@ -24,6 +26,7 @@ from tests.support.families import (
     template_source,
     without,
 )
+from tests.support.families import plugins as tagged_plugins
 from tests.support.tagged_families import (
     bfcl_round_trip,
     check_literal_markup,
@@ -41,6 +44,7 @@ from toolwire.plugins.invoke_xml import (
     M3_TOKEN,
     MINICPM_FORMAT,
 )
+from toolwire.testing import check_parser
 from toolwire.vocabulary.schema import resolve_ref, schema_types
 
 M2 = "MiniMax-M2.jinja"
@@ -294,3 +298,37 @@ def test_bad_input_never_raises_and_never_loses_text(family: str, text: str) -> 
     out = parse_text(family, text, TOOLS, chunk=2)
     assert out.tool_calls == ()
     assert re.sub(r"\s", "", out.content) == re.sub(r"\s", "", text)
+
+
+# -- DeepSeek V4.1's DSML spelling --------------------------------------------------------
+
+V41_TEMPLATE = Path(__file__).parent / "templates" / "dsml-v4.1-style.jinja"
+V41_REPLY = ('Checking.\n\n<｜DSML｜ calls>\n<｜DSML｜ invoke name="t">\n'
+             '<｜DSML｜ parameter name="text" string="true">a <b> c</｜DSML｜ parameter>\n'
+             '<｜DSML｜ parameter name="n" string="false">3</｜DSML｜ parameter>\n'
+             '</｜DSML｜ invoke>\n</｜DSML｜ calls>')
+
+
+def test_selection_picks_dsml_for_a_template_in_the_v41_spelling() -> None:
+    choice = toolwire.select_parser(V41_TEMPLATE.read_text(encoding="utf-8"),
+                                    tagged_plugins())
+    assert choice.spec.name == "dsml"
+    assert [(c.family, c.outcome) for c in choice.checks] == [("dsml", "verified")]
+
+
+def test_conformance_through_a_template_in_the_v41_spelling() -> None:
+    check_parser(invoke_xml, V41_TEMPLATE, examples=conformance_examples(), family="dsml",
+                 plugins=tagged_plugins(), seed=1234)
+
+
+@pytest.mark.parametrize(("section", "tag"), [(" calls", " "), ("tool_calls", ""),
+                                              ("function_calls", "")])
+def test_every_dsml_spelling_is_read_in_any_chunking(section: str, tag: str) -> None:
+    reply = V41_REPLY.replace("｜DSML｜ calls", f"｜DSML｜{section}").replace(
+        "｜DSML｜ invoke", f"｜DSML｜{tag}invoke").replace(
+        "｜DSML｜ parameter", f"｜DSML｜{tag}parameter")
+    for chunk in (0, 1, 4):
+        got = parse_text("dsml", reply, TOOLS, chunk=chunk)
+        assert [(c.name, dict(c.arguments)) for c in got.tool_calls] == \
+            [("t", {"text": "a <b> c", "n": 3})], (chunk, reply)
+        assert (got.content, got.diagnostics) == ("Checking.", ())
