@@ -19,14 +19,24 @@ the reply may begin with, comes first. The result is a
 :class:`~toolwire.grammar.build.ToolGrammar` applied from the first token (its
 family is ``response_format``), so a runtime applies it as it applies the
 grammar of ``tool_choice="required"``. Grammars are cached.
+
+A turn that offers tools under ``"auto"`` may answer with calls or with the
+JSON: :func:`with_text_format` gives the family's lazy call grammar a start
+grammar (:attr:`~toolwire.grammar.build.ToolGrammar.start`) that is the JSON
+value or a call's opening marker, so the reply is one or the other (the
+runtime switches to the calls' grammar at the marker, and keeps the start
+grammar to the end once the JSON has begun).
 """
 
 from __future__ import annotations
 
 import functools
 import json
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
+
+import attrs
 
 from ..errors import GrammarSchemaError
 from ..vocabulary.backend import ResponseFormat
@@ -36,13 +46,17 @@ from .build import ToolGrammar
 from .gbnf import RuleSet, alternatives, literal, sequence
 from .json_values import JsonValues
 
-__all__ = ["FAMILY", "response_format_grammar"]
+__all__ = ["FAMILY", "response_format_grammar", "with_text_format"]
 
 FAMILY: Final = "response_format"
 """The ``family`` of a response-format grammar (what a runtime's messages name)."""
 
 _CACHE_SIZE: Final = 64
 _ANY_OBJECT: Final = {"type": "object"}
+
+
+_JSON_STARTS: Final = '{["-0123456789tfn'
+_NAME: Final = re.compile(r"[A-Za-z][A-Za-z0-9-]*")
 
 
 def response_format_grammar(response_format: ResponseFormat, *,
@@ -58,22 +72,46 @@ def response_format_grammar(response_format: ResponseFormat, *,
     :raises GrammarSchemaError: under ``strict``, a schema the grammar cannot
         express; the message begins with ``response_format``.
     """
+    return _cached(_schema_text(response_format), response_format.name,
+                   response_format.strict, reasoning, tuple(may_reason), max_reasoning_chars, ())
+
+
+def with_text_format(grammar: ToolGrammar, response_format: ResponseFormat, *,
+                     max_reasoning_chars: int | None = None) -> ToolGrammar:
+    """``grammar`` (a lazy ``"auto"`` call grammar) whose reply is its calls or
+    ``response_format``'s JSON, nothing else: a start grammar holding both, kept to the
+    end (``bare_starts`` are the first characters of either). ``grammar`` itself for a
+    family that already begins under a start grammar (calls that stand bare).
+
+    :raises GrammarSchemaError: as :func:`response_format_grammar`.
+    """
+    if not grammar.lazy or grammar.start or grammar.bare_starts or not grammar.continuations:
+        return grammar
+    text = _schema_text(response_format)
+    both = _cached(text, response_format.name, response_format.strict, grammar.reasoning,
+                   grammar.reasoning_tags, max_reasoning_chars, grammar.continuations)
+    object_root = not text or json.loads(text).get("type") == "object"
+    firsts = ("{" if object_root else _JSON_STARTS) + \
+        "".join(marker[:1] for marker, _ in grammar.continuations)
+    return attrs.evolve(grammar, start=both.gbnf, bare_starts="".join(sorted(set(firsts))))
+
+
+def _schema_text(response_format: ResponseFormat) -> str:
     schema = response_format.schema if response_format.type == "json_schema" else None
-    return _cached(json.dumps(schema, sort_keys=True, default=str) if schema is not None else "",
-                   response_format.name, response_format.strict, reasoning,
-                   tuple(may_reason), max_reasoning_chars)
+    return json.dumps(schema, sort_keys=True, default=str) if schema is not None else ""
 
 
 @functools.lru_cache(maxsize=_CACHE_SIZE)
 def _cached(schema_text: str, name: str, strict: bool, reasoning: tuple[str, str] | None,
-            may_reason: tuple[tuple[str, str], ...],
-            max_reasoning_chars: int | None) -> ToolGrammar:
+            may_reason: tuple[tuple[str, str], ...], max_reasoning_chars: int | None,
+            continuations: tuple[tuple[str, str], ...]) -> ToolGrammar:
     schema = normalize_schema(json.loads(schema_text)) if schema_text else _ANY_OBJECT
     try:
-        return _grammar(schema, name, reasoning, may_reason, max_reasoning_chars)
+        return _grammar(schema, name, reasoning, may_reason, max_reasoning_chars, continuations)
     except GrammarSchemaError as exc:
         if not strict:  # the grammar a client without strict asked for is best effort
-            return _grammar(_ANY_OBJECT, name, reasoning, may_reason, max_reasoning_chars)
+            return _grammar(_ANY_OBJECT, name, reasoning, may_reason, max_reasoning_chars,
+                            continuations)
         raise GrammarSchemaError(
             f"response_format: the schema {name!r} cannot be enforced by a grammar at "
             f"{exc.path} ({exc.keyword!r}): leave that keyword out, or send strict: false "
@@ -82,8 +120,10 @@ def _cached(schema_text: str, name: str, strict: bool, reasoning: tuple[str, str
 
 
 def _grammar(schema: Any, name: str, reasoning: tuple[str, str] | None,
-             may_reason: tuple[tuple[str, str], ...],
-             max_reasoning_chars: int | None) -> ToolGrammar:
+             may_reason: tuple[tuple[str, str], ...], max_reasoning_chars: int | None,
+             continuations: tuple[tuple[str, str], ...]) -> ToolGrammar:
+    """The reply's grammar: a reasoning lead, then the JSON value, or (when
+    ``continuations`` are given) one of the calls' opening markers and the calls."""
     rules = RuleSet()
     root = schema if isinstance(schema, Mapping) else {}
     value = JsonValues(rules, family=FAMILY, tool=name or FAMILY, root=root).value(schema)
@@ -99,5 +139,48 @@ def _grammar(schema: Any, name: str, reasoning: tuple[str, str] | None,
                                                             after=close), literal(close))
                   for open_tag, close in may_reason]
         lead = f"({alternatives(*blocks)} [ \\n]{{0,2}})?"
-    return ToolGrammar(rules.render(sequence(lead, value)), FAMILY, "required", (),
-                       reasoning=reasoning, reasoning_tags=may_reason)
+    calls = []
+    imported: list[str] = []
+    for i, (marker, rest) in enumerate(continuations):
+        prefix = f"calls{i}-"  # no rule the JSON's writer names begins so
+        imported.extend(_renamed(rest, prefix))
+        calls.append(sequence(literal(marker), f"{prefix}root"))
+    body = sequence('[ \\n]{0,2}', alternatives(value, *calls)) if calls else value
+    text = rules.render(sequence(lead, body))
+    return ToolGrammar(text + "".join(line + "\n" for line in imported), FAMILY, "required",
+                       (), reasoning=reasoning, reasoning_tags=may_reason)
+
+
+def _renamed(gbnf: str, prefix: str) -> list[str]:
+    """The rules of ``gbnf``, each rule name (where defined and where used) prefixed."""
+    lines = [line for line in gbnf.splitlines() if line.strip()]
+    names = {line.split(" ::= ", 1)[0] for line in lines}
+    out = []
+    for line in lines:
+        name, body = line.split(" ::= ", 1)
+        out.append(f"{prefix}{name} ::= {_renamed_body(body, names, prefix)}")
+    return out
+
+
+def _renamed_body(body: str, names: set[str], prefix: str) -> str:
+    out: list[str] = []
+    i = 0
+    while i < len(body):
+        char = body[i]
+        if char in "\"[":  # a literal or a character class: copied, escapes and all
+            close = '"' if char == '"' else "]"
+            j = i + 1
+            while j < len(body) and body[j] != close:
+                j += 2 if body[j] == "\\" else 1
+            out.append(body[i:j + 1])
+            i = j + 1
+            continue
+        found = _NAME.match(body, i)
+        if found is not None:
+            word = found.group()
+            out.append(prefix + word if word in names else word)
+            i = found.end()
+            continue
+        out.append(char)
+        i += 1
+    return "".join(out)

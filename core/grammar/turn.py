@@ -21,7 +21,7 @@ from ..parse.record import CallFormat
 from ..vocabulary.tool_choice import resolve_tool_choice
 from .build import DEFAULT_REASONING, reasoning_in_prompt
 from .record_grammar import format_of, grammar_for_format
-from .response_format import response_format_grammar
+from .response_format import response_format_grammar, with_text_format
 
 if TYPE_CHECKING:
     from ..parse.protocol import ParserSpec
@@ -34,8 +34,9 @@ __all__ = ["grammar_failure", "turn_grammar"]
 def turn_grammar(request: ModelRequest, parser: ParserSpec | None, *, template: str,
                  prompt_tail: str, end_markers: Sequence[str] = (),
                  max_reasoning_chars: int | None = None) -> ToolGrammar | None:
-    """The grammar for this turn's calls (or, without tools, of its ``response_format``),
-    or ``None`` (no tools, no parser, ``"none"``).
+    """The grammar for this turn's calls (or, without tools, of its ``response_format``;
+    under ``"auto"`` with both, calls or that JSON), or ``None`` (no tools, no parser,
+    ``"none"``).
 
     :param max_reasoning_chars: bound the reasoning the prompt opened (see
         :func:`toolwire.grammar_for`).
@@ -50,11 +51,15 @@ def turn_grammar(request: ModelRequest, parser: ParserSpec | None, *, template: 
                              max_reasoning_chars=max_reasoning_chars)
     if not tools or parser is None:
         return None
-    return grammar_for_format(format_of(parser), tools, template=template,
-                              tool_choice=request.tool_choice,
-                              parallel_tool_calls=request.parallel_tool_calls,
-                              prompt_tail=prompt_tail, end_markers=end_markers,
-                              max_reasoning_chars=max_reasoning_chars)
+    calls = grammar_for_format(format_of(parser), tools, template=template,
+                               tool_choice=request.tool_choice,
+                               parallel_tool_calls=request.parallel_tool_calls,
+                               prompt_tail=prompt_tail, end_markers=end_markers,
+                               max_reasoning_chars=max_reasoning_chars)
+    if request.response_format is not None and calls.lazy:  # calls, or the JSON asked for
+        return with_text_format(calls, request.response_format,
+                                max_reasoning_chars=max_reasoning_chars)
+    return calls
 
 
 def _text_grammar(request: ModelRequest, parser: ParserSpec | None, *, template: str,
@@ -80,7 +85,7 @@ def grammar_failure(exc: GrammarError | ToolChoiceError, request: ModelRequest,
     ``error`` event (kind ``grammar``) and the turn ends. Under ``"auto"`` the
     model runs unconstrained, with a ``grammar_unavailable`` diagnostic once.
     """
-    if request.response_format is not None and not request.offered_tools:
+    if request.response_format is not None and str(exc).startswith("response_format"):
         return [ErrorEvent("grammar", str(exc))], True  # the text's shape was asked for
     try:
         must = resolve_tool_choice(request.tool_choice).constrains_from_start

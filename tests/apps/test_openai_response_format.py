@@ -155,3 +155,29 @@ def test_the_format_reaches_the_backend_as_sent() -> None:
                                                    "strict": True}})
     assert [r.response_format for r in backend.requests] == [
         ResponseFormat("json_object"), ResponseFormat("json_schema", schema, "n", True)]
+
+
+def test_with_tools_under_auto_a_reply_is_calls_or_the_json(tiny_server: str) -> None:
+    """The OpenAI Agents SDK's shape: tools and an output type in one request."""
+    tool: Any = {"type": "function", "function": {
+        "name": "lookup", "parameters": {"type": "object", "properties": {
+            "name": {"type": "string", "maxLength": 10}}, "required": ["name"]}}}
+    schema = Person.model_json_schema()
+    seen = set()
+    client = sdk(tiny_server)
+    for seed in range(8):
+        reply = client.chat.completions.create(
+            model=MODEL_ID, messages=ASK, seed=seed, tools=[tool],
+            response_format={"type": "json_schema", "json_schema": {
+                "name": "person", "schema": schema, "strict": True}})
+        message = reply.choices[0].message
+        if message.tool_calls:
+            for call in message.tool_calls:
+                assert call.function.name == "lookup"  # type: ignore[union-attr]
+                jsonschema.validate(json.loads(call.function.arguments),  # type: ignore
+                                    tool["function"]["parameters"])
+            seen.add("calls")
+        else:
+            jsonschema.validate(json.loads(message.content or ""), schema)
+            seen.add("json")
+    assert seen  # random weights: which of the two a seed gives is the model's
