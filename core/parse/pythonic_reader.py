@@ -341,6 +341,12 @@ class PythonicCallsReader(ReaderBase):
             return at
         if not eof and self._ends.is_prefix(data, j):
             return _NEED_MORE
+        if self._syntax.bare and not self._in_list:  # the next bare call, on its own line
+            name = _NAME.match(data, j)
+            if name is not None and name.end() < n and data[name.end()] == "(":
+                return at
+            if name is not None and name.end() >= n and not eof and name.end() - j <= MAX_NAME:
+                return _NEED_MORE
         return _LITERAL
 
     # -- other values ---------------------------------------------------------------------

@@ -1,16 +1,18 @@
-"""The pythonic parser (LFM2.5): raw string arguments as the template writes them,
+"""The pythonic parsers (LFM2.5, Llama 4, OLMo 3): raw string arguments as the template writes them,
 Python literals read without evaluation, conformance and BFCL round trips through the
 real template, streaming, bad input."""
 
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import toolwire
 from tests.support.families import (
     all_of,
     canonical,
@@ -20,11 +22,13 @@ from tests.support.families import (
     template_source,
     without,
 )
+from tests.support.families import plugins as family_plugins
 from tests.support.tagged_families import bfcl_round_trip, conformance, markers, render
 from toolwire.events import TextEvent, ToolCallDeltaEvent
 from toolwire.parse.protocol import collect_reply
 from toolwire.plugins import pythonic
 from toolwire.plugins.pythonic import CALLS_CLOSE, CALLS_OPEN
+from toolwire.testing import check_parser
 
 TEMPLATE = "LFM2.5-8B-A1B.jinja"
 MARKERS = markers(None, CALLS_OPEN, CALLS_CLOSE, "<think>", "</think>")
@@ -163,3 +167,48 @@ def test_model_text_that_is_not_a_literal_prints_no_warning() -> None:
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stderr == ""
+
+
+# -- Llama 4 and OLMo 3 --------------------------------------------------------------------
+
+OWN_TEMPLATES = Path(__file__).parent / "templates"
+LLAMA4 = OWN_TEMPLATES / "llama4-pythonic-style.jinja"
+OLMO3 = OWN_TEMPLATES / "olmo3-style.jinja"
+
+
+@pytest.mark.parametrize(("path", "family"), [(LLAMA4, "llama4_pythonic"), (OLMO3, "olmo3")])
+def test_selection_verifies_the_llama4_and_olmo3_records(path: Path, family: str) -> None:
+    choice = toolwire.select_parser(path.read_text(encoding="utf-8"), family_plugins())
+    assert choice.spec.name == family
+    assert [(c.family, c.outcome) for c in choice.checks] == [(family, "verified")]
+
+
+@pytest.mark.parametrize(("path", "family"), [(LLAMA4, "llama4_pythonic"), (OLMO3, "olmo3")])
+def test_conformance_through_the_llama4_and_olmo3_templates(path: Path, family: str) -> None:
+    fmt = family_plugins().parser(family).format
+    marks = markers(fmt, "<|im_end|>", "<|header_start|>", "<|header_end|>")
+    keep = all_of(without(marks), pythonic_expressible) if family == "olmo3" else without(marks)
+    check_parser(pythonic, path, examples=conformance_examples(), family=family, markers=marks,
+                 keep=keep, plugins=family_plugins(), seed=1234)
+
+
+def test_llama4_reads_every_call_of_its_python_block() -> None:
+    reply = ('<|python_start|>[get_weather(city="Paris"), note(text="say \\"hi\\"\\n", '
+             'n=2, tags=["a", None])]<|python_end|><|eom|>')
+    for chunk in (0, 1, 5):
+        got = parse_text("llama4_pythonic", reply, TOOLS, chunk=chunk)
+        assert [(c.name, dict(c.arguments)) for c in got.tool_calls] == [
+            ("get_weather", {"city": "Paris"}),
+            ("note", {"text": 'say "hi"\n', "n": 2, "tags": ["a", None]})], chunk
+        assert (got.content, got.diagnostics) == ("", ())
+
+
+def test_olmo3_reads_one_call_per_line_with_raw_strings() -> None:
+    reply = ("Let me check.\n<function_calls>\nnote(text='it's here', n=null)\n"
+             "math.sum(xs=[1, 2])\nnote(title='x')\n</function_calls>")
+    for chunk in (0, 1, 4):
+        got = parse_text("olmo3", reply, TOOLS, chunk=chunk)
+        assert [(c.name, dict(c.arguments)) for c in got.tool_calls] == [
+            ("note", {"text": "it's here", "n": "null"}), ("math.sum", {"xs": [1, 2]}),
+            ("note", {"title": "x"})], chunk
+        assert (got.content, got.diagnostics) == ("Let me check.", ())
