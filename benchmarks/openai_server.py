@@ -15,6 +15,13 @@ building, JSON, SSE framing, HTTP, and a client reading the frames.
   token carries its own time stamp, ``time.perf_counter`` is the same clock in
   both processes). Unpaced (as fast as the server goes) and paced at 50 tokens
   per second per client (a fast local model).
+* **stop strings**: the ``stop`` matcher against a model repeating one character
+  (24,000 characters one at a time, a 3,001-character stop string it never
+  completes): CPU seconds (22.9 s before the matcher became linear).
+* **response_format**: the grammar's first build (``json_object`` and a schema of
+  nested properties, each alone and with a tool under ``"auto"``), and the decode
+  time per token of the tiny real llama.cpp model without a grammar and under
+  each one.
 """
 
 from __future__ import annotations
@@ -191,8 +198,107 @@ def _percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
+PERSON_SCHEMA: dict[str, Any] = {
+    "type": "object", "additionalProperties": False,
+    "required": ["name", "age", "mood", "tags", "address"],
+    "properties": {
+        "name": {"type": "string", "maxLength": 40}, "age": {"type": "integer"},
+        "mood": {"enum": ["happy", "sad", "tired"]},
+        "tags": {"type": "array", "items": {"type": "string"}, "maxItems": 5},
+        "address": {"type": "object", "additionalProperties": False,
+                    "required": ["city", "zip"],
+                    "properties": {"city": {"type": "string"},
+                                   "zip": {"anyOf": [{"type": "string"}, {"type": "null"}]}}}}}
+
+
+def _stop_matcher_rows() -> list[dict[str, Any]]:
+    from toolwire.apps.server.completion_stream import StopMatcher
+
+    matcher = StopMatcher(["a" * 3000 + "b"])
+    started = time.process_time()
+    for _ in range(24_000):
+        matcher.feed("a")
+    seconds = time.process_time() - started
+    return [{"benchmark": BENCHMARK, "case": "stop_matcher", "reply_chars": 24_000,
+             "stop_chars": 3001, "cpu_s": seconds, "before_cpu_s": 22.9}]
+
+
+def _grammar_build_rows() -> list[dict[str, Any]]:
+    """First builds (caches cleared) of the response_format grammar of a turn."""
+    from toolwire.grammar.build import clear_grammar_cache
+    from toolwire.grammar.response_format import clear_response_format_cache
+    from toolwire.grammar.turn import turn_grammar
+    from toolwire.testing import isolated_plugin_manager
+    from toolwire.vocabulary.backend import ResponseFormat
+    from toolwire.vocabulary.history import Message
+    from toolwire.vocabulary.tools import Tool
+
+    parser = isolated_plugin_manager().parser("hermes_json")
+    tool = Tool(schema={"name": "lookup", "parameters": PERSON_SCHEMA}, function=print)
+    rows = []
+    for label, fmt in (("json_object", ResponseFormat("json_object")),
+                       ("json_schema", ResponseFormat("json_schema", PERSON_SCHEMA, "p", True))):
+        for tools in ((), (tool,)):
+            request = ModelRequest((Message("user", "hi"),), tools, response_format=fmt)
+
+            def build(r: ModelRequest = request) -> None:
+                clear_grammar_cache()
+                clear_response_format_cache()
+                turn_grammar(r, parser, template="", prompt_tail="\n")
+
+            rows.append({"benchmark": BENCHMARK, "case": "response_format_build",
+                         "format": label, "tools": "one, auto" if tools else "none",
+                         "build_ms": time_runs(build, runs=20)["median_ms"]})
+    return rows
+
+
+def _decode_rows(quick: bool) -> list[dict[str, Any]]:
+    """The tiny real model's decode time per token, without a grammar and under each."""
+    import tempfile
+
+    from toolwire.plugins.llama_cpp import LlamaCppBackend
+    from toolwire.templates.default_template import DEFAULT_CHAT_TEMPLATE
+    from toolwire.testing import isolated_plugin_manager, write_tiny_gguf
+    from toolwire.testing.tiny_gguf import TINY_BACKEND_OPTIONS
+    from toolwire.vocabulary.backend import ResponseFormat, SamplingOverrides
+    from toolwire.vocabulary.history import Message
+
+    rows: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory() as folder:
+        path = write_tiny_gguf(Path(folder) / "tiny.gguf", DEFAULT_CHAT_TEMPLATE)
+        backend = LlamaCppBackend(path, n_ctx=4096, max_tokens=2000, temperature=1.0,
+                                  plugins=isolated_plugin_manager(),
+                                  **TINY_BACKEND_OPTIONS)  # type: ignore[arg-type]
+        try:
+            for _ in backend.stream_turn(ModelRequest((Message("user", "warm up"),)),
+                                         CancelToken()):
+                pass
+            for label, fmt in (("none", None), ("json_object", ResponseFormat("json_object")),
+                               ("json_schema", ResponseFormat("json_schema", PERSON_SCHEMA,
+                                                              "p", True))):
+                tokens, seconds = 0, 0.0
+                for seed in range(3 if quick else 10):
+                    request = ModelRequest((Message("user", "Describe a person."),),
+                                           response_format=fmt,
+                                           sampling=SamplingOverrides(seed=seed,
+                                                                      max_tokens=400))
+                    for item in backend.stream_turn(request, CancelToken()):
+                        if isinstance(item, TurnEnd):
+                            tokens += int((item.usage or {}).get("completion_tokens", 0))
+                            seconds += float((item.timings or {}).get("generation", 0.0))
+                rows.append({"benchmark": BENCHMARK, "case": "response_format_decode",
+                             "grammar": label, "tokens": tokens,
+                             "us_per_token": seconds / max(tokens, 1) * 1e6})
+        finally:
+            backend.close()
+    for row in rows:
+        row["overhead_us_per_token"] = row["us_per_token"] - rows[0]["us_per_token"]
+    return rows
+
+
 def run(quick: bool = False) -> list[dict[str, Any]]:
-    """Measure the added cost per token, then 32 concurrent clients."""
+    """Measure the added cost per token, 32 concurrent clients, the stop matcher and
+    the response_format grammar."""
     rows: list[dict[str, Any]] = []
     tokens = 500 if quick else 2_000
     server = _Server(tokens, 0.0)
@@ -219,6 +325,9 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
                               latencies))
     finally:
         server.close()
+    rows.extend(_stop_matcher_rows())
+    rows.extend(_grammar_build_rows())
+    rows.extend(_decode_rows(quick))
     return rows
 
 
@@ -241,6 +350,14 @@ def report(rows: list[dict[str, Any]]) -> None:
                 ["clients", "pace", "tokens_per_client", "seconds", "tokens_per_s",
                  "p50_latency_ms", "p99_latency_ms", "max_latency_ms"],
                 f"{CLIENTS} concurrent streaming clients (added latency per chunk)")
+    print_table([r for r in rows if r["case"] == "stop_matcher"],
+                ["reply_chars", "stop_chars", "cpu_s", "before_cpu_s"],
+                "stop matcher, a model repeating one character")
+    print_table([r for r in rows if r["case"] == "response_format_build"],
+                ["format", "tools", "build_ms"], "response_format grammar, first build")
+    print_table([r for r in rows if r["case"] == "response_format_decode"],
+                ["grammar", "tokens", "us_per_token", "overhead_us_per_token"],
+                "tiny llama.cpp model, decode time per token")
 
 
 if __name__ == "__main__":

@@ -46,7 +46,8 @@ from .build import ToolGrammar
 from .gbnf import RuleSet, alternatives, literal, sequence
 from .json_values import JsonValues
 
-__all__ = ["FAMILY", "response_format_grammar", "with_text_format"]
+__all__ = ["FAMILY", "clear_response_format_cache", "response_format_grammar",
+           "with_text_format"]
 
 FAMILY: Final = "response_format"
 """The ``family`` of a response-format grammar (what a runtime's messages name)."""
@@ -94,6 +95,11 @@ def with_text_format(grammar: ToolGrammar, response_format: ResponseFormat, *,
     firsts = ("{" if object_root else _JSON_STARTS) + \
         "".join(marker[:1] for marker, _ in grammar.continuations)
     return attrs.evolve(grammar, start=both.gbnf, bare_starts="".join(sorted(set(firsts))))
+
+
+def clear_response_format_cache() -> None:
+    """Forget every cached response-format grammar (benchmarks measure first builds)."""
+    _cached.cache_clear()
 
 
 def _schema_text(response_format: ResponseFormat) -> str:
