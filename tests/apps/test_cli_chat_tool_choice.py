@@ -98,9 +98,10 @@ def test_a_named_tool_choice_makes_the_tiny_local_model_call_that_tool(
     events = local(qwen_model, workspace, "list_dir", seed)
     ends = [i for i, e in enumerate(events) if e["type"] in ("tool_result", "done")]
     first_turn = events[:ends[0]] if ends else events
-    assert first_turn and all(e["type"] in ("tool_call_start", "tool_call")
-                              for e in first_turn), first_turn
-    assert {e["name"] for e in first_turn} == {"list_dir"}
+    # a diagnostic may note what the parser made of the noise (a call written twice)
+    calls = [e for e in first_turn if e["type"] != "diagnostic"]
+    assert calls and all(e["type"] in ("tool_call_start", "tool_call") for e in calls), first_turn
+    assert {e["name"] for e in calls} == {"list_dir"}
     results = [e for e in events if e["type"] == "tool_result"]
     assert results and not any(r["is_error"] for r in results), events
 

@@ -91,7 +91,7 @@ def test_an_engine_without_a_template_is_a_clear_error(engine: EngineStandIn,
 
 def test_serve_fronts_the_engine_with_the_same_options(engine: EngineStandIn,
                                                        workspace: Path) -> None:
-    args = _parser().parse_args(["serve", "--provider", "completions", "--base-url",
+    args = _parser()[0].parse_args(["serve", "--provider", "completions", "--base-url",
                                  f"{engine.root}/v1", "--template", str(QWEN), "--api",
                                  "completions", "--n-ctx", "2048", "--workspace",
                                  str(workspace)])
