@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import contextvars
 import json
+import re
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -151,11 +152,25 @@ def format_tool_output(value: Any) -> str:
         return f"(the tool returned a {type(value).__name__} nested too deeply to show)"
 
 
+_EARLIER_CUT = re.compile(r"\n\[(?:result cut|truncated): [^\n\]]*\]")
+"""The note a tool source leaves at the end of a result it cut itself (an MCP server's)."""
+
+
 def limit_output(text: str, limit: int | None) -> str:
-    """``text``, or its first ``limit`` characters and a note saying it was cut."""
+    """``text``, or its first ``limit`` characters and a note saying it was cut.
+
+    A note an earlier cut left at the end (``[result cut: ...]``, ``[truncated:
+    ...]``: how large the tool's own answer was) is kept, before this cut's note,
+    so the model still reads the original size.
+    """
     if limit is None or len(text) <= limit:
         return text
-    return (f"{text[:limit]}\n[truncated: the tool returned {len(text):,} characters; "
+    last = text.rfind("\n[")
+    earlier = _EARLIER_CUT.fullmatch(text, last) if last >= 0 else None
+    if earlier is not None and last <= limit:
+        return text  # only the earlier note is past the bound: the result is whole
+    kept = earlier.group() if earlier is not None else ""
+    return (f"{text[:limit]}{kept}\n[truncated: the tool returned {len(text):,} characters; "
             f"only the first {limit:,} are shown]")
 
 

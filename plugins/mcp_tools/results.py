@@ -29,6 +29,7 @@ DEFAULT_MAX_RESULT_CHARS = 100_000
 """The most characters of one result the model is given."""
 
 _EMPTY = "(the MCP tool returned no content)"
+_NOTHING = object()
 
 
 def render_result(result: Any, *, max_chars: int = DEFAULT_MAX_RESULT_CHARS) -> str:
@@ -107,16 +108,21 @@ def _decoded_size(data: Any) -> int:
 
 
 def _said_in_text(content: Sequence[Any], structured: Any) -> bool:
-    for block in content:
-        if getattr(block, "type", None) != "text":
-            continue
-        text = str(getattr(block, "text", ""))
+    """Whether the structured content repeats what the text blocks say: it is a text's
+    value (the text itself, or the JSON it holds), or an object of one member holding
+    that value (``{"result": ...}`` from the SDK's servers, ``{"content": ...}`` from the
+    official filesystem server); the texts are read one by one and joined."""
+    texts = [str(getattr(block, "text", "")) for block in content
+             if getattr(block, "type", None) == "text"]
+    inner = next(iter(structured.values())) if isinstance(structured, dict) \
+        and len(structured) == 1 else _NOTHING
+    for text in [*texts, "\n".join(texts)] if len(texts) > 1 else texts:
         readings: list[Any] = [text]
         try:
             readings.append(json.loads(text))
-        except ValueError:
+        except (ValueError, RecursionError):
             pass
-        if any(structured in (value, {"result": value}) for value in readings):
+        if any(structured == value or inner == value for value in readings):
             return True
     return False
 
