@@ -133,3 +133,23 @@ def test_the_choice_reaches_the_backend_as_sent(sent: Any, received: Any) -> Non
                                           tools=[lookup.openai_schema()],  # type: ignore[list-item]
                                           tool_choice=sent)
     assert backend.requests[0].tool_choice == received
+
+
+def test_a_choice_the_grammar_cannot_enforce_is_400_streamed_or_not(tiny_server: str) -> None:
+    """A schema keyword no grammar expresses, under "required": the SDK gets a 400 it
+    does not retry, naming tool_choice, the tool and the keyword (was a 500)."""
+    from tests.support.openai_clients import every_reading
+
+    odd: Any = {"type": "function", "function": {
+        "name": "odd", "parameters": {"type": "object", "properties": {
+            "a": {"not": {"type": "string"}}}}}}
+    readings = every_reading(tiny_server, {"model": MODEL_ID, "messages": MESSAGES,
+                                           "tools": [odd], "tool_choice": "required"})
+    for reading in readings.values():
+        assert reading.status == 400
+        assert reading.error == ("tool_choice", "grammar_unsupported")
+    client = openai.OpenAI(base_url=tiny_server + "/v1", api_key="none", max_retries=0)
+    with pytest.raises(openai.BadRequestError) as refused:
+        client.chat.completions.create(model=MODEL_ID, messages=MESSAGES, tools=[odd],
+                                       tool_choice="required")
+    assert "'odd'" in refused.value.message and "'not'" in refused.value.message
