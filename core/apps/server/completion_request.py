@@ -269,7 +269,7 @@ def _response_format(value: Any) -> ResponseFormat | None:
         raise _bad("response_format", "json_schema's schema must be a JSON schema object")
     try:
         check_schema_budget(schema, tool=name or "response_format")
-        validator_for(schema, default=jsonschema.Draft202012Validator).check_schema(schema)
+        validator_for(schema, default=jsonschema.Draft202012Validator).check_schema(dict(schema))
     except ToolSchemaBudgetError as exc:
         raise RequestError(400, f"response_format: {exc}", param="response_format",
                            code="tool_schema_too_complex") from None
@@ -279,9 +279,9 @@ def _response_format(value: Any) -> ResponseFormat | None:
     return ResponseFormat("json_schema", schema, name, bool(strict))
 
 
-_NO_EFFECT_VALUES: Final = {"presence_penalty": (0, 0.0), "frequency_penalty": (0, 0.0),
-                            "logprobs": (False,), "logit_bias": ({},),
-                            "modalities": (["text"],)}
+_NO_EFFECT_VALUES: Final[dict[str, tuple[Any, ...]]] = {
+    "presence_penalty": (0, 0.0), "frequency_penalty": (0, 0.0), "logprobs": (False,),
+    "logit_bias": ({},), "modalities": (["text"],)}
 
 
 def _refuse_unsupported(data: Mapping[str, Any]) -> None:

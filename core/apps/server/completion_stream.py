@@ -301,14 +301,14 @@ class CompletionBuilder:
         opened = self._open.pop(item.index, ("", ""))
         if self._calls and not self.parallel_tool_calls:
             return []  # only the first call of the reply is answered
-        call = {"id": item.id or opened[1] or self.make_call_id(item.index), "type": "function",
-                "function": {"name": item.name or opened[0],
-                             "arguments": json_text(dict(item.arguments))}}
+        function = {"name": item.name or opened[0], "arguments": json_text(dict(item.arguments))}
+        call: dict[str, Any] = {"id": item.id or opened[1] or self.make_call_id(item.index),
+                                "type": "function", "function": function}
         self._calls.append(call)
         if not self.parallel_tool_calls:
             self.should_stop = True
         if self.legacy_functions:
-            return [self.chunk({"function_call": dict(call["function"])})]
+            return [self.chunk({"function_call": dict(function)})]
         return [self.chunk({"tool_calls": [{"index": len(self._calls) - 1, **call}]})]
 
     # -- the end -------------------------------------------------------------------------
