@@ -55,6 +55,7 @@ from toolwire.plugin_api import (
 )
 
 from .grammar_sampling import check_grammar_first
+from .json_tools_template import JSON_TOOLS_TEMPLATE
 from .repack_probe import ProbeVerdict, repack_verdict
 
 __all__ = [
@@ -293,9 +294,10 @@ def _refuse(reason: str) -> None:
                            kind="closed")
 
 
-DEFAULT_TOOLS_KEY: Final = "default (tools)"
-"""The template key of turns with tools that use toolwire's default template because
-the model's own cannot carry tool calls (see :func:`tools_unsupported`)."""
+DEFAULT_TOOLS_KEY: Final = "toolwire json tools"
+"""The template key of turns with tools that use toolwire's
+:data:`~.json_tools_template.JSON_TOOLS_TEMPLATE` because the model's own template
+cannot carry tool calls (see :func:`tools_unsupported`)."""
 
 
 def tools_unsupported(source: str, plugins: PluginManager) -> str:
@@ -539,7 +541,7 @@ class LlamaCppBackend(TemplatedBackend):
         self._override = chat_template
         self._forced_family = family
         self.tool_template_note = ""
-        """Why turns with tools use toolwire's default template (``""``: they do not)."""
+        """Why turns with tools use toolwire's JSON tools template (``""``: they do not)."""
         super().__init__(templates=self._template_source, n_ctx=n_ctx, max_tokens=max_tokens,
                          family=family, plugins=plugins, enable_thinking=enable_thinking,
                          bos_token=self.metadata.bos_token or "",
@@ -619,11 +621,11 @@ class LlamaCppBackend(TemplatedBackend):
             if why:
                 self.tool_template_note = (
                     f"{self.model_path.name}'s chat template ({found[0]}) cannot carry tool "
-                    f"calls: {why}; turns with tools use toolwire's default ChatML template, "
-                    "whose calls the qwen_xml parser reads (turns without tools keep the "
-                    "model's own; chat_template=... or family=... overrides this, see "
-                    "docs/local.md)")
-                return TemplateSource(DEFAULT_TOOLS_KEY, DEFAULT_CHAT_TEMPLATE)
+                    f"calls: {why}; turns with tools use toolwire's ChatML template with JSON "
+                    "calls in <tool_call> tags, which the hermes_json parser reads (turns "
+                    "without tools keep the model's own; chat_template=... or family=... "
+                    "overrides this, see docs/local.md)")
+                return TemplateSource(DEFAULT_TOOLS_KEY, JSON_TOOLS_TEMPLATE)
         return TemplateSource(*found)
 
     def _progress(self, enabled: bool, *, started: float | None, failed: bool = False) -> None:

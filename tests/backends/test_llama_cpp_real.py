@@ -241,10 +241,11 @@ def test_an_unclaimed_template_given_by_the_user_chats_without_a_parser(
     assert ran == []
 
 
-def test_a_file_template_no_parser_reads_uses_the_default_template_for_tool_turns(
+def test_a_file_template_no_parser_reads_uses_the_json_tools_template_for_tool_turns(
         tmp_path: Path) -> None:
     path = write_tiny_gguf(tmp_path / "plain.gguf", CHATML_TEMPLATE)
-    model = backend(path, Script(call("get_weather", city="Kyiv"), "Sunny.", "Hi."))
+    json_call = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Kyiv"}}\n</tool_call>'
+    model = backend(path, Script(json_call, "Sunny.", "Hi."))
     chat = Chat(model, [get_weather])
     events = list(chat.send("Kyiv?"))
     notes = [e for e in events if isinstance(e, DiagnosticEvent)]
@@ -254,7 +255,8 @@ def test_a_file_template_no_parser_reads_uses_the_default_template_for_tool_turn
     assert not any(isinstance(e, NoParserEvent) for e in events)
     assert ran == [("get_weather", {"city": "Kyiv", "days": 1})]
     assert texts(events) == "Sunny."
-    assert model.template_choice(tools=True).key == "default (tools)"
+    assert model.template_choice(tools=True).key == "toolwire json tools"
+    assert model.template_choice(tools=True).parser.name == "hermes_json"  # type: ignore[union-attr]
     assert model.template_choice(tools=False).source == CHATML_TEMPLATE  # its own, untouched
     assert not any(isinstance(e, DiagnosticEvent) for e in chat.send("hello"))  # said once
     forced = backend(path, family="qwen_xml")  # a family the user chose keeps the template

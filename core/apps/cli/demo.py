@@ -282,6 +282,9 @@ def register(subparsers: Any) -> None:
     p.add_argument("--json", action="store_true", help="print every event as a JSON line")
     p.add_argument("--dir", help="where to write the model and workspace, kept afterwards "
                                  "(default: a temporary folder, removed at the end)")
+    p.add_argument("--real", action="store_true",
+                   help="ask a small real model instead (SmolLM2-135M-Instruct, from the "
+                        "real-model extra): it writes its own tool call")
     p.set_defaults(run=run_demo)
 
 
@@ -297,6 +300,11 @@ def run_demo(args: argparse.Namespace, plugins: PluginManager) -> int:
 
 def _run_demo_in(base: Path, args: argparse.Namespace, plugins: PluginManager) -> int:
     from .chat import _Printer
+
+    if getattr(args, "real", False):
+        from .real_demo import run_real_demo
+
+        return run_real_demo(base, args, plugins, NOTES, QUESTION)
 
     started = time.perf_counter()
     backend, model, workspace = make_demo_backend(base, plugins)
