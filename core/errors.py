@@ -211,11 +211,22 @@ class ToolBusyError(ToolCallError):
 
 
 class ParserNotFoundError(ToolwireError, LookupError):
-    """No parser plugin is registered for a family, or none claims a template."""
+    """No parser plugin is registered for a family, or none claims a template.
 
-    def __init__(self, message: str, *, seen_markers: tuple[str, ...] = ()) -> None:
+    The message is one line; the reasons behind it are kept for a program to show:
+
+    :ivar seen_markers: the known tool-call markers the template mentions.
+    :ivar refusals: each parser that claimed the template but was refused, as
+        ``"family: why"`` (it misread the call it rendered through the template).
+    :ivar derivation: why no parser could be derived from the template ("" if not tried).
+    """
+
+    def __init__(self, message: str, *, seen_markers: tuple[str, ...] = (),
+                 refusals: tuple[str, ...] = (), derivation: str = "") -> None:
         super().__init__(message)
         self.seen_markers = seen_markers
+        self.refusals = refusals
+        self.derivation = derivation
 
 
 class ParserConflictError(ToolwireError, ValueError):

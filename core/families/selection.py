@@ -236,7 +236,8 @@ def _not_claimed(source: str, why: str, checks: tuple[ClaimCheck, ...] = ()
         f"no parser plugin claims this chat template (sha256 {template_hash(source)[:12]}; "
         f"seen: {seen}{refused}{underived}): this model's tool calls will stay text and no "
         "tool will run. 'toolwire detect' on the model or template shows why; family=... "
-        "forces a parser family", seen_markers=markers)
+        "forces a parser family", seen_markers=markers,
+        refusals=tuple(f"{c.family}: {c.reason}" for c in checks), derivation=why)
 
 
 _DERIVED: dict[str, tuple[ParserSpec | None, str]] = {}

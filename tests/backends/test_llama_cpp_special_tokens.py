@@ -19,7 +19,7 @@ import pytest
 pytest.importorskip("llama_cpp")
 
 from tests.support.families import plugins as family_plugins
-from tests.support.templates import shared_template
+from tests.support.templates import family_template, shared_template
 from toolwire import Message, ModelRequest, tool
 from toolwire.backends.prompt_pieces import ContentShield, ShieldRules
 from toolwire.plugins.llama_cpp.backend import LlamaCppBackend
@@ -28,7 +28,7 @@ from toolwire.vocabulary.history import ToolCall
 
 pytestmark = pytest.mark.llama
 
-# family: (its real template, the control tokens its template writes between turns)
+# family: (its real template (or the suite's own, see family_template), the control tokens its template writes between turns)
 FAMILY_TOKENS: dict[str, tuple[str, tuple[str, ...]]] = {
     "apertus": ("Apertus-8B-Instruct.jinja", (
         "<|system_start|>", "<|system_end|>", "<|user_start|>", "<|user_end|>",
@@ -78,6 +78,10 @@ FAMILY_TOKENS: dict[str, tuple[str, tuple[str, ...]]] = {
     "mistral": ("Mistral-Small-3.2-24B-Instruct-2506.jinja", (
         "[INST]", "[/INST]", "[TOOL_CALLS]", "[TOOL_RESULTS]", "[/TOOL_RESULTS]", "</s>")),
     "nemotron_nano_v2": ("NVIDIA-Nemotron-Nano-v2.jinja", ("<SPECIAL_11>", "<SPECIAL_12>")),
+    "llama4_pythonic": ("llama4-pythonic-style.jinja", (  # the suite's own
+        "<|header_start|>", "<|header_end|>", "<|eot|>", "<|python_start|>",
+        "<|python_end|>")),
+    "olmo3": ("olmo3-style.jinja", ("<|im_start|>", "<|im_end|>")),  # the suite's own
     "pythonic": ("LFM2.5-8B-A1B.jinja", (
         "<|im_start|>", "<|im_end|>", "<|tool_call_start|>", "<|tool_call_end|>")),
     "qwen_xml": ("Qwen3.5-4B.jinja", ("<|im_start|>", "<|im_end|>")),
@@ -121,7 +125,7 @@ def backend_for(path: Path, family: str) -> LlamaCppBackend:
 def test_a_tool_result_holding_the_familys_tokens_writes_none_of_them(
         family: str, tmp_path: Path) -> None:
     template_name, tokens = FAMILY_TOKENS[family]
-    template = shared_template(template_name)
+    template = family_template(template_name)
     path = write_tiny_gguf(tmp_path / f"{family}.gguf", template, control_tokens=tokens)
     backend = backend_for(path, family)
     try:
@@ -156,7 +160,7 @@ def test_every_family_with_a_parser_is_covered() -> None:
 def test_a_prompt_without_special_text_in_messages_tokenizes_as_before(
         family: str, tmp_path: Path) -> None:
     template_name, tokens = FAMILY_TOKENS[family]
-    template = shared_template(template_name)
+    template = family_template(template_name)
     path = write_tiny_gguf(tmp_path / f"{family}.gguf", template, control_tokens=tokens)
     backend = backend_for(path, family)
     try:

@@ -28,6 +28,7 @@ from tests.support.paths import (
     SHARED_SCHEMAS,
     SHARED_TEMPLATES,
 )
+from tests.support.templates import family_template
 from toolwire.families.selection import build_pipeline
 from toolwire.parse.protocol import collect_reply
 from toolwire.testing import AssistantTurnRenderer, isolated_plugin_manager
@@ -64,10 +65,13 @@ FAMILY_TEMPLATES: dict[str, str] = {
     "mistral": "mistralai-Ministral-3-14B-Reasoning-2512.jinja",
     "nemotron_nano_v2": "NVIDIA-Nemotron-Nano-v2.jinja",
     "pythonic": "LFM2.5-8B-A1B.jinja",
+    "llama4_pythonic": "llama4-pythonic-style.jinja",  # the suite's own (tests/families/templates)
+    "olmo3": "olmo3-style.jinja",  # the suite's own
     "seed_xml": "ByteDance-Seed-OSS.jinja",
     "solar": "upstage-Solar-Open-100B.jinja",
 }
-"""One real template per parser family; a new family plugin adds its entry here."""
+"""One real template per parser family (the suite's own where none is shared, see
+:func:`tests.support.templates.family_template`); a new family plugin adds its entry here."""
 
 COVERED_ELSEWHERE: dict[str, str] = {
     "minimax_m3": "tests/test_family_invoke_xml.py: the template drops None and cannot "
@@ -167,7 +171,7 @@ def test_every_registered_family_has_a_template() -> None:
 @pytest.mark.parametrize("file_name", sorted(BFCL_FILES))
 def test_bfcl_ground_truth_calls_round_trip(family: str, file_name: str) -> None:
     spec = PLUGINS.parser(family)
-    source = (TEMPLATES / FAMILY_TEMPLATES[family]).read_text(encoding="utf-8")
+    source = family_template(FAMILY_TEMPLATES[family])
     renderer = AssistantTurnRenderer(source, make_call_id=spec.make_call_id)
     outside: set[tuple[str, str]] = set()
     tried, failures = 0, []

@@ -107,7 +107,8 @@ def test_template_without_call_rendering_reports_what_was_seen() -> None:
         derive_format(template)
     with pytest.raises(ParserNotFoundError) as caught:
         select_parser(template, isolated_plugin_manager())
-    assert "<|python_tag|>" in str(caught.value) and "could not be derived" in str(caught.value)
+    assert "<|python_tag|>" in str(caught.value) and "no parser could be derived" in str(caught.value)
+    assert "renders no tool call" in caught.value.derivation
 
 
 def test_detect_derive_prints_the_record(tmp_path: Path) -> None:

@@ -19,6 +19,8 @@ __all__ = [
     "SHARED_TEMPLATES",
     "have_schemas",
     "have_templates",
+    "OWN_TEMPLATES",
+    "family_template",
     "require_schemas",
     "require_templates",
     "shared_schema",
@@ -63,6 +65,20 @@ def template_path(name: str) -> Path:
 def shared_template(name: str) -> str:
     """The source of a real chat template, or skip when the templates are absent."""
     return template_path(name).read_text(encoding="utf-8")
+
+
+OWN_TEMPLATES = Path(__file__).resolve().parent.parent / "families" / "templates"
+"""The suite's own templates, for formats whose real template is not a Jinja file
+(an encoder in Python) or not among the shared ones; they ship with the tests."""
+
+
+def family_template(name: str) -> str:
+    """A family's template by file name: the suite's own when it has one by that name
+    (always present), else the real one (skipping when the real ones are absent)."""
+    own = OWN_TEMPLATES / name
+    if own.is_file():
+        return own.read_text(encoding="utf-8")
+    return shared_template(name)
 
 
 def shared_schema(name: str) -> Path:

@@ -134,7 +134,10 @@ def test_when_nothing_verifies_and_nothing_derives_the_error_names_each_refusal(
     with pytest.raises(ParserNotFoundError) as caught:
         select_parser(source)
     message = str(caught.value)
-    assert "'hermes_json'" in message and "was refused" in message
+    assert "'hermes_json' claimed it but misread" in message and "\n" not in message
+    (refusal,) = caught.value.refusals
+    assert refusal.startswith("hermes_json: ") and len(refusal) > len("hermes_json: ")
+    assert caught.value.derivation
 
 
 def test_derive_false_refuses_instead_of_deriving() -> None:
