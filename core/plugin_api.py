@@ -46,6 +46,7 @@ from .events import (
     ToolCallEvent,
     ToolCallStartEvent,
 )
+from .extras import extra_hint
 from .gguf.metadata import GGUFMetadata, read_gguf_metadata
 from .grammar import ToolGrammar
 from .grammar.lazy import TriggerWatch
@@ -178,6 +179,7 @@ __all__ = [
     "current_call",
     "default_call_id",
     "double_encoded_note",
+    "extra_hint",
     "family_think_filter_spec",
     "get_chat_template",
     "hookimpl",

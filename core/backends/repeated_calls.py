@@ -157,5 +157,4 @@ class RepeatedCallStop:
         return DiagnosticEvent(
             REPEATED_CALL,
             f"the reply wrote the call {name}({arguments}) a second time; the reply ends "
-            "there and the call runs once (a reply never runs the same call twice, see "
-            "docs/grammar.md)", raw=arguments)
+            "there and the call runs once (a reply never runs the same call twice)", raw=arguments)

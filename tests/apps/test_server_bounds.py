@@ -329,4 +329,4 @@ def test_create_app_names_the_serve_extra_when_starlette_is_missing() -> None:
               "except ToolwireError as exc:\n    print(exc)\n")
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                          timeout=60, check=True).stdout
-    assert "pip install 'toolwire[serve]'" in out
+    assert "pip install -e '.[serve]' in toolwire's source folder" in out

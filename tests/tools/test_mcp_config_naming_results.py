@@ -322,7 +322,7 @@ def test_using_a_server_without_the_sdk_names_the_extra() -> None:
         "except MCPNotInstalledError as exc:\n"
         "    print(exc)\n")
     assert done.returncode == 0, done.stderr
-    assert "pip install 'toolwire[mcp]'" in done.stdout
+    assert "pip install -e '.[mcp]' in toolwire's source folder" in done.stdout
 
 
 # -- a listed tool toolwire cannot register ---------------------------------------------------

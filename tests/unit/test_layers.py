@@ -22,7 +22,7 @@ import attrs
 from tests.support.paths import DOCS, REPO
 
 FLOORS: tuple[tuple[str, ...], ...] = (
-    ("toolwire.errors", "toolwire.events", "toolwire.boundaries"),
+    ("toolwire.errors", "toolwire.events", "toolwire.boundaries", "toolwire.extras"),
     ("toolwire.vocabulary",),
     ("toolwire.gguf", "toolwire.templates", "toolwire.parse"),
     ("toolwire.grammar",),

@@ -16,6 +16,8 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
+from ...extras import extra_hint
+
 if TYPE_CHECKING:
     from ...hooks.manager import PluginManager
 
@@ -26,12 +28,6 @@ __all__ = ["UsageError", "at_least", "check_family", "cli_advice", "did_you_mean
 
 class UsageError(Exception):
     """A problem with what the user asked for: exit status 2."""
-
-
-def extra_hint(extra: str) -> str:
-    """How to install one of toolwire's extras; toolwire installs from its source (it is
-    not on PyPI yet)."""
-    return f"pip install -e '.[{extra}]' in toolwire's source folder"
 
 
 def fail(message: str) -> NoReturn:

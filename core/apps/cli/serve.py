@@ -37,7 +37,7 @@ from ...vocabulary.history import Message
 from ..server.limits import ServerLimits
 from ..server.request_guard import LOOPBACK_HOSTS, HostPolicy, parse_origin
 from .chat import add_chat_arguments, make_backend
-from .common import at_least, fail
+from .common import at_least, extra_hint, fail
 from .model_options import check_model_options, local_worker_backend, model_label
 from .tools import session_tools
 
@@ -291,8 +291,8 @@ def run_serve(args: argparse.Namespace, plugins: PluginManager,
         from ..server.served_model import LoadedModel, ServedModel
         from ..server.uvicorn_server import uvicorn_config
     except ImportError as exc:
-        raise ToolwireError(f"toolwire serve needs the serve extra: pip install "
-                            f"'toolwire[serve]' ({exc})") from exc
+        raise ToolwireError(f"toolwire serve needs the serve extra: {extra_hint('serve')} "
+                            f"({exc})") from exc
     api_key = args.api_key or os.environ.get(API_KEY_VARIABLE) or None
     if not is_loopback(args.host) and not api_key:
         fail(f"refusing to listen on {args.host} without an API key: anyone who can reach "

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from ...errors import ToolwireError
+from ...extras import extra_hint
 from ...vocabulary.backend import Backend
 from ...vocabulary.cancel import CancelToken
 from ...vocabulary.openai_messages import NO_RESULT_TEXT, messages_from_openai
@@ -204,8 +205,8 @@ def create_app(make_chat: ChatFactory | None = None, *, model: str = "",
         from starlette.middleware import Middleware
         from starlette.routing import Route
     except ImportError as exc:
-        raise ToolwireError(f"the HTTP server needs the serve extra: pip install "
-                            f"'toolwire[serve]' ({exc})") from exc
+        raise ToolwireError(f"the HTTP server needs the serve extra: {extra_hint('serve')} "
+                            f"({exc})") from exc
     from .approvals import ApprovalEndpoint
     from .chat_route import CancelEndpoint, ChatEndpoint
     from .dashboard import VendorEndpoint

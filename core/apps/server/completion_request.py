@@ -293,8 +293,7 @@ def _refuse_unsupported(data: Mapping[str, Any]) -> None:
         if value is None or any(value == v and type(value) is type(v)
                                 for v in _NO_EFFECT_VALUES.get(field, ())):
             continue
-        raise _bad(field, "not supported by this server (docs/openai-server.md lists the "
-                          "request fields)")
+        raise _bad(field, "not supported by this server")
 
 
 def _stop(value: Any) -> tuple[str, ...]:

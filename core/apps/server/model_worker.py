@@ -384,7 +384,7 @@ class WorkerBackend:
         self._lost(worker)  # a turn that will not end: the worker is replaced
 
     def _crash_message(self, how: str) -> str:
-        advice = " If it keeps crashing on this model, try --no-repack (docs/troubleshooting.md)." \
+        advice = " If it keeps crashing on this model, try --no-repack." \
             if self.spec.backend == "llama_cpp" else ""
         return (f"the worker process running {self.spec.label} died while answering ({how}); "
                 "a new one is starting and the next request is answered as usual. The "
