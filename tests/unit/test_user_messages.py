@@ -56,6 +56,13 @@ def test_the_install_hint_says_how_toolwire_really_installs() -> None:
     assert extra_hint("mcp") == "pip install -e '.[mcp]' in toolwire's source folder"
 
 
+def test_the_docs_install_extras_from_the_source_too() -> None:
+    pages = [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
+    assert [f"{page.relative_to(REPO)}:{number}: {line}" for page in pages
+            for number, line in enumerate(page.read_text(encoding="utf-8").splitlines(), 1)
+            if "toolwire[" in line] == []
+
+
 def test_a_plugin_missing_its_extra_says_the_shared_hint() -> None:
     """The real import failure, in a fresh interpreter: the openai package is hidden."""
     script = ("import sys; sys.modules['openai'] = None\n"
