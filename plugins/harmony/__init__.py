@@ -11,7 +11,11 @@
 
     The template renders only the first call of an assistant message, and it
     renders an assistant message's content beside a call as the ``analysis``
-    message (so it comes back as reasoning).
+    message (so it comes back as reasoning). A message to a built-in tool
+    (``to=python``, ``to=browser.search``) is a call only when the request
+    offered a tool of that name; otherwise it is dropped with an
+    ``unoffered_recipient`` diagnostic. ``<|call|>`` ends only a message with a
+    recipient, and an end token inside a JSON string of a tool body ends nothing.
 
 ``glimmer`` (Muse Glimmer, "ATEM")
     The same framing with recipients instead of channels: ``to=self`` is
@@ -64,8 +68,11 @@ GLIMMER_FAMILY = "glimmer"
 
 def _gpt_oss_route(header: HarmonyHeader) -> Route:
     recipient = header.recipient
-    if recipient and recipient not in ("user", "all", "assistant"):
+    if recipient.startswith("functions."):
         return Route("call", function_recipient(recipient))
+    if recipient and recipient not in ("user", "all", "assistant"):
+        # a built-in tool (python, browser.search): the request must offer it by name
+        return Route("builtin", recipient)
     if header.channel == "analysis":
         return Route("reasoning")
     return Route("text")

@@ -12,6 +12,16 @@ to the reasoning (gpt-oss's ``analysis`` channel, Glimmer's ``to=self``) or to
 the user (``final``, ``to=user``). A tool body is JSON arguments (gpt-oss) or
 Glimmer's ``<atem:function_calls>`` XML, read by the shared tagged engine.
 
+What ends a message depends on where it goes. ``<|call|>`` ends only a
+message with a recipient (a call): in reasoning or text it is written content.
+In a JSON tool body, an end token inside a string literal is part of the
+string (a model writing about ``<|call|>``, or a value holding a whole
+message); should the string never close, the body is cut at the first such
+token after all and the rest is read again as messages. A message to a
+built-in recipient (``to=python``, ``to=browser.search``: no ``functions.``
+prefix) the request did not offer is neither a call nor text: it is dropped
+with an ``unoffered_recipient`` diagnostic holding the message.
+
 Text that does not open with a header (a model that skipped the framing) is
 plain text until the next end token; a header that cannot be read is text
 plus a diagnostic. The parser never raises.
@@ -104,7 +114,9 @@ def read_header(text: str) -> HarmonyHeader | None:
 
 @attrs.frozen
 class Route:
-    """Where a message body goes: ``kind`` is ``text``, ``reasoning`` or ``call`` (to ``name``)."""
+    """Where a message body goes: ``kind`` is ``text``, ``reasoning``, ``call`` (to
+    ``name``) or ``builtin`` (to the built-in tool ``name``: a call only when the
+    request offered a tool of that name)."""
 
     kind: str
     name: str = ""
@@ -130,7 +142,11 @@ _HEADER = 0
 _BODY = 1
 _TEXT = 2
 
+_CALL_END: Final = "<|call|>"
 _BODY_ENDS = TokenSet((*END_TOKENS, START))
+# a message without a recipient cannot be ended by <|call|>: there it is content
+_PROSE_ENDS = TokenSet((*(t for t in END_TOKENS if t != _CALL_END), START))
+_STRING_SYNTAX = re.compile(r'["\\]')
 _MESSAGE = TokenSet((MESSAGE,))
 
 
@@ -152,6 +168,42 @@ def _header_may_start(data: str, pos: int) -> bool | None:
     return False
 
 
+class _JsonStrings:
+    """Whether the JSON text read so far ends inside a string literal."""
+
+    __slots__ = ("_escaped", "inside")
+
+    def __init__(self) -> None:
+        self.inside = False
+        self._escaped = False
+
+    def advance(self, piece: str) -> None:
+        """Read ``piece``, the next part of the JSON text."""
+        i, n = 0, len(piece)
+        if self._escaped and n:
+            self._escaped = False
+            i = 1
+        while i < n:
+            if not self.inside:
+                quote = piece.find('"', i)
+                if quote < 0:
+                    return
+                self.inside = True
+                i = quote + 1
+                continue
+            match = _STRING_SYNTAX.search(piece, i)
+            if match is None:
+                return
+            if match.group() == '"':
+                self.inside = False
+                i = match.end()
+            elif match.end() >= n:
+                self._escaped = True
+                return
+            else:
+                i = match.end() + 1
+
+
 class HarmonyParser:
     """One reply's parser for a harmony dialect; ``feed`` deltas, then ``close``."""
 
@@ -166,6 +218,10 @@ class HarmonyParser:
         self._calls = 0
         self._raw: list[str] = []
         self._json: list[str] | None = None
+        self._json_size = 0
+        self._strings = _JsonStrings()
+        # (offset in the JSON body, token) of the first end token read as string content
+        self._in_string_end: tuple[int, str] | None = None
         self._tagged: CallParser | None = None
         self._body_started = False
         self._call_index = 0
@@ -203,7 +259,11 @@ class HarmonyParser:
         out: list[Event] = []
         try:
             self._run(self._pending, out, eof=True)
-            if self._state == _BODY:
+            while self._state == _BODY:
+                rest = self._cut_at_string_end(out) if end_reason != "length" else None
+                if rest is not None:
+                    self._run(rest, out, eof=True)
+                    continue
                 # the end token is often the stop token a backend strips: a body
                 # that is complete by itself still counts, unless the token limit cut it
                 self._end_body(out, complete=True, at_eof=True, cut=end_reason == "length")
@@ -298,6 +358,13 @@ class HarmonyParser:
         self._state = _BODY
         self._body_started = False
         route = self._route
+        if route.kind == "builtin":
+            # a built-in tool is a call only when the request offered it by that name
+            route = self._route = Route("call" if route.name in self._tools else "dropped",
+                                        route.name)
+        if route.kind == "dropped":
+            self._raw = [header_raw]
+            return
         if route.kind != "call":
             return
         self._raw = [header_raw]
@@ -311,6 +378,9 @@ class HarmonyParser:
             self._tagged = CallParser(fmt, self._tools, first_index=self._calls)
             return
         self._json = []
+        self._json_size = 0
+        self._strings = _JsonStrings()
+        self._in_string_end = None
         self._call_index = self._calls
         self._calls += 1
         out.append(ToolCallStartEvent(index=self._call_index, name=self._call_name))
@@ -326,12 +396,20 @@ class HarmonyParser:
                 return pos  # nothing of the body yet (at the end: an empty, unclosed body)
             self._body_started = True
             self._start_call_body(data, pos, out)
-        match = _BODY_ENDS.find(data, pos)
-        end = match.start() if match is not None else (n if eof else _BODY_ENDS.partial(data,
-                                                                                       pos))
-        self._body_piece(data[pos:end], out)
-        if match is None:
-            return self._hold(data, end) if end < n else n
+        ends = _BODY_ENDS if route.kind in ("call", "dropped") else _PROSE_ENDS
+        while True:
+            match = ends.find(data, pos)
+            end = match.start() if match is not None else (n if eof else ends.partial(data, pos))
+            self._body_piece(data[pos:end], out)
+            if match is None:
+                return self._hold(data, end) if end < n else n
+            if self._json is None or not self._strings.inside:
+                break
+            token = match.group(0)  # inside a JSON string: content, not an end
+            if self._in_string_end is None:
+                self._in_string_end = (self._json_size, token)
+            self._body_piece(token, out)
+            pos = match.end()
         token = match.group(0)
         self._end_body(out, complete=True)
         if token == START:
@@ -346,17 +424,40 @@ class HarmonyParser:
             out.append(TextEvent(piece))
         elif kind == "reasoning":
             out.append(ReasoningEvent(piece))
+        elif kind == "dropped":
+            self._raw.append(piece)
         elif self._tagged is not None:
             self._tagged_events(self._tagged.feed(piece), out)
         elif self._json is not None:
             self._raw.append(piece)
             out.append(ToolCallDeltaEvent(self._call_index, self._call_name, piece))
             self._json.append(piece)
+            self._json_size += len(piece)
+            self._strings.advance(piece)
+
+    def _cut_at_string_end(self, out: list[Event]) -> str | None:
+        """At the end of the reply inside a JSON string that never closed: end the body at
+        the first end token read as string content, and return what followed it."""
+        if self._json is None or not self._strings.inside or self._in_string_end is None:
+            return None
+        at, token = self._in_string_end
+        body = "".join(self._json)
+        raw = "".join(self._raw)
+        self._raw = [raw[:len(raw) - len(body) + at]]
+        self._json = [body[:at]]
+        self._json_size = at
+        self._strings = _JsonStrings()
+        self._in_string_end = None
+        self._end_body(out, complete=True)
+        return body[at:] if token == START else body[at + len(token):]
 
     def _end_body(self, out: list[Event], *, complete: bool, at_eof: bool = False,
                   cut: bool = False) -> None:
         self._state = _HEADER
         self._lead = True
+        if self._route.kind == "dropped":
+            self._dropped(out)
+            return
         if self._route.kind != "call":
             return
         tagged, json_body = self._tagged, self._json
@@ -400,6 +501,15 @@ class HarmonyParser:
                 out.append(TextEvent("".join(self._raw)))
                 self._raw = []
             out.append(event)
+
+    def _dropped(self, out: list[Event]) -> None:
+        """A message to a built-in tool the request did not offer: neither call nor text."""
+        raw = "".join(self._raw)
+        self._raw = []
+        out.append(DiagnosticEvent("unoffered_recipient",
+                                   f"a {self._dialect.family} message to the built-in tool "
+                                   f"{self._route.name!r}, which the request did not offer, "
+                                   "was dropped", raw))
 
     def _no_call_in_message(self, out: list[Event]) -> None:
         """A tool message whose body held no call: its header is text too."""
