@@ -93,6 +93,22 @@ def test_a_context_without_room_for_the_prompt_is_an_input_error(
     assert named in line and "--max-tokens" in line and "the prompt needs room" in line
 
 
+@pytest.mark.parametrize(("options", "named"), [
+    (["--ctx-size", "10"], "--ctx-size (10)"),
+    (["--max-tokens", "5000", "--ctx-size", "2048"], "--max-tokens (5000)"),
+])
+def test_serve_says_a_context_without_room_as_chat_does(
+        tiny: Path, workspace: Path, options: list[str], named: str) -> None:
+    """The model loads in serve's worker process: its backend's refusal of the value
+    comes back as the same input error, exit status 2, as chat's."""
+    run = toolwire("serve", "--model", str(tiny), "--workspace", str(workspace),
+                   "--port", "0", *options)
+    assert run.returncode == 2, run.stderr
+    assert "Traceback" not in run.stderr and "worker" not in run.stderr
+    last = run.stderr.splitlines()[-1]
+    assert last.startswith("toolwire: ") and named in last and "the prompt needs room" in last
+
+
 def test_demo_dir_naming_a_file_is_an_input_error(tmp_path: Path) -> None:
     mine = tmp_path / "notes.txt"
     mine.write_text("mine")

@@ -22,7 +22,7 @@ from typing import Any
 from ...gguf.metadata import read_gguf_metadata
 from ...hooks.manager import PluginManager
 from ...vocabulary.backend import Backend
-from .common import at_least, check_family, did_you_mean, fail, fraction
+from .common import UsageError, at_least, check_family, cli_advice, did_you_mean, fail, fraction
 from .models import local_model_path
 
 __all__ = ["COMPLETIONS", "LOCAL_ONLY", "MAX_THREADS", "add_generation_arguments",
@@ -200,6 +200,8 @@ def local_worker_backend(args: argparse.Namespace, plugins: PluginManager) -> Ba
     :mod:`toolwire.apps.server.model_worker`). Returns once the model is loaded.
 
     :raises BackendError: the worker could not load the model.
+    :raises UsageError: the backend refused an option value (``--ctx-size 10``), as
+        ``chat`` says it.
     """
     from ..server.model_worker import WorkerBackend, WorkerSpec
 
@@ -207,7 +209,10 @@ def local_worker_backend(args: argparse.Namespace, plugins: PluginManager) -> Ba
         check_model_options(args, plugins)
     spec = WorkerSpec("llama_cpp", {**local_backend_options(args), "progress": False},
                       label=Path(str(args.model)).name)
-    return WorkerBackend(spec, plugins).start()
+    try:
+        return WorkerBackend(spec, plugins).start()
+    except ValueError as exc:
+        raise UsageError(cli_advice(str(exc))) from exc
 
 
 def _read_template(path: str) -> str:

@@ -37,7 +37,7 @@ from ...vocabulary.history import Message
 from ..server.limits import ServerLimits
 from ..server.request_guard import LOOPBACK_HOSTS, HostPolicy, parse_origin
 from .chat import add_chat_arguments, make_backend
-from .common import at_least, extra_hint, fail
+from .common import UsageError, at_least, extra_hint, fail
 from .model_options import check_model_options, local_worker_backend, model_label
 from .tools import session_tools
 
@@ -357,7 +357,7 @@ def run_serve(args: argparse.Namespace, plugins: PluginManager,
             signal.signal(signal.SIGTERM, previous)
     if failures:
         failure = failures[0]
-        if isinstance(failure, ToolwireError):
+        if isinstance(failure, ToolwireError | UsageError):
             raise failure
         raise ToolwireError(f"the model could not be loaded: {type(failure).__name__}: "
                             f"{failure}") from failure

@@ -171,6 +171,7 @@ class WorkerBackend:
         self._closed = False
         self._starting = False
         self._failures = 0
+        self._refused = ""  # the backend's refusal of an option value, from the last start
         self.restarts = 0
         """Workers started after a crash."""
         self.last_exit = ""
@@ -185,8 +186,11 @@ class WorkerBackend:
 
         :raises BackendError: the worker could not load the model (the message is
             the worker's), or it died while loading.
+        :raises ValueError: the backend refused an option value (as it does in-process).
         """
         error = self._launch()
+        if self._refused:
+            raise ValueError(self._refused)  # what the backend raises in-process
         if error:
             raise BackendError(f"the model worker could not start: {error}", kind="load")
         return self
@@ -209,6 +213,7 @@ class WorkerBackend:
             return ""
         if isinstance(message, dict) and message.get("op") == "failed":
             error = str(message.get("error") or "it failed")
+            self._refused = str(message.get("refused") or "")
             worker.stop()
         else:
             error = f"it died while loading ({describe_exit(worker.exit_status())})"

@@ -24,6 +24,7 @@ import threading
 from collections.abc import Mapping
 from typing import IO, Any, Final
 
+from ...errors import ToolwireError
 from ...events import ErrorEvent
 from ...hooks.manager import default_plugin_manager
 from ...vocabulary.backend import ModelRequest, TurnEnd
@@ -127,7 +128,10 @@ def main(argv: list[str]) -> int:
         plugins = default_plugin_manager()
         backend = plugins.backend(str(spec["backend"])).create(**spec["options"])
     except Exception as exc:
-        out.send({"op": "failed", "error": f"{type(exc).__name__}: {exc}"})
+        failed = {"op": "failed", "error": f"{type(exc).__name__}: {exc}"}
+        if isinstance(exc, ValueError) and not isinstance(exc, ToolwireError):
+            failed["refused"] = str(exc)  # the backend refused an option value: the user's input
+        out.send(failed)
         return 1
     choice = getattr(backend, "template_choice", None)
     parser = choice(tools=True).parser if callable(choice) else None

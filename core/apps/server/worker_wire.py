@@ -11,6 +11,10 @@ the worker the backend to build, then turns and cancels; the worker answers
   ``to_dict()``, read back with :func:`toolwire.event_from_dict`) and ``{"op": "end",
   "id": N, "turn_end": {...}}``.
 
+A ``failed`` answer also has ``refused`` when the backend refused an option value
+(its ``ValueError``'s message), so the server raises that error as an in-process
+backend would.
+
 A request travels whole but for its tools' functions: the worker only renders the
 tools and parses calls, and the server runs them.
 """
