@@ -7,6 +7,8 @@ read-only, and its JSON schema. ``toolwire tools --call NAME --args JSON`` runs 
 call through the same dispatcher a chat uses (validation, read-only refusal, the
 timeout) and prints the result the model would read, for debugging a tool or an
 MCP server without a model. Exit status: 0, or 1 when the call's result is an error.
+An MCP server is untrusted: everything it wrote (names, descriptions, schemas, results,
+the notes about it) is printed through :func:`terminal_safe` (``--json``: :func:`json_safe`).
 
 This module also holds what ``chat``, ``serve`` and ``tools`` share about tools:
 the MCP options (:func:`add_mcp_arguments`) and the session's tool list
@@ -30,6 +32,7 @@ from ...vocabulary.history import ToolCall
 from ...vocabulary.tool_sources import ToolSource, origin_of
 from ...vocabulary.tools import Tool, ToolRegistry
 from .common import fail
+from .terminal_text import json_safe, terminal_safe
 from .user_functions import add_function_arguments, function_tools
 
 __all__ = ["add_mcp_arguments", "open_mcp_servers", "register", "run", "session_tools"]
@@ -94,7 +97,7 @@ def _with_mcp_tools(tools: list[Tool], servers: ToolSource) -> list[Tool]:
     """``tools`` and the servers' tools (renamed where a name is taken), notes on stderr."""
     added = servers.tools(taken=[t.name for t in tools])
     for note in servers.notes:
-        print(f"toolwire: {note}", file=sys.stderr, flush=True)
+        print(f"toolwire: {terminal_safe(note)}", file=sys.stderr, flush=True)
     return tools + added
 
 
@@ -164,10 +167,11 @@ def _run_call(dispatcher: Dispatcher, name: str, arguments: dict[str, Any], *,
               as_json: bool) -> int:
     result = dispatcher.dispatch(ToolCall("cli_call", name, arguments), cancel=CancelToken())
     if as_json:
-        print(json.dumps({"name": name, "content": result.content, "is_error": result.is_error,
-                          "error_kind": result.error_kind}, ensure_ascii=False))
+        print(json_safe(json.dumps({"name": name, "content": result.content,
+                                    "is_error": result.is_error,
+                                    "error_kind": result.error_kind}, ensure_ascii=False)))
     else:
-        print(result.content)
+        print(terminal_safe(result.content))
     return 1 if result.is_error else 0
 
 
@@ -177,15 +181,16 @@ def _list(tools: list[Tool], plugins: PluginManager, *, as_json: bool) -> None:
              "read_only": t.read_only,
              "description": t.description, "parameters": dict(t.parameters)} for t in tools]
     if as_json:
-        print(json.dumps(rows, indent=2, ensure_ascii=False))
+        print(json_safe(json.dumps(rows, indent=2, ensure_ascii=False)))
         return
     if not rows:
         print("no tools")
         return
     for row in rows:
         access = "read-only" if row["read_only"] else "writes"
-        print(f"{row['name']}  ({row['source']}, {access})")
-        summary = str(row["description"]).strip().splitlines()
+        print(terminal_safe(f"{row['name']}  ({row['source']}, {access})"))
+        # split on newlines only: a CR or another control must show, not end the line
+        summary = str(row["description"]).strip().split("\n")[0]
         if summary:
-            print(f"  {summary[0]}")
-        print(f"  schema: {json.dumps(row['parameters'], ensure_ascii=False)}")
+            print(f"  {terminal_safe(summary)}")
+        print(f"  schema: {json_safe(json.dumps(row['parameters'], ensure_ascii=False))}")
