@@ -15,7 +15,7 @@ it took the call from the reply).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, ClassVar
 
 import attrs
@@ -29,6 +29,7 @@ __all__ = [
     "NoParserEvent",
     "ReasoningEvent",
     "TextEvent",
+    "TokenLogprobEvent",
     "ToolCallDeltaEvent",
     "ToolCallEndEvent",
     "ToolCallEvent",
@@ -215,6 +216,36 @@ class DoneEvent(_EventBase):
     timings: Mapping[str, Any] | None = None
 
 
+def _byte_values(value: Iterable[int]) -> tuple[int, ...]:
+    return tuple(value)
+
+
+def _alternatives(value: Any) -> tuple[Mapping[str, Any], ...]:
+    return tuple(dict(entry) for entry in value or ())
+
+
+@attrs.frozen
+class TokenLogprobEvent(_EventBase):
+    """One generated token's log probability, for a turn that asked for them
+    (``ModelRequest.logprobs``); it comes just before the events that reading the
+    token's text produced.
+
+    ``text`` is what the token added to the reply's text (whole characters: ``""``
+    for a token that ends inside a character, whose text comes with the token that
+    completes it), ``bytes`` the token's own bytes, ``logprob`` its natural-log
+    probability under the model's distribution before sampling, and
+    ``top_logprobs`` the most likely tokens at that step, most likely first, each
+    ``{"token", "logprob", "bytes"}``.
+    """
+
+    type: ClassVar[str] = "token_logprob"
+    text: str
+    logprob: float
+    bytes: tuple[int, ...] = attrs.field(converter=_byte_values, default=())
+    top_logprobs: tuple[Mapping[str, Any], ...] = attrs.field(converter=_alternatives,
+                                                              default=())
+
+
 Event = (
     TextEvent
     | ReasoningEvent
@@ -228,13 +259,14 @@ Event = (
     | NoParserEvent
     | ErrorEvent
     | DoneEvent
+    | TokenLogprobEvent
 )
 
 _BY_TYPE: dict[str, type[_EventBase]] = {
     cls.type: cls
     for cls in (TextEvent, ReasoningEvent, ToolCallStartEvent, ToolCallDeltaEvent,
                 ToolCallEndEvent, ToolCallEvent, ToolResultEvent, ApprovalRequestEvent,
-                DiagnosticEvent, NoParserEvent, ErrorEvent, DoneEvent)
+                DiagnosticEvent, NoParserEvent, ErrorEvent, DoneEvent, TokenLogprobEvent)
 }
 
 

@@ -45,7 +45,14 @@ from ..errors import (
     TemplateResourceError,
     ToolChoiceError,
 )
-from ..events import DiagnosticEvent, ErrorEvent, Event, NoParserEvent, ToolCallEndEvent
+from ..events import (
+    DiagnosticEvent,
+    ErrorEvent,
+    Event,
+    NoParserEvent,
+    TokenLogprobEvent,
+    ToolCallEndEvent,
+)
 from ..families.selection import DERIVED_FAMILY, build_pipeline, select_parser
 from ..grammar.build import ToolGrammar
 from ..grammar.turn import grammar_failure, turn_grammar
@@ -161,7 +168,7 @@ class GenerationSetupError(Exception):
         self.kind = kind
 
 
-Piece = str | GenerationEnd
+Piece = str | GenerationEnd | TokenLogprobEvent
 
 
 class TemplatedBackend:
@@ -227,6 +234,10 @@ class TemplatedBackend:
     def generate(self, prompt: EncodedPrompt, request: ModelRequest, options: Any,
                  cancel: CancelToken) -> Iterator[Piece]:
         """Yield the reply's text pieces, then one :class:`GenerationEnd`.
+
+        Where ``request.logprobs`` is set and the runtime gives them (its
+        ``token_logprobs`` is ``True``), each token's
+        :class:`~toolwire.events.TokenLogprobEvent` comes just before its text.
 
         Check ``cancel`` between pieces (end with ``cancelled``), stop at
         :meth:`reply_limit` tokens (end with ``length``), and never raise: a
@@ -533,6 +544,9 @@ class TemplatedBackend:
             if isinstance(piece, GenerationEnd):
                 end = piece
                 break
+            if isinstance(piece, TokenLogprobEvent):  # asked for: before its text's events
+                yield piece
+                continue
             for event in repeats.feed(pipeline.feed(piece)):
                 called = called or isinstance(event, ToolCallEndEvent)
                 yield event

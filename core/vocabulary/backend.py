@@ -130,6 +130,10 @@ class ModelRequest:
     :ivar sampling: this turn's sampling settings, where they differ from the
         backend's own (the default changes nothing).
     :ivar response_format: the shape the reply's text must have, or ``None``.
+    :ivar logprobs: ``None``, or ask for each generated token's log probability
+        with this many most likely alternatives (0 to 20): a backend that can give
+        them (its ``token_logprobs`` attribute is ``True``) yields a
+        :class:`~toolwire.events.TokenLogprobEvent` per token; others ignore it.
     """
 
     messages: tuple[Message, ...]
@@ -139,6 +143,7 @@ class ModelRequest:
     parallel_tool_calls: bool = True
     sampling: SamplingOverrides = _NO_OVERRIDES
     response_format: ResponseFormat | None = None
+    logprobs: int | None = attrs.field(default=None, validator=_optional_int(0))
 
     @property
     def offered_tools(self) -> tuple[Tool, ...]:

@@ -48,6 +48,7 @@ from toolwire.plugin_api import (
     TemplateChoice,
     TemplatedBackend,
     TemplateSource,
+    TokenLogprobEvent,
     ToolGrammar,
     TriggerWatch,
     TurnEnd,
@@ -218,6 +219,31 @@ class _Runtime:
         self._pieces[token] = data
         return data
 
+    def token_logprob(self, token: int, text: str, top: int) -> TokenLogprobEvent | None:
+        """The log probability of ``token``, just sampled, and of the ``top`` most
+        likely tokens at its step, from the logits that step sampled from, by
+        llama-cpp-python's own log-softmax (``None`` for a stand-in model)."""
+        self.check_open()
+        if self._standin:
+            return None
+        import llama_cpp
+        import numpy as np
+
+        n_vocab = int(llama_cpp.llama_vocab_n_tokens(self._vocab))
+        logits = np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(self.model._ctx.ctx, -1),
+                                       shape=(n_vocab,))
+        logprobs = np.nan_to_num(self.model.logits_to_logprobs(logits), neginf=_FLOOR_LOGPROB)
+        alternatives = []
+        if top:
+            best = np.argpartition(-logprobs, top - 1)[:top] if top < n_vocab \
+                else np.arange(n_vocab)
+            for other in best[np.argsort(-logprobs[best], kind="stable")]:
+                piece = self.piece(int(other))
+                alternatives.append({"token": piece.decode("utf-8", "replace"),
+                                     "logprob": float(logprobs[other]), "bytes": list(piece)})
+        return TokenLogprobEvent(text, float(logprobs[token]), self.piece(token),
+                                 alternatives)
+
     def grammar(self, text: str) -> Any:
         """A grammar object for ``generate``; raises ``ValueError`` if it does not parse."""
         self.check_open()
@@ -280,6 +306,9 @@ class _Runtime:
         # Llama.generate samples through ``_sampler``, built by ``_init_sampler``
         # when the generation starts: the same chain, rebuilt with another grammar
         self.model._sampler = self.model._init_sampler(grammar=grammar, **self._sampling)
+
+
+_FLOOR_LOGPROB: Final = -9999.0  # a token the model gives no chance (OpenAI's floor)
 
 
 def _freed(llama: Any) -> str:
@@ -578,6 +607,8 @@ class LlamaCppBackend(TemplatedBackend):
             # a Llama made elsewhere: its warnings are llama.cpp's, not this backend's
             install_log_filter(verbose)
         self._runtime = _Runtime(model)
+        self.token_logprobs = not is_standin(model)
+        """Whether turns give token log probabilities when asked (a ``Llama`` does)."""
         self._first_turn = True
         self._end_texts: tuple[str, ...] | None = None
 
@@ -720,12 +751,13 @@ class LlamaCppBackend(TemplatedBackend):
         return {"load": round(self.load_seconds, 6)}
 
     def generate(self, prompt: EncodedPrompt, request: ModelRequest, options: Any,
-                 cancel: CancelToken) -> Iterator[str | GenerationEnd]:
+                 cancel: CancelToken) -> Iterator[str | TokenLogprobEvent | GenerationEnd]:
         """Sample token by token until an end-of-generation token, the limit or a cancel.
 
         ``request.sampling`` replaces :attr:`temperature`, :attr:`top_p` and
         :attr:`seed` for this turn and may lower :attr:`max_tokens`
-        (:meth:`reply_limit`).
+        (:meth:`reply_limit`). ``request.logprobs`` adds each token's
+        :class:`~toolwire.plugin_api.TokenLogprobEvent` before its text.
         """
         decoder = codecs.getincrementaldecoder("utf-8")("replace")
         completion = 0
@@ -735,6 +767,7 @@ class LlamaCppBackend(TemplatedBackend):
         watch = TriggerWatch(options.grammar) if isinstance(options, LazyCalls) else None
         sampling = request.sampling
         limit = self.reply_limit(request)
+        top = request.logprobs
         try:
             stream = self._runtime.generate(
                 list(prompt.tokens or ()),
@@ -753,6 +786,10 @@ class LlamaCppBackend(TemplatedBackend):
                     break
                 completion += 1
                 text = decoder.decode(self._runtime.piece(token))
+                if top is not None:
+                    logprob = self._runtime.token_logprob(token, text, top)
+                    if logprob is not None:
+                        yield logprob
                 if watch is not None and text and not watch.done:
                     switch = watch.feed(text)
                     if switch is not None:

@@ -57,11 +57,11 @@ def test_the_table_names_only_the_four_statuses() -> None:
     assert set(REQUEST_FIELDS.values()) == {"supported", "mapped", "no effect", "refused"}
 
 
-REFUSED_VALUES = {"logprobs": True, "top_logprobs": 2, "logit_bias": {"42": 5},
+REFUSED_VALUES = {"logit_bias": {"42": 5},
                   "presence_penalty": 0.5, "frequency_penalty": -1, "modalities": ["audio"],
                   "audio": {"voice": "alloy"}, "prediction": {"type": "content"},
                   "web_search_options": {}, "reasoning_effort": "low", "verbosity": "low"}
-NEUTRAL_VALUES = {"logprobs": False, "logit_bias": {}, "presence_penalty": 0,
+NEUTRAL_VALUES = {"logit_bias": {}, "presence_penalty": 0,
                   "frequency_penalty": 0.0, "modalities": ["text"]}
 
 

@@ -51,19 +51,22 @@ REQUEST_FIELDS: Final[dict[str, str]] = {
     "stream": "supported", "stream_options": "supported", "temperature": "supported",
     "top_p": "supported", "seed": "supported", "max_tokens": "supported",
     "max_completion_tokens": "supported", "n": "supported", "response_format": "supported",
+    "logprobs": "supported", "top_logprobs": "supported",
     "functions": "mapped", "function_call": "mapped",
     "user": "no effect", "metadata": "no effect", "store": "no effect",
     "service_tier": "no effect", "prompt_cache_key": "no effect",
     "safety_identifier": "no effect",
-    "logprobs": "refused", "top_logprobs": "refused", "logit_bias": "refused",
+    "logit_bias": "refused",
     "presence_penalty": "refused", "frequency_penalty": "refused", "modalities": "refused",
     "audio": "refused", "prediction": "refused", "web_search_options": "refused",
     "reasoning_effort": "refused", "verbosity": "refused",
 }
 """What becomes of each field of OpenAI's request: ``supported``, ``mapped`` (onto
 a supported field), ``no effect`` (accepted and not used) or ``refused`` (a
-``400`` when it asks for anything: a penalty or bias that is not zero, log
-probabilities, another modality)."""
+``400`` when it asks for anything: a penalty or bias that is not zero, another
+modality)."""
+
+MAX_TOP_LOGPROBS: Final = 20
 
 
 @attrs.frozen
@@ -85,6 +88,8 @@ class CompletionRequest:
     :ivar response_format: the shape the reply's text must have, if any.
     :ivar legacy_functions: the request used the deprecated ``functions`` /
         ``function_call``: answer with ``function_call``, one call at most.
+    :ivar logprobs: ``None``, or report the content tokens' log probabilities,
+        each with this many most likely alternatives (``top_logprobs``, 0 to 20).
     """
 
     model: str
@@ -101,6 +106,7 @@ class CompletionRequest:
     include_usage: bool = False
     response_format: ResponseFormat | None = None
     legacy_functions: bool = False
+    logprobs: int | None = None
 
     @property
     def offered_tools(self) -> tuple[Tool, ...]:
@@ -280,7 +286,7 @@ def _response_format(value: Any) -> ResponseFormat | None:
 
 
 _NO_EFFECT_VALUES: Final[dict[str, tuple[Any, ...]]] = {
-    "presence_penalty": (0, 0.0), "frequency_penalty": (0, 0.0), "logprobs": (False,),
+    "presence_penalty": (0, 0.0), "frequency_penalty": (0, 0.0),
     "logit_bias": ({},), "modalities": (["text"],)}
 
 
@@ -294,6 +300,22 @@ def _refuse_unsupported(data: Mapping[str, Any]) -> None:
                                 for v in _NO_EFFECT_VALUES.get(field, ())):
             continue
         raise _bad(field, "not supported by this server")
+
+
+def _logprobs(data: Mapping[str, Any]) -> int | None:
+    """``logprobs`` and ``top_logprobs``: the alternatives per token, or ``None``
+    when no log probabilities are asked (``top_logprobs`` needs ``logprobs: true``)."""
+    asked = _boolean(data, "logprobs", False)
+    top = data.get("top_logprobs")
+    if top is None:
+        return 0 if asked else None
+    if isinstance(top, bool) or not isinstance(top, int):
+        raise _bad("top_logprobs", "must be an integer")
+    if not 0 <= top <= MAX_TOP_LOGPROBS:
+        raise _bad("top_logprobs", f"must be between 0 and {MAX_TOP_LOGPROBS}")
+    if not asked:
+        raise _bad("top_logprobs", "needs logprobs: true")
+    return top
 
 
 def _stop(value: Any) -> tuple[str, ...]:
@@ -377,4 +399,4 @@ def parse_completion_request(data: Any, limits: ServerLimits) -> CompletionReque
         top_p=_number(data, "top_p", 0.0, 1.0), max_tokens=max_tokens, seed=seed,
         stop=_stop(data.get("stop")), stream=stream, include_usage=stream and include_usage,
         response_format=_response_format(data.get("response_format")),
-        legacy_functions=legacy)
+        legacy_functions=legacy, logprobs=_logprobs(data))

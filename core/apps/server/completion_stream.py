@@ -15,6 +15,11 @@ strings end the reply's text (the text before the first one is kept), and
 ``parallel_tool_calls: false`` ends the reply after its first complete call.
 Either sets :attr:`CompletionBuilder.should_stop`, and the route then stops the
 model.
+
+With ``logprobs`` asked, the turn's ``token_logprob`` events are lined up with the
+content (:class:`.completion_logprobs.TokenLedger`): each content chunk carries
+``logprobs.content`` for the tokens it completes, and the whole response all of
+them.
 """
 
 from __future__ import annotations
@@ -32,12 +37,14 @@ from ...events import (
     Event,
     ReasoningEvent,
     TextEvent,
+    TokenLogprobEvent,
     ToolCallDeltaEvent,
     ToolCallEndEvent,
     ToolCallEvent,
     ToolCallStartEvent,
 )
 from ...vocabulary.backend import TurnEnd
+from .completion_logprobs import TokenLedger
 from .sse import json_text
 
 __all__ = ["CompletionBuilder", "DroppedCall", "StopMatcher", "openai_usage"]
@@ -204,12 +211,14 @@ class CompletionBuilder:
     :param legacy_functions: answer in the deprecated ``functions`` shape:
         ``function_call`` instead of ``tool_calls`` (one call at most), and
         ``finish_reason: "function_call"``.
+    :param logprobs: report the content tokens' log probabilities (OpenAI's
+        ``logprobs``), from the turn's ``token_logprob`` events.
     """
 
     def __init__(self, completion_id: str, created: int, model: str, *,
                  make_call_id: Callable[[int], str], stop: Sequence[str] = (),
                  parallel_tool_calls: bool = True, include_usage: bool = False,
-                 legacy_functions: bool = False) -> None:
+                 legacy_functions: bool = False, logprobs: bool = False) -> None:
         self.completion_id = completion_id
         self.created = created
         self.model = model
@@ -226,17 +235,23 @@ class CompletionBuilder:
         self._calls: list[dict[str, Any]] = []
         self._dropped: list[DroppedCall] = []
         self._end: TurnEnd | None = None
+        self._ledger = TokenLedger() if logprobs else None
+        self._logprobs: list[dict[str, Any]] = []  # every content token's entry so far
         self.error: ErrorEvent | None = None
         self.should_stop = False
 
     # -- chunks --------------------------------------------------------------------------
 
-    def chunk(self, delta: Mapping[str, Any], finish_reason: str | None = None) -> dict[str, Any]:
-        """A ``chat.completion.chunk`` payload with one choice's ``delta``."""
+    def chunk(self, delta: Mapping[str, Any], finish_reason: str | None = None,
+              logprobs: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+        """A ``chat.completion.chunk`` payload with one choice's ``delta`` (and the
+        ``logprobs.content`` entries it carries)."""
         payload: dict[str, Any] = {
             "id": self.completion_id, "object": "chat.completion.chunk",
             "created": self.created, "model": self.model, "system_fingerprint": None,
-            "choices": [{"index": 0, "delta": dict(delta), "logprobs": None,
+            "choices": [{"index": 0, "delta": dict(delta),
+                         "logprobs": None if logprobs is None
+                         else {"content": logprobs, "refusal": None},
                          "finish_reason": finish_reason}]}
         if self.include_usage:
             payload["usage"] = None
@@ -253,6 +268,13 @@ class CompletionBuilder:
             return []
         if self.should_stop:
             return []
+        ledger = self._ledger
+        if isinstance(item, TokenLogprobEvent):
+            if ledger is not None:
+                ledger.token(item)
+            return []
+        if ledger is not None:
+            ledger.event(item)
         if isinstance(item, DiagnosticEvent):
             named_only = any(item.raw == name for name, _ in self._open.values())
             if item.code in _GIVEN_BACK and item.raw and not named_only \
@@ -292,7 +314,13 @@ class CompletionBuilder:
         chunks: list[dict[str, Any]] = []
         if text:
             self._content.append(text)
-            chunks.append(self.chunk({"content": text}))
+            entries = None
+            if self._ledger is not None:
+                entries = self._ledger.release(text)
+                if self._stop.matched:  # nothing more comes: the cut tokens too
+                    entries.extend(self._ledger.finish())
+                self._logprobs.extend(entries)
+            chunks.append(self.chunk({"content": text}, logprobs=entries))
         if self._stop.matched:
             self.should_stop = True
         return chunks
@@ -357,6 +385,14 @@ class CompletionBuilder:
         self._open.clear()
         return chunks
 
+    def _finish_logprobs(self) -> list[dict[str, Any]]:
+        """The entries of content tokens still open when the reply ended."""
+        if self._ledger is None:
+            return []
+        rest = self._ledger.finish()
+        self._logprobs.extend(rest)
+        return rest
+
     def _choice_extras(self) -> dict[str, Any]:
         if not self._dropped:
             return {}
@@ -366,7 +402,8 @@ class CompletionBuilder:
         """The held-back text, the finishing chunk (with ``dropped_tool_calls`` when a
         call was left unfinished) and (when asked) the usage chunk."""
         chunks = self._settle()
-        last = self.chunk({}, self.finish_reason)
+        rest = self._finish_logprobs()
+        last = self.chunk({}, self.finish_reason, logprobs=rest or None)
         last["choices"][0].update(self._choice_extras())
         chunks.append(last)
         if self.include_usage:
@@ -378,6 +415,7 @@ class CompletionBuilder:
     def response(self) -> dict[str, Any]:
         """The whole ``chat.completion`` body (call after the turn has ended)."""
         self._settle()
+        self._finish_logprobs()
         message: dict[str, Any] = {"role": "assistant",
                                    "content": "".join(self._content) or None}
         if self._reasoning:
@@ -388,7 +426,9 @@ class CompletionBuilder:
             message["tool_calls"] = list(self._calls)
         elif message["content"] is None:
             message["content"] = ""
-        choice = {"index": 0, "message": message, "logprobs": None,
+        logprobs = None if self._ledger is None else {"content": self._logprobs,
+                                                      "refusal": None}
+        choice = {"index": 0, "message": message, "logprobs": logprobs,
                   "finish_reason": self.finish_reason, **self._choice_extras()}
         return {"id": self.completion_id, "object": "chat.completion", "created": self.created,
                 "model": self.model, "system_fingerprint": None, "choices": [choice],

@@ -178,6 +178,8 @@ class WorkerBackend:
         """How the last worker that died ended (``""``: none has)."""
         self.start_error = ""
         """Why the last start failed (``""``: it did not)."""
+        self.token_logprobs = False
+        """Whether the worker's backend gives token log probabilities (its word)."""
 
     # -- the worker's life ---------------------------------------------------------------
 
@@ -201,6 +203,7 @@ class WorkerBackend:
         message = worker.messages.get()
         if isinstance(message, dict) and message.get("op") == "ready":
             self._adopt_call_ids(str(message.get("call_ids") or ""))
+            self.token_logprobs = message.get("logprobs") is True
             with self._state_lock:
                 if self._closed:
                     worker.stop()

@@ -64,7 +64,8 @@ def model_request_for(parsed: CompletionRequest,
     ``response_format`` (a local model's grammar). ``stop`` is applied here, on
     the text (:class:`.completion_stream.CompletionBuilder`). Call ids that do
     not fit ``ids``, the form the model's template wants, are rewritten to it
-    (:mod:`.call_id_forms`).
+    (:mod:`.call_id_forms`). ``logprobs`` asks the backend for each token's
+    log probability.
     """
     sampling = SamplingOverrides(temperature=parsed.temperature, top_p=parsed.top_p,
                                  max_tokens=parsed.max_tokens, seed=parsed.seed)
@@ -75,7 +76,7 @@ def model_request_for(parsed: CompletionRequest,
                         tool_choice=named_tool_choice(choice) if named
                         else choice if parsed.offered_tools else "auto",
                         parallel_tool_calls=parsed.parallel_tool_calls, sampling=sampling,
-                        response_format=parsed.response_format)
+                        response_format=parsed.response_format, logprobs=parsed.logprobs)
 
 
 def _openai_error(status: int, message: str, code: str | None = None,
@@ -143,6 +144,8 @@ class CompletionsEndpoint:
                 raise RequestError(404, f"the model {parsed.model!r} does not exist here; this "
                                         f"server serves {state.model.model_id!r}",
                                    param="model", code="model_not_found")
+            if parsed.logprobs is not None:
+                _check_logprobs(state.model.backend())
             ticket = state.queue.join()
         except ClientGone:
             return JsonResponse(400, {})  # never sent: nobody listens
@@ -155,11 +158,20 @@ class CompletionsEndpoint:
             "chatcmpl-" + uuid.uuid4().hex, int(time.time()), state.model.model_id,
             make_call_id=backend.make_call_id, stop=parsed.stop,
             parallel_tool_calls=parsed.parallel_tool_calls, include_usage=parsed.include_usage,
-            legacy_functions=parsed.legacy_functions)
+            legacy_functions=parsed.legacy_functions, logprobs=parsed.logprobs is not None)
         turn = _Turn(state, ticket, model_request_for(parsed, self.id_form(backend)), builder)
         if parsed.stream:
             return _ChunkStream(turn)
         return await turn.complete(receive)
+
+
+def _check_logprobs(backend: Backend) -> None:
+    """A ``400`` naming ``logprobs`` for a backend that cannot give them (only one
+    whose ``token_logprobs`` is ``True`` can: the local llama.cpp backend)."""
+    if not getattr(backend, "token_logprobs", False):
+        raise RequestError(400, f"logprobs: the {backend.name} backend this server runs does "
+                                "not give token log probabilities (a local llama.cpp "
+                                "model does)", param="logprobs", code="logprobs_unsupported")
 
 
 class _Turn:

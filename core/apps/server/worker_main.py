@@ -136,7 +136,8 @@ def main(argv: list[str]) -> int:
     choice = getattr(backend, "template_choice", None)
     parser = choice(tools=True).parser if callable(choice) else None
     out.send({"op": "ready", "name": str(getattr(backend, "name", "")),
-              "call_ids": parser.name if parser is not None else ""})
+              "call_ids": parser.name if parser is not None else "",
+              "logprobs": bool(getattr(backend, "token_logprobs", False))})
     turns: queue.Queue[dict[str, Any]] = queue.Queue()
     tokens: dict[int, CancelToken] = {}
     threading.Thread(target=_read_commands, args=(inbox, turns, tokens), daemon=True,

@@ -6,7 +6,7 @@ the worker the backend to build, then turns and cancels; the worker answers
 
 * server -> worker: ``{"backend": NAME, "options": {...}}`` (the first line), then
   ``{"op": "turn", "id": N, "request": ...}`` and ``{"op": "cancel", "id": N}``;
-* worker -> server: ``{"op": "ready", "name", "call_ids"}`` or ``{"op": "failed",
+* worker -> server: ``{"op": "ready", "name", "call_ids", "logprobs"}`` or ``{"op": "failed",
   "error"}``, then ``{"op": "item", "id": N, "event": EVENT}`` for each event (its
   ``to_dict()``, read back with :func:`toolwire.event_from_dict`) and ``{"op": "end",
   "id": N, "turn_end": {...}}``.
@@ -66,6 +66,7 @@ def encode_request(request: ModelRequest) -> dict[str, Any]:
         "tool_choice": request.tool_choice,
         "parallel_tool_calls": request.parallel_tool_calls,
         "sampling": attrs.asdict(request.sampling),
+        "logprobs": request.logprobs,
     }
 
 
@@ -81,7 +82,7 @@ def decode_request(data: Mapping[str, Any]) -> ModelRequest:
                   for schema, read_only in data["tools"]),
             final_turn=bool(data["final_turn"]), tool_choice=data["tool_choice"],
             parallel_tool_calls=bool(data["parallel_tool_calls"]),
-            sampling=SamplingOverrides(**data["sampling"]))
+            sampling=SamplingOverrides(**data["sampling"]), logprobs=data.get("logprobs"))
     except (KeyError, TypeError) as exc:
         raise ValueError(f"not a model request: {exc}") from exc
 
