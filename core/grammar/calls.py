@@ -33,24 +33,13 @@ from ..parse.record import (
     TaggedArguments,
 )
 from .arguments import GAP, ArgumentWriter, header_text
-from .gbnf import RuleSet, alternatives, literal, optional, sequence
+from .gbnf import RuleSet, alternatives, literal, optional, repetition, sequence
 from .json_values import json_text
 
 __all__ = ["CallsWriter"]
 
 _FENCE_OPEN = '"```json\\n"'
 _FENCE_CLOSE = '"\\n```"'
-
-
-def _repeat(part: str, low: int, high: int | None) -> str:
-    if high is not None and high <= 0:
-        return ""
-    upper = "" if high is None else str(high)
-    if low == 0 and high is None:
-        return f"({part})*"
-    if (low, high) == (0, 1):
-        return f"({part})?"
-    return f"({part}){{{low},{upper}}}"
 
 
 class CallsWriter:
@@ -148,7 +137,7 @@ class CallsWriter:
     def _objects(self, shape: CallObjects, limit: int | None) -> str:
         one = self.rules.add("call-object", alternatives(
             *(self._object(shape, w) for w in self.writers)))
-        more = _repeat(f'", " {one}', 0, None if limit is None else limit - 1)
+        more = self._more(f'", " {one}', None if limit is None else limit - 1)
         if shape.opened_list:
             body = sequence(one, more, '"]"')
         elif shape.container == "object":
@@ -163,7 +152,7 @@ class CallsWriter:
         one = self.rules.add("call-python", alternatives(
             *(self.rules.add(f"python-{w.tool}", w.pythonic(raw_strings=syntax.raw_strings))
               for w in self.writers)))
-        more = _repeat(f'", " {one}', 0, None if limit is None else limit - 1)
+        more = self._more(f'", " {one}', None if limit is None else limit - 1)
         return sequence('"["', one, more, '"]"')
 
     # -- a section's body, sections, and the reply's calls ------------------------------
@@ -181,7 +170,7 @@ class CallsWriter:
                 options.append(self.header_call(last=last))
             else:
                 options.append(sequence(self.header_call(),
-                                        _repeat(more, 0, None if limit is None else limit - 2),
+                                        self._more(more, None if limit is None else limit - 2),
                                         optional(sequence(GAP, sep, GAP if sep else "",
                                                           self.header_call(last=last)))))
         return alternatives(*options)
@@ -193,17 +182,24 @@ class CallsWriter:
                         self.body(limit, last=last and not fmt.section_close),
                         GAP if close else "", close)
 
-    @staticmethod
-    def _run(first: str, first_last: str, middle: str, middle_last: str,
+    def _more(self, part: str, most: int | None) -> str:
+        """Up to ``most`` more of ``part`` (``None``: any number), written as every
+        repetition is (:func:`~toolwire.grammar.gbnf.repetition`), so that a large
+        ``max_calls`` gives a grammar llama.cpp accepts (a count over
+        :data:`~toolwire.grammar.gbnf.MAX_REPEAT` is relaxed to no bound, as a schema's
+        counts are)."""
+        return repetition(self.rules, part, 0, most, hint="more-calls")
+
+    def _run(self, first: str, first_last: str, middle: str, middle_last: str,
              limit: int | None) -> str:
         """1..``limit`` units: ``first`` (or ``first_last`` alone), then ``middle``s, the
         last one ``middle_last``."""
         if limit == 1:
             return first_last
         if (first, first_last) == (middle, middle_last):
-            return sequence(_repeat(f"{middle} {GAP}", 0, None if limit is None else limit - 1),
+            return sequence(self._more(f"{middle} {GAP}", None if limit is None else limit - 1),
                             middle_last)
-        more = _repeat(f"{GAP} {middle}", 0, None if limit is None else limit - 2)
+        more = self._more(f"{GAP} {middle}", None if limit is None else limit - 2)
         return alternatives(first_last, sequence(first, more, GAP, middle_last))
 
     def calls(self, limit: int | None, *, opened: str = "") -> str:

@@ -147,6 +147,30 @@ def test_any_counts_in_nested_arrays_and_strings_give_grammars_llama_cpp_accepts
     check()
 
 
+TWO_TOOLS = [*_tools(_string(high=20)), {"name": "other", "parameters": {"type": "object"}}]
+
+
+@pytest.mark.parametrize("max_calls", [700, 1500, 1999, 2000, 2001, 5000])
+@pytest.mark.parametrize("family", RECORD_FAMILIES)
+def test_many_parallel_calls_give_grammars_llama_cpp_accepts(
+        family: str, max_calls: int, vocab: Any) -> None:
+    """The calls' repetition is written as every repetition is: from about 700 calls on
+    (the repeated call and its separator make several rules) llama.cpp refused it."""
+    for choice in ("required", "auto"):
+        grammar = grammar_for(family, TWO_TOOLS, plugins=plugins(), tool_choice=choice,
+                              max_calls=max_calls)
+        texts = [grammar.gbnf, *(text for _, text in grammar.continuations),
+                 *([grammar.start] if grammar.start else [])]
+        assert _refused_by_llama_cpp(vocab, texts) == [], (family, max_calls, choice)
+
+
+def test_a_call_count_llama_cpp_holds_is_kept_in_the_grammar() -> None:
+    """Relaxing is only for counts over MAX_REPEAT: 1,999 calls stay 1,999."""
+    grammar = grammar_for("hermes_json", TWO_TOOLS, plugins=plugins(),
+                          tool_choice="required", max_calls=1999)
+    assert "{0,1998}" in grammar.gbnf and "{0,1999}" not in grammar.gbnf
+
+
 @pytest.fixture(scope="module")
 def backend(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LlamaCppBackend]:
     path = write_tiny_gguf(tmp_path_factory.mktemp("turns") / "m.gguf", sample_bytes=False)

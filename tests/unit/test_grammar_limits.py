@@ -143,6 +143,9 @@ def test_a_choice_without_calls_to_constrain_is_a_tool_choice_error(choice: Any,
                     tool_choice=choice)
 
 
+ESCAPED_SLASH = re.compile(r"(?<!\\)(?:\\\\)*\\/")
+
+
 def test_json_strings_never_use_the_escaped_slash_that_python_reads_as_two_characters(
         ) -> None:
     # the reason: JSON reads "\/" as "/", a Python literal (pythonic calls) as "\/"
@@ -155,9 +158,12 @@ def test_json_strings_never_use_the_escaped_slash_that_python_reads_as_two_chara
         gbnf = grammar_for(family, tools, plugins=plugins()).gbnf
         escapes = re.findall(r'"\\\\" \(\["([^\]]*)\]', gbnf)
         assert escapes and all("/" not in e for e in escapes), (family, escapes)
+        if family == "qwen_xml":
+            continue  # its string parameters are raw text, where "\/" is those two characters
         sampler = GbnfSampler(gbnf, "/\\")
         rng = random.Random(5)
-        assert not any("\\/" in sampler.sentence(rng) for _ in range(200))
+        # "\\/" is an escaped backslash and a slash: only an odd run of backslashes escapes it
+        assert not any(ESCAPED_SLASH.search(sampler.sentence(rng)) for _ in range(200))
 
 
 @pytest.mark.parametrize("family", ["qwen_xml", "hermes_json", "pythonic", "minimax_m3"])
