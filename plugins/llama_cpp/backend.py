@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import codecs
 import contextlib
+import math
 import os
 import sys
 import threading
@@ -128,6 +129,8 @@ class _Runtime:
             check_grammar_first(model)
         self.bos = int(model.token_bos())
         self._sampling: dict[str, Any] = {}
+        self._logits_type: Any = None  # ctypes' float array of the vocabulary's size
+        self._names: dict[int, tuple[str, tuple[int, ...]]] = {}
         # the model's seed before a turn's own replaced it; put back on the next
         # turn that brings none (so a seed set with Llama.set_seed still holds)
         self._seed_before: int | None = None
@@ -221,28 +224,45 @@ class _Runtime:
 
     def token_logprob(self, token: int, text: str, top: int) -> TokenLogprobEvent | None:
         """The log probability of ``token``, just sampled, and of the ``top`` most
-        likely tokens at its step, from the logits that step sampled from, by
-        llama-cpp-python's own log-softmax (``None`` for a stand-in model)."""
+        likely tokens at its step, from the logits that step sampled from: their
+        log-softmax, computed as llama-cpp-python's ``Llama.logits_to_logprobs``
+        does (float32, shifted by the largest), for those tokens only (``None``
+        for a stand-in model)."""
         self.check_open()
         if self._standin:
             return None
+        import ctypes
+
         import llama_cpp
         import numpy as np
 
-        n_vocab = int(llama_cpp.llama_vocab_n_tokens(self._vocab))
-        logits = np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(self.model._ctx.ctx, -1),
-                                       shape=(n_vocab,))
-        logprobs = np.nan_to_num(self.model.logits_to_logprobs(logits), neginf=_FLOOR_LOGPROB)
+        if self._logits_type is None:
+            self._logits_type = ctypes.c_float * int(llama_cpp.llama_vocab_n_tokens(self._vocab))
+        pointer = llama_cpp.llama_get_logits_ith(self.model._ctx.ctx, -1)
+        logits = np.frombuffer(self._logits_type.from_address(ctypes.addressof(pointer.contents)),
+                               dtype=np.float32)
+        shifted = logits - logits.max()
+        norm = np.log(np.exp(shifted).sum())
         alternatives = []
         if top:
-            best = np.argpartition(-logprobs, top - 1)[:top] if top < n_vocab \
-                else np.arange(n_vocab)
-            for other in best[np.argsort(-logprobs[best], kind="stable")]:
-                piece = self.piece(int(other))
-                alternatives.append({"token": piece.decode("utf-8", "replace"),
-                                     "logprob": float(logprobs[other]), "bytes": list(piece)})
-        return TokenLogprobEvent(text, float(logprobs[token]), self.piece(token),
-                                 alternatives)
+            best = np.argpartition(-shifted, top - 1)[:top] if top < len(shifted) \
+                else np.arange(len(shifted))
+            best = best[np.argsort(-shifted[best], kind="stable")]
+            for other, value in zip(best.tolist(), (shifted[best] - norm).tolist(),
+                                    strict=True):
+                name, data = self._named(other)
+                alternatives.append({"token": name, "logprob": _finite(value),
+                                     "bytes": list(data)})
+        return TokenLogprobEvent(text, _finite(float(shifted[token] - norm)),
+                                 self._named(token)[1], alternatives)
+
+    def _named(self, token: int) -> tuple[str, tuple[int, ...]]:
+        """A token's text (invalid UTF-8 replaced) and bytes, as logprobs name it."""
+        named = self._names.get(token)
+        if named is None:
+            data = self.piece(token)
+            named = self._names[token] = (data.decode("utf-8", "replace"), tuple(data))
+        return named
 
     def grammar(self, text: str) -> Any:
         """A grammar object for ``generate``; raises ``ValueError`` if it does not parse."""
@@ -309,6 +329,10 @@ class _Runtime:
 
 
 _FLOOR_LOGPROB: Final = -9999.0  # a token the model gives no chance (OpenAI's floor)
+
+
+def _finite(logprob: float) -> float:
+    return logprob if math.isfinite(logprob) else _FLOOR_LOGPROB
 
 
 def _freed(llama: Any) -> str:

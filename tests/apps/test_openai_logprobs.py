@@ -324,51 +324,89 @@ def test_token_logprobs_cross_the_model_worker(tiny: Served) -> None:
 REPLY = ('Hé said <b>hi</b> '
          '<tool_call>\n{"name": "search_text", "arguments": {"pattern": "x<y"}}\n</tool_call>'
          '\nthen <tool_ok')
+REASONED = "<think>I said hi, then ok: é</think>\n\nThen ok: <b>é</b> hi"
+THINK_TEMPLATE = "{{ '<think>' }}{{ '</think>' }}"  # a template whose model reasons
 PLUGINS = isolated_plugin_manager()
 PARAMETERS = {"search_text": TOOLS[0]["function"]["parameters"]}
 
 
-def _content_of_whole_reply() -> str:
+def _pipeline(template: str | None) -> Any:
+    return build_pipeline(PLUGINS.parser("hermes_json"), PARAMETERS, plugins=PLUGINS,
+                          chat_template=template, prompt_tail="\n")
+
+
+def _content_of_whole(reply: str, template: str | None) -> str:
     """What the parser reads as content in the reply fed whole."""
-    pipeline = build_pipeline(PLUGINS.parser("hermes_json"), PARAMETERS, plugins=PLUGINS)
-    events = [*pipeline.feed(REPLY), *pipeline.close()]
+    pipeline = _pipeline(template)
+    events = [*pipeline.feed(reply), *pipeline.close()]
     return "".join(e.text for e in events if isinstance(e, TextEvent))
 
 
-@settings(max_examples=150, deadline=None)
-@given(cuts=st.sets(st.integers(1, len(REPLY.encode()) - 1)), stop=st.booleans())
-def test_each_content_token_is_reported_once_in_order_however_the_reply_is_cut(
-        cuts: set[int], stop: bool) -> None:
-    raw = REPLY.encode()
+def _stream_tokens(reply: str, cuts: set[int], stop: tuple[str, ...],
+                   template: str | None = None) -> tuple[list[Any], list[Any], list[int]]:
+    """The reply cut into tokens at the byte offsets ``cuts``, each token's event
+    before its text's events, through a real parser into the builder: the chunks,
+    the reported entries, and the reported tokens' numbers (1, 2, ...)."""
+    raw = reply.encode()
     bounds = [0, *sorted(cuts), len(raw)]
-    pieces = [raw[a:b] for a, b in itertools.pairwise(bounds)]
-    pipeline = build_pipeline(PLUGINS.parser("hermes_json"), PARAMETERS, plugins=PLUGINS)
+    pipeline = _pipeline(template)
     builder = CompletionBuilder("chatcmpl-x", 0, "m", make_call_id=lambda i: f"call_{i}",
-                                stop=("n <",) if stop else (), logprobs=True)
+                                stop=stop, logprobs=True)
     decoder = codecs.getincrementaldecoder("utf-8")("strict")
     chunks: list[dict[str, Any]] = []
-    for n, piece in enumerate(pieces):  # each piece a token, its event before its text's
-        text = decoder.decode(piece)
-        chunks.extend(builder.feed(TokenLogprobEvent(text, -0.01 * (n + 1), tuple(piece))))
+    for n, (a, b) in enumerate(itertools.pairwise(bounds)):
+        text = decoder.decode(raw[a:b])
+        chunks.extend(builder.feed(TokenLogprobEvent(text, -0.01 * (n + 1), raw[a:b])))
         for event in pipeline.feed(text) if text else ():
             chunks.extend(builder.feed(event))
     for event in pipeline.close():
         chunks.extend(builder.feed(event))
     builder.feed(TurnEnd("stop"))
     chunks.extend(builder.closing_chunks())
-    content = "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks)
     entries = [e for c in chunks if c["choices"][0]["logprobs"]
                for e in c["choices"][0]["logprobs"]["content"]]
-    whole = _content_of_whole_reply()
-    assert content == (whole[:whole.index("n <")] if stop else whole)
-    assert "".join(e["token"] for e in entries) == content
     order = [round(-e["logprob"] * 100) for e in entries]
+    content = "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks)
+    assert "".join(e["token"] for e in entries) == content
     assert order == sorted(set(order))  # each token once, in order
+    return chunks, entries, order
+
+
+def _spans(reply: str, cuts: set[int]) -> list[tuple[int, int]]:
+    bounds = [0, *sorted(cuts), len(reply.encode())]
+    return list(itertools.pairwise(bounds))
+
+
+@settings(max_examples=150, deadline=None)
+@given(cuts=st.sets(st.integers(1, len(REPLY.encode()) - 1)), stop=st.booleans())
+def test_each_content_token_is_reported_once_in_order_however_the_reply_is_cut(
+        cuts: set[int], stop: bool) -> None:
+    chunks, entries, order = _stream_tokens(REPLY, cuts, ("n <",) if stop else ())
+    whole = _content_of_whole(REPLY, None)
+    content = "".join(e["token"] for e in entries)
+    assert content == (whole[:whole.index("n <")] if stop else whole)
     assert sum(1 for c in chunks if c["choices"][0]["delta"].get("tool_calls")) == 1
+    raw = REPLY.encode()
     call_start, call_end = raw.find(b"<tool_call>"), raw.find(b"</tool_call>") + 12
     before, after = raw.find(b" <tool_call>"), call_end + 1  # the parser trims the spaces
-    for n, (a, b) in enumerate(itertools.pairwise(bounds)):
+    for n, (a, b) in enumerate(_spans(REPLY, cuts)):
         if call_start <= a and b <= call_end:  # all markup: not a content token
             assert n + 1 not in order
         elif b <= before or (a >= after and not stop):  # all content: itself, whole
-            assert entries[order.index(n + 1)]["bytes"] == list(pieces[n])
+            assert entries[order.index(n + 1)]["bytes"] == list(raw[a:b])
+
+
+@settings(max_examples=150, deadline=None)
+@given(cuts=st.sets(st.integers(1, len(REASONED.encode()) - 1)))
+def test_reasoning_tokens_are_not_content_tokens_however_the_reply_is_cut(
+        cuts: set[int]) -> None:
+    chunks, entries, order = _stream_tokens(REASONED, cuts, (), THINK_TEMPLATE)
+    assert "".join(e["token"] for e in entries) == _content_of_whole(REASONED, THINK_TEMPLATE)
+    assert any(c["choices"][0]["delta"].get("reasoning_content") for c in chunks)
+    raw = REASONED.encode()
+    content_start = raw.find(b"</think>\n\n") + 10
+    for n, (a, b) in enumerate(_spans(REASONED, cuts)):
+        if b <= content_start:  # reasoning or its markup
+            assert n + 1 not in order
+        elif a >= content_start:  # all content: itself, whole
+            assert entries[order.index(n + 1)]["bytes"] == list(raw[a:b])
