@@ -25,6 +25,7 @@ from .backends.remote import (
     server_message,
     status_of,
 )
+from .backends.repeated_calls import aend_at_repeated_call, end_at_repeated_call
 from .backends.templated import (
     EncodedPrompt,
     GenerationEnd,
@@ -175,12 +176,14 @@ __all__ = [
     "ToolSourceSpec",
     "TriggerWatch",
     "TurnEnd",
+    "aend_at_repeated_call",
     "calls_from_source",
     "classify_exception",
     "coerce_text_value",
     "current_call",
     "default_call_id",
     "double_encoded_note",
+    "end_at_repeated_call",
     "extra_hint",
     "family_think_filter_spec",
     "get_chat_template",

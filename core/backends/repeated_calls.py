@@ -8,6 +8,12 @@ call that is identical (same tool, same arguments) to one the reply already hold
 the repeat is dropped, generation stops, and the turn ends with ``tool_calls`` and
 a ``repeated_call`` diagnostic (``docs/grammar.md``, "Repeated calls").
 
+The rule lives here once. The templated base (``llama_cpp``, ``completions``) runs it
+inside its generation loop, and a backend whose calls arrive otherwise (a remote
+provider's, a scripted stand-in's) runs its turn under :func:`end_at_repeated_call`
+(:func:`aend_at_repeated_call` for an async stream): a repeat ends the reply the
+same way whichever backend wrote it.
+
 A repeat is only known when its arguments are complete, but its events stream
 before that. :class:`RepeatedCallStop` holds a call's ``tool_call_start`` and
 ``tool_call_delta`` events back only while they can still become a repeat (the
@@ -19,7 +25,7 @@ and a repeat never reaches the caller at all.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Generator, Iterable, Iterator, Mapping
 from typing import Any, Final
 
 from ..events import (
@@ -29,9 +35,12 @@ from ..events import (
     ToolCallEndEvent,
     ToolCallStartEvent,
 )
+from ..vocabulary.backend import TurnEnd
 from ..vocabulary.cancel import CancelToken
 
-__all__ = ["REPEATED_CALL", "RepeatedCallStop"]
+__all__ = ["REPEATED_CALL", "RepeatedCallStop", "aend_at_repeated_call", "end_at_repeated_call"]
+
+Item = Event | TurnEnd
 
 REPEATED_CALL: Final = "repeated_call"
 """The diagnostic code of a reply ended at a repeated call."""
@@ -95,6 +104,7 @@ class RepeatedCallStop:
     """
 
     def __init__(self, cancel: CancelToken) -> None:
+        self._cancel = cancel
         self.token: CancelToken = _LinkedToken(cancel)
         self.repeat: ToolCallEndEvent | None = None
         """The repeated call that ended the reply (``None``: none did)."""
@@ -158,3 +168,51 @@ class RepeatedCallStop:
             REPEATED_CALL,
             f"the reply wrote the call {name}({arguments}) a second time; the reply ends "
             "there and the call runs once (a reply never runs the same call twice)", raw=arguments)
+
+    def finish(self, end: TurnEnd) -> list[Item]:
+        """The turn's last items in place of the runtime's ``end``: after a repeat (and
+        unless the caller cancelled), the ``repeated_call`` notice and a ``tool_calls``
+        end with ``end``'s usage and timings."""
+        if self.stopped and not self._cancel.cancelled:
+            return [self.notice(), TurnEnd("tool_calls", end.usage, end.timings)]
+        return [end]
+
+
+def end_at_repeated_call(turn: Callable[[CancelToken], Iterator[Item]],
+                         cancel: CancelToken) -> Generator[Item, None, None]:
+    """Run ``turn(token)`` (a backend's turn: events, then a :class:`TurnEnd`) under the
+    rule: a call it already wrote ends the reply, and ``token`` is set so the backend
+    stops generating (it ends with ``cancelled``, which becomes ``tool_calls``).
+
+    The backend's stream is closed when this one is, not left to the collector."""
+    rule = RepeatedCallStop(cancel)
+    stream = turn(rule.token)
+    try:
+        for item in stream:
+            if isinstance(item, TurnEnd):
+                yield from rule.finish(item)
+                return
+            yield from rule.feed((item,))
+    finally:
+        close = getattr(stream, "close", None)
+        if close is not None:
+            close()
+
+
+async def aend_at_repeated_call(turn: Callable[[CancelToken], AsyncIterator[Item]],
+                                cancel: CancelToken) -> AsyncIterator[Item]:
+    """:func:`end_at_repeated_call` for a backend's async turn."""
+    rule = RepeatedCallStop(cancel)
+    stream = turn(rule.token)
+    try:
+        async for item in stream:
+            if isinstance(item, TurnEnd):
+                for last in rule.finish(item):
+                    yield last
+                return
+            for event in rule.feed((item,)):
+                yield event
+    finally:
+        aclose = getattr(stream, "aclose", None)
+        if aclose is not None:
+            await aclose()

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
+from ..backends.repeated_calls import end_at_repeated_call
 from ..events import ErrorEvent, Event
 from ..families.selection import build_pipeline, select_parser
 from ..hooks.manager import PluginManager
@@ -70,8 +71,12 @@ class ScriptedBackend:
         return self._spec.make_call_id(index)
 
     def stream_turn(self, request: ModelRequest, cancel: CancelToken) -> Iterator[Event | TurnEnd]:
-        """Stream the next scripted reply through the pipeline."""
+        """Stream the next scripted reply through the pipeline, under the repeated-call
+        rule as the real backends are (a call the reply already wrote ends it)."""
         self.requests.append(request)
+        yield from end_at_repeated_call(lambda token: self._replay(request, token), cancel)
+
+    def _replay(self, request: ModelRequest, cancel: CancelToken) -> Iterator[Event | TurnEnd]:
         if not self._replies:
             yield ErrorEvent("script_exhausted", "the scripted backend has no reply left")
             yield TurnEnd("error")

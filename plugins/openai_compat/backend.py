@@ -43,7 +43,9 @@ from toolwire.plugin_api import (
     TextEvent,
     ToolCallEndEvent,
     TurnEnd,
+    aend_at_repeated_call,
     classify_exception,
+    end_at_repeated_call,
     extra_hint,
     rejects_stream_options,
     retry_after_seconds,
@@ -272,7 +274,11 @@ class OpenAICompatBackend:
         return "call_" + "".join(secrets.choice(_ALNUM) for _ in range(24))
 
     def stream_turn(self, request: ModelRequest, cancel: CancelToken) -> Iterator[Item]:
-        """Run one turn over HTTP; yield its events, then a ``TurnEnd``."""
+        """Run one turn over HTTP; yield its events, then a ``TurnEnd``. A call the
+        reply already wrote ends it (the repeated-call rule, ``docs/grammar.md``)."""
+        yield from end_at_repeated_call(lambda token: self._stream_turn(request, token), cancel)
+
+    def _stream_turn(self, request: ModelRequest, cancel: CancelToken) -> Iterator[Item]:
         if cancel.cancelled:
             yield TurnEnd("cancelled")
             return
@@ -323,7 +329,12 @@ class OpenAICompatBackend:
     async def astream_turn(self, request: ModelRequest,
                            cancel: CancelToken | None = None) -> AsyncIterator[Item]:
         """:meth:`stream_turn` on ``AsyncOpenAI``, for asyncio applications."""
-        token = cancel or CancelToken()
+        async for item in aend_at_repeated_call(
+                lambda token: self._astream_turn(request, token), cancel or CancelToken()):
+            yield item
+
+    async def _astream_turn(self, request: ModelRequest,
+                            token: CancelToken) -> AsyncIterator[Item]:
         if token.cancelled:
             yield TurnEnd("cancelled")
             return

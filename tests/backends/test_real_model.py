@@ -27,6 +27,7 @@ from tests.support.templates import have_schemas, shared_schema
 from toolwire import (
     CancelToken,
     Chat,
+    DiagnosticEvent,
     DoneEvent,
     Message,
     ModelRequest,
@@ -124,6 +125,24 @@ def test_a_forced_call_validates_against_the_tools_real_schema(
             jsonschema.validate(dict(call.arguments), by_name[call.name].parameters)
         end = items[-1]
         assert isinstance(end, TurnEnd) and end.reason == "tool_calls", items
+
+
+def test_a_call_the_reply_already_wrote_ends_it_under_required_with_parallel_calls(
+        forced: list[tuple[tuple[Tool, ...], list[Any], list[str]]]) -> None:
+    """SmolLM2 under ``"required"`` with parallel calls writes its call a second time
+    before it ends (every BFCL row in benchmarks/real_model.py with the rule off); the
+    repeated-call rule ends the reply at the repeat, so the call runs once."""
+    ended_by_rule = 0
+    for _, items, _ in forced:
+        written = [(e.name, json.dumps(dict(e.arguments), sort_keys=True, ensure_ascii=False))
+                   for e in items if isinstance(e, ToolCallEndEvent)]
+        assert written and len(set(written)) == len(written), items
+        notices = [e for e in items if isinstance(e, DiagnosticEvent)
+                   and e.code == "repeated_call"]
+        ended_by_rule += len(notices)
+        assert all(notice.raw in {key for _, key in written} for notice in notices)
+        assert isinstance(items[-1], TurnEnd) and items[-1].reason == "tool_calls"
+    assert ended_by_rule >= 1
 
 
 def test_the_reply_streamed_token_by_token_parses_as_the_whole_text_does(
