@@ -159,19 +159,35 @@ def test_a_crash_ends_that_turn_with_a_model_crashed_error_and_the_worker_restar
 
 
 def test_a_turn_cancelled_or_left_early_ends_in_the_worker_and_the_next_is_clean(
-        worker: WorkerBackend) -> None:
+        model: Path) -> None:
+    # a reply long enough (hundreds of tokens) that the cancel sent after its first piece lands
+    # before it ends, however slow the machine: the module's worker stops at 12 tokens,
+    # which a loaded machine's pipe can deliver whole before the cancel arrives
+    spec = WorkerSpec("llama_cpp", {"model_path": str(model), **OPTIONS, "max_tokens": 400})
+    worker = WorkerBackend(spec, default_plugin_manager()).start()
+    try:
+        _cancel_then_leave_early(worker)
+    finally:
+        worker.close()
+
+
+PROMPT = "tell me about alex"
+
+
+def _cancel_then_leave_early(worker: WorkerBackend) -> None:
     _ready(worker)
-    expected = _turn(worker, "count to ten")
+    expected = _turn(worker, PROMPT)
+    assert len(expected) > 100  # a long reply to cut (the tiny model writes 350 tokens)
     token = CancelToken()
     cancelled = []
-    for item in worker.stream_turn(ModelRequest((Message.user("count to ten"),)), token):
+    for item in worker.stream_turn(ModelRequest((Message.user(PROMPT),)), token):
         cancelled.append(item)
         token.cancel("user")
     assert cancelled[-1].reason == "cancelled"
-    stream = worker.stream_turn(ModelRequest((Message.user("count to ten"),)), CancelToken())
+    stream = worker.stream_turn(ModelRequest((Message.user(PROMPT),)), CancelToken())
     next(stream)
     stream.close()  # the caller went away mid-reply
-    again = _turn(worker, "count to ten")
+    again = _turn(worker, PROMPT)
     assert again[:-1] == expected[:-1]  # the same reply: nothing of the other turns leaked
     assert (again[-1].reason, again[-1].usage) == (expected[-1].reason, expected[-1].usage)
 
