@@ -70,6 +70,15 @@ class TokenLedger:
 
     # -- what the backend yields -----------------------------------------------------------
 
+    def take(self, item: Event) -> bool:
+        """Read one item of the turn; ``True`` when it was a token's (nothing more to
+        do with it), ``False`` for the parser's events (see :meth:`event`)."""
+        if isinstance(item, TokenLogprobEvent):
+            self.token(item)
+            return True
+        self.event(item)
+        return False
+
     def token(self, token: TokenLogprobEvent) -> None:
         """A generated token (its text follows it into the parser)."""
         start = self._end

@@ -37,7 +37,6 @@ from ...events import (
     Event,
     ReasoningEvent,
     TextEvent,
-    TokenLogprobEvent,
     ToolCallDeltaEvent,
     ToolCallEndEvent,
     ToolCallEvent,
@@ -242,16 +241,12 @@ class CompletionBuilder:
 
     # -- chunks --------------------------------------------------------------------------
 
-    def chunk(self, delta: Mapping[str, Any], finish_reason: str | None = None,
-              logprobs: list[dict[str, Any]] | None = None) -> dict[str, Any]:
-        """A ``chat.completion.chunk`` payload with one choice's ``delta`` (and the
-        ``logprobs.content`` entries it carries)."""
+    def chunk(self, delta: Mapping[str, Any], finish_reason: str | None = None) -> dict[str, Any]:
+        """A ``chat.completion.chunk`` payload with one choice's ``delta``."""
         payload: dict[str, Any] = {
             "id": self.completion_id, "object": "chat.completion.chunk",
             "created": self.created, "model": self.model, "system_fingerprint": None,
-            "choices": [{"index": 0, "delta": dict(delta),
-                         "logprobs": None if logprobs is None
-                         else {"content": logprobs, "refusal": None},
+            "choices": [{"index": 0, "delta": dict(delta), "logprobs": None,
                          "finish_reason": finish_reason}]}
         if self.include_usage:
             payload["usage"] = None
@@ -268,13 +263,8 @@ class CompletionBuilder:
             return []
         if self.should_stop:
             return []
-        ledger = self._ledger
-        if isinstance(item, TokenLogprobEvent):
-            if ledger is not None:
-                ledger.token(item)
+        if self._ledger is not None and self._ledger.take(item):
             return []
-        if ledger is not None:
-            ledger.event(item)
         if isinstance(item, DiagnosticEvent):
             named_only = any(item.raw == name for name, _ in self._open.values())
             if item.code in _GIVEN_BACK and item.raw and not named_only \
@@ -314,13 +304,13 @@ class CompletionBuilder:
         chunks: list[dict[str, Any]] = []
         if text:
             self._content.append(text)
-            entries = None
+            chunks.append(self.chunk({"content": text}))
             if self._ledger is not None:
                 entries = self._ledger.release(text)
                 if self._stop.matched:  # nothing more comes: the cut tokens too
                     entries.extend(self._ledger.finish())
                 self._logprobs.extend(entries)
-            chunks.append(self.chunk({"content": text}, logprobs=entries))
+                chunks[-1]["choices"][0]["logprobs"] = {"content": entries, "refusal": None}
         if self._stop.matched:
             self.should_stop = True
         return chunks
@@ -403,7 +393,9 @@ class CompletionBuilder:
         call was left unfinished) and (when asked) the usage chunk."""
         chunks = self._settle()
         rest = self._finish_logprobs()
-        last = self.chunk({}, self.finish_reason, logprobs=rest or None)
+        last = self.chunk({}, self.finish_reason)
+        if rest:
+            last["choices"][0]["logprobs"] = {"content": rest, "refusal": None}
         last["choices"][0].update(self._choice_extras())
         chunks.append(last)
         if self.include_usage:
