@@ -107,6 +107,25 @@ def _boundary_after(text: str, at: int) -> int:
     return len(text) - at
 
 
+def _end_of_turn_inside(turn: str, end_of_turn: str, start: int) -> int:
+    """Where the model's text ends in a turn that ends otherwise than a plain one.
+
+    Command R7B follows a tool-call turn with an opened chatbot turn of its own
+    (``<|END_OF_TURN_TOKEN|><|START_OF_TURN_TOKEN|><|CHATBOT_TOKEN|><|START_THINKING|>...``):
+    the longest end of ``end_of_turn`` starting at a tag that the turn holds
+    (its last occurrence) is where the model stopped. ``len(turn)`` when there is none.
+    """
+    at = 0
+    while True:
+        at = end_of_turn.find("<", at)
+        if at < 0:
+            return len(turn)
+        found = turn.rfind(end_of_turn[at:], start)
+        if found >= 0:
+            return found
+        at += 1
+
+
 def _probe_tools() -> list[dict[str, Any]]:
     parameters = {"type": "object", "properties": {_PROBE_PARAM: {"type": "string",
                                                                   "description": "a probe"}},
@@ -214,6 +233,8 @@ class AssistantTurnRenderer:
             stop -= len(self.end_of_turn)
         else:
             stop -= _boundary_after(turn, len(turn) - _common_suffix(turn, self.end_of_turn))
+            if stop == len(turn):
+                stop = _end_of_turn_inside(turn, self.end_of_turn, start)
         return RenderedReply(turn[start:max(stop, start)], before + turn[:start], turn)
 
     def prompt(self, tools: Sequence[Mapping[str, Any]] | None = None) -> str:
@@ -233,7 +254,9 @@ class AssistantTurnRenderer:
               ) -> tuple[str, str, str]:
         """``(conversation before the turn, the turn, the generation prompt)``."""
         user = [{"role": "user", "content": _USER}]
-        key = json.dumps(tools, sort_keys=True, default=repr)
+        # Keyed in the tools' own key order: a template prints a schema as it is
+        # ordered (tojson), so tools equal but ordered otherwise render otherwise.
+        key = json.dumps(tools, default=repr)
         if key not in self._conversations:  # the same tools render the same [user] turn
             if len(self._conversations) >= 16:
                 self._conversations.clear()

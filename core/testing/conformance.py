@@ -64,7 +64,9 @@ same way for every template, from differences between renders:
    ``<|START_TEXT|>``).
 4. The end-of-turn marker is learnt from the same plain-text turn (the text
    after the sentinel) and removed when the turn ends with it; failing that,
-   the part of it the turn ends with, from a tag boundary.
+   the part of it the turn ends with, from a tag boundary; failing that, the
+   turn ends where it holds the longest end of the marker starting at a tag
+   (Command R7B opens a chatbot turn of its own after a tool-call turn).
 
 The clock is fixed while rendering, so templates that print the date or time
 render alike every time.
@@ -72,21 +74,28 @@ render alike every time.
 Limits: a template whose ``[user, assistant]`` render shares nothing at the
 start with its ``[user]`` render cannot be used (:class:`~toolwire.TemplateError`),
 nor one that renders no tool call with mapping arguments (SmolLM3, Gemma 2,
-Functionary v3.2). A template that ends tool-call turns differently from
-plain-text turns may leave part of its end in the reply (Command R7B ends every
-render with an opened chatbot turn), so ``round_trip`` fails and shows it.
-Templates that drop the content beside tool calls get empty content; templates
-that render a call only when the content is ``None`` get ``None``.
+Functionary v3.2). Templates that drop the content beside tool calls get empty
+content; templates that render a call only when the content is ``None`` get
+``None``.
 
 **Markers.** The template's own markup is learnt by rendering a call whose
 name, parameter, value and content are sentinels: the literal text between
 them (split on whitespace, keeping pieces of 3 or more characters with a letter
 or one of ``<>[]|``) plus the generation prompt's and header's pieces, and
 ``<think>``/``</think>`` when the template mentions ``</think>`` (the reasoning
-filter acts on them). Content never contains a marker; argument strings are
-free of markers unless ``keep`` says otherwise (a format may be unable to tell
-a value holding its markup from markup: pass ``keep`` to test the values your
-format can express).
+filter acts on them); each control token inside a piece (``<...>`` without
+blanks, ``[UPPER_CASE]``) is a marker on its own, since a model writes it as a
+special token, never as text. Content never contains a marker; argument strings
+are free of markers unless ``keep`` says otherwise (a format may be unable to
+tell a value holding its markup from markup: pass ``keep`` to test the values
+your format can express).
+
+**What no model can write** is not tried, whatever ``keep`` says, as probe
+renders find it: calls holding a null on a template that leaves null members
+out (MiniMax-M3); free-form objects holding anything but non-empty strings on a
+template that writes different free-form values alike (MiniMax-M3's nested
+tags: ``""``, ``[]`` and ``{}``); values holding a line break the template
+rewrites (Command R+'s ``indent`` filter and ``\x85``). ``report.notes`` names each.
 """
 
 from __future__ import annotations

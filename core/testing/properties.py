@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -28,7 +30,12 @@ from ..families.selection import DERIVED_FAMILY, build_pipeline, select_parser
 from ..hooks.manager import PluginManager
 from ..parse.protocol import ParserSpec, collect_reply, merge_events
 from ..templates.assistant_turns import REASONING_TAGS, AssistantTurnRenderer, Call, RenderedReply
-from ..vocabulary.schema import json_type_of, normalize_schema, tool_parameters_by_name
+from ..vocabulary.schema import (
+    json_type_of,
+    normalize_schema,
+    resolve_ref,
+    tool_parameters_by_name,
+)
 from . import strategies as tws
 from .report import PROPERTIES, PropertyResult
 
@@ -83,6 +90,145 @@ def _marker_free_keep(markers: Sequence[str]) -> Keep:
         return not any(m in s for s in _strings_in(arguments) for m in markers)
 
     return keep
+
+
+_CONTROL_TOKEN = re.compile(r"<[^<>\s]+>|\[[A-Z][A-Z_]+\]")
+
+
+def _control_tokens(marker: str) -> list[str]:
+    """The tag-shaped pieces of a marker: ``<...>`` runs without blanks (``<|x|>``,
+    ``</tag>``, ``<｜x｜>``, ``<|x>``) and ``[UPPER_CASE]`` tokens."""
+    return _CONTROL_TOKEN.findall(marker)
+
+
+_NULL_PROBE = "toolwire_null_probe"
+_NULL_MEMBER = "toolwirenullmember"
+_NULL_INNER = "toolwirenullinner"
+
+
+def _drops_nulls(renderer: AssistantTurnRenderer) -> bool:
+    """Whether the template leaves out a null argument, or a null member of an object."""
+    schema = {"type": "object", "properties": {_NULL_MEMBER: {"type": ["object", "null"],
+                                                              "description": "a probe"}}}
+    tools = [{"type": "function", "function": {"name": _NULL_PROBE, "description": "a probe",
+                                               "parameters": schema}}]
+    for arguments, name in (({_NULL_MEMBER: None}, _NULL_MEMBER),
+                            ({_NULL_MEMBER: {_NULL_INNER: None}}, _NULL_INNER)):
+        try:
+            text = renderer.render([(_NULL_PROBE, arguments)], tools=tools).text
+        except TemplateError:
+            continue
+        if _NULL_PROBE in text and name not in text:
+            return True
+    return False
+
+
+_FREE_FORM_PROBES: tuple[Any, ...] = ("", [], {}, "1", 1, "true", True, [""], {"x": ""})
+
+
+def _free_form_is_lossy(renderer: AssistantTurnRenderer) -> bool:
+    """Whether the template renders two different values of a free-form object alike."""
+    schema = {"type": "object", "properties": {_NULL_MEMBER: {
+        "type": "object", "additionalProperties": True, "description": "a probe"}}}
+    tools = [{"type": "function", "function": {"name": _NULL_PROBE, "description": "a probe",
+                                               "parameters": schema}}]
+    seen: set[str] = set()
+    for value in _FREE_FORM_PROBES:
+        try:
+            text = renderer.render([(_NULL_PROBE, {_NULL_MEMBER: {_NULL_INNER: value}})],
+                                   tools=tools).text
+        except TemplateError:
+            return False
+        if text in seen:
+            return True
+        seen.add(text)
+    return False
+
+
+def _free_form_values(schema: Any, value: Any, root: Any) -> Iterator[Any]:
+    """The values of ``value`` that its schema leaves free-form (an object without
+    ``properties``, or no type at all)."""
+    schema = resolve_ref(schema, root) if isinstance(schema, Mapping) else {}
+    if not isinstance(schema, Mapping):
+        return
+    branches = [b for key in ("anyOf", "oneOf") for b in schema.get(key, ())]
+    if branches:
+        for branch in branches:
+            yield from _free_form_values(branch, value, root)
+        return
+    if isinstance(value, Mapping):
+        properties = schema.get("properties")
+        if not isinstance(properties, Mapping):
+            yield value
+            return
+        for key, item in value.items():
+            yield from _free_form_values(properties.get(key, {}), item, root)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _free_form_values(schema.get("items", {}), item, root)
+
+
+def _only_strings(value: Any) -> bool:
+    if isinstance(value, Mapping):
+        return bool(value) and all(_only_strings(v) for v in value.values())
+    return isinstance(value, str) and bool(value)
+
+
+def _free_form_strings_only(keep: Keep) -> Keep:
+    def strings_only(schema: dict[str, Any], arguments: dict[str, Any]) -> bool:
+        parameters = schema.get("parameters") or {}
+        return all(_only_strings(v) for v in _free_form_values(parameters, arguments,
+                                                               parameters)) \
+            and keep(schema, arguments)
+
+    return strings_only
+
+
+# what str.splitlines breaks on besides "\n" and "\r" (JSON strings keep them)
+_OTHER_LINE_BREAKS = "\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
+
+
+def _lost_line_breaks(renderer: AssistantTurnRenderer) -> str:
+    """The line breaks a template does not carry into a string value as written."""
+    parameters = {"type": "object", "properties": {_NULL_MEMBER: {"type": "string",
+                                                                  "description": "a probe"}}}
+    tools = [{"type": "function", "function": {"name": _NULL_PROBE, "description": "a probe",
+                                               "parameters": parameters}}]
+    lost = ""
+    for char in _OTHER_LINE_BREAKS:
+        try:
+            text = renderer.render([(_NULL_PROBE, {_NULL_MEMBER: f"a{char}b"})],
+                                   tools=tools).text
+        except TemplateError:
+            return ""
+        if _NULL_PROBE in text and char not in text and json.dumps(char)[1:-1] not in text:
+            lost += char
+    return lost
+
+
+def _without_characters(keep: Keep, characters: str) -> Keep:
+    def refuse_characters(schema: dict[str, Any], arguments: dict[str, Any]) -> bool:
+        return not any(c in s for s in _strings_in(arguments) for c in characters) \
+            and keep(schema, arguments)
+
+    return refuse_characters
+
+
+def _holds_null(value: Any) -> bool:
+    if value is None:
+        return True
+    if isinstance(value, Mapping):
+        return any(_holds_null(v) for v in value.values())
+    if isinstance(value, list | tuple):
+        return any(_holds_null(v) for v in value)
+    return False
+
+
+def _without_nulls(keep: Keep) -> Keep:
+    def refuse_nulls(schema: dict[str, Any], arguments: dict[str, Any]) -> bool:
+        return not _holds_null(arguments) and keep(schema, arguments)
+
+    return refuse_nulls
 
 
 def _json_type(value: Any) -> Any:
@@ -151,11 +297,34 @@ class PropertySuite:
         given = tuple(markers) if markers is not None else learnt
         # Reasoning tags the template writes are markup too, whoever passed the
         # format's markers: content holding "<think>" would rightly reopen reasoning.
-        self.markers: tuple[str, ...] = given + tuple(
-            tag for tag in REASONING_TAGS if tag in learnt and tag not in given)
+        found = given + tuple(tag for tag in REASONING_TAGS if tag in learnt and tag not in given)
+        # A learnt marker is a run of markup between blanks ("<|section|><|call|>fn"):
+        # the control tokens inside it are markers on their own, which no model
+        # writes as text, so content and values never hold one either.
+        self.markers: tuple[str, ...] = tuple(dict.fromkeys(
+            found + tuple(t for m in found for t in _control_tokens(m) if t != m)))
         if self.renderer is not None:
             self.notes.extend(self.renderer.notes)
         self.keep = keep if keep is not None else _marker_free_keep(self.markers)
+        if self.renderer is not None and _drops_nulls(self.renderer):
+            # MiniMax-M3 leaves out every member whose value is null: no model writes
+            # one through it, so calls holding a null are not tried
+            self.notes.append("the template leaves out null values; calls holding a null "
+                              "are not tried")
+            self.keep = _without_nulls(self.keep)
+        lost = _lost_line_breaks(self.renderer) if self.renderer is not None else ""
+        if lost:
+            # Jinja's indent filter (Command R+) splits on every Unicode line break and
+            # writes "\x85" as a newline: no model writes such a value through it
+            self.notes.append(f"the template rewrites the line breaks {lost!r} in values; "
+                              "values holding them are not tried")
+            self.keep = _without_characters(self.keep, lost)
+        if self.renderer is not None and _free_form_is_lossy(self.renderer):
+            # values without a schema written as text (MiniMax-M3's nested tags): "" and
+            # [] and {} are alike there, as are "1" and 1, so only strings are tried
+            self.notes.append("the template writes values without a schema alike for "
+                              "different JSON values; free-form objects hold only strings")
+            self.keep = _free_form_strings_only(self.keep)
         fragments = tws.markup_fragments(self.markers)
         self.garbage_text = tws.adversarial_text(max_size=200, fragments=fragments,
                                                  very_long=True)

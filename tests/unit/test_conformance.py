@@ -262,6 +262,61 @@ def test_renderer_cuts_out_exactly_what_the_model_wrote() -> None:
     assert renderer.end_of_turn == "<|im_end|>\n"
 
 
+def _tool(name: str, properties: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "function", "function": {"name": name, "description": "d", "parameters": {
+        "type": "object", "properties": properties}}}
+
+
+def test_renderer_ends_the_model_text_where_command_r7b_opens_a_turn_of_its_own() -> None:
+    renderer = AssistantTurnRenderer(shared_template(
+        "CohereForAI-c4ai-command-r7b-12-2024-tool_use.jinja"))
+    rendered = renderer.render([("f", {"x": 1})],
+                               tools=[_tool("f", {"x": {"type": "integer"}})])
+    assert rendered.turn.endswith("<|START_THINKING|><|END_THINKING|>")
+    assert rendered.text.startswith("<|START_ACTION|>")
+    assert rendered.text.endswith("<|END_ACTION|>")
+
+
+def test_renderer_cuts_alike_whatever_it_rendered_before() -> None:
+    """Tools equal but ordered otherwise render otherwise (the template prints them in
+    order): the cut-out must not reuse the other order's render."""
+    source = shared_template("MiniMax-M3.jinja")
+    first = _tool("f", {"a": {"type": "string"}, "b": {"type": "integer"}})
+    swapped = _tool("f", {"b": {"type": "integer"}, "a": {"type": "string"}})
+    calls = [("f", {"a": "x"})]
+    used = AssistantTurnRenderer(source)
+    used.render(calls, tools=[first])
+    assert used.render(calls, tools=[swapped]) == AssistantTurnRenderer(source).render(
+        calls, tools=[swapped])
+
+
+@pytest.mark.parametrize(("template", "marker"), [
+    ("Apertus-8B-Instruct.jinja", "<|tools_prefix|>"),
+    ("Kimi-K2-Instruct.jinja", "<|tool_calls_section_begin|>"),
+    ("GLM-4.7-Flash.jinja", "</arg_value>")])
+def test_control_tokens_inside_learnt_markup_are_markers_of_their_own(template: str,
+                                                                      marker: str) -> None:
+    report = check_parser(qwen_xml, template_path(template), family="qwen_xml", examples=1,
+                          raise_on_failure=False, seed=0)
+    assert marker in report.markers
+    assert not any(m == marker for m in AssistantTurnRenderer(
+        shared_template(template)).markers)  # learnt only as part of a longer piece
+
+
+@pytest.mark.parametrize(("template", "notes"), [
+    ("MiniMax-M3.jinja", ("leaves out null values", "free-form objects hold only strings")),
+    ("CohereForAI-c4ai-command-r-plus-tool_use.jinja", ("rewrites the line breaks",)),
+    ("Qwen3.5-4B.jinja", ())])
+def test_what_a_template_cannot_write_is_named_in_the_notes(template: str,
+                                                            notes: tuple[str, ...]) -> None:
+    report = check_parser(qwen_xml, template_path(template), family="qwen_xml", examples=1,
+                          raise_on_failure=False, seed=0)
+    limits = [n for n in report.notes if "not tried" in n or "only strings" in n]
+    assert len(limits) == len(notes), report.notes
+    for note in notes:
+        assert any(note in n for n in limits), report.notes
+
+
 def test_renderer_falls_back_to_the_shared_header_when_calls_open_differently() -> None:
     renderer = AssistantTurnRenderer(shared_template("Cohere2MoE.jinja"))
     rendered = renderer.render([("f", {"x": 1})], tools=[
