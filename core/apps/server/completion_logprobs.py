@@ -44,7 +44,7 @@ def logprobs_entry(token: TokenLogprobEvent, text: str) -> dict[str, Any]:
     own = text == token.text
     return {"token": text, "logprob": token.logprob,
             "bytes": list(token.bytes) if own else list(text.encode("utf-8")),
-            "top_logprobs": [dict(entry) for entry in token.top_logprobs]}
+            "top_logprobs": list(token.top_logprobs)}  # the event's own: never changed
 
 
 @attrs.define
