@@ -30,7 +30,13 @@ from tests.support.templates import shared_template
 from toolwire import CancelToken, Chat, ModelRequest, TurnEnd
 from toolwire.apps.server.app import create_app
 from toolwire.apps.server.completion_stream import CompletionBuilder
-from toolwire.events import TextEvent, TokenLogprobEvent, event_from_dict
+from toolwire.events import (
+    ReasoningEvent,
+    TextEvent,
+    TokenLogprobEvent,
+    ToolCallEndEvent,
+    event_from_dict,
+)
 from toolwire.families.selection import build_pipeline
 from toolwire.testing import ScriptedBackend, isolated_plugin_manager, write_tiny_gguf
 from toolwire.testing.tiny_gguf import TINY_BACKEND_OPTIONS
@@ -410,3 +416,45 @@ def test_reasoning_tokens_are_not_content_tokens_however_the_reply_is_cut(
             assert n + 1 not in order
         elif a >= content_start:  # all content: itself, whole
             assert entries[order.index(n + 1)]["bytes"] == list(raw[a:b])
+
+
+_ITEMS = st.one_of(
+    st.tuples(st.just("token"), st.text(max_size=4)),
+    st.tuples(st.just("text"), st.text(max_size=6)),
+    st.tuples(st.just("reasoning"), st.text(max_size=6)),
+    st.tuples(st.just("call"), st.just("")),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(items=st.lists(_ITEMS, max_size=40), stop=st.sampled_from(["", "a", "ab"]))
+def test_whatever_a_parser_writes_each_token_is_reported_at_most_once_and_texts_add_up(
+        items: list[tuple[str, str]], stop: str) -> None:
+    """Content unrelated to the tokens' texts (a parser that rewrote everything)
+    still gives entries whose texts are the content, each token once, in order."""
+    builder = CompletionBuilder("chatcmpl-x", 0, "m", make_call_id=lambda i: f"call_{i}",
+                                stop=(stop,) if stop else (), logprobs=True)
+    chunks: list[dict[str, Any]] = []
+    tokens = 0
+    for kind, text in items:
+        if kind == "token":
+            tokens += 1
+            event: Any = TokenLogprobEvent(text, -0.01 * tokens, text.encode())
+        elif kind == "text":
+            event = TextEvent(text)
+        elif kind == "reasoning":
+            event = ReasoningEvent(text)
+        else:
+            event = ToolCallEndEvent("search_text", {"pattern": "x"}, index=0)
+        chunks.extend(builder.feed(event))
+    builder.feed(TurnEnd("stop"))
+    chunks.extend(builder.closing_chunks())
+    content = "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks)
+    entries = [e for c in chunks if c["choices"][0]["logprobs"]
+               for e in c["choices"][0]["logprobs"]["content"]]
+    order = [round(-e["logprob"] * 100) for e in entries]
+    assert order == sorted(set(order))
+    first_token = next((i for i, (kind, _) in enumerate(items) if kind == "token"), len(items))
+    if all(not text for kind, text in items[:first_token] if kind == "text"):
+        # every text came after a token (as a backend's do): all of it is reported
+        assert "".join(e["token"] for e in entries) == content

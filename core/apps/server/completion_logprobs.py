@@ -11,9 +11,9 @@ it may still be markup. :class:`TokenLedger` lines the two up:
   held nothing back, the usual case), else from where the previous one ended;
   the tokens under it get a *share*: how many of the content's characters are
   theirs. Reasoning is found the same way and shares nothing; a call's events
-  move the search to the start of the latest token (the call's markup ended in
-  it). Text not found as it is (a parser that rewrote it) goes to the latest
-  token.
+  (and reasoning not found as it is) move the search to the start of the latest
+  token (the call's markup ended in it). Text not found as it is (a parser that
+  rewrote it) goes to the latest token, and the search moves past it.
 * as the builder releases content, the shares are used up in order, and a token
   is reported once its share is released and no later text can still be its
   (the search has passed its end and a later token came): a token split across
@@ -91,10 +91,12 @@ class TokenLedger:
         """An event the parser wrote: ``text`` gets its shares, the rest moves the search."""
         if isinstance(event, TextEvent):
             self._content(event.text)
-        elif isinstance(event, ReasoningEvent):
+        elif isinstance(event, ReasoningEvent) and event.text:
             found = self._find(event.text)
             if found is not None:
                 self._advance(found + len(event.text))
+            elif self._tokens:  # rewritten: what follows is after the latest token's start
+                self._advance(self._tokens[-1][0])
         elif event.type.startswith("tool_call") and self._tokens:
             # the call's markup ends inside the latest token: what follows is after
             # that token's start
