@@ -22,6 +22,10 @@ building, JSON, SSE framing, HTTP, and a client reading the frames.
   nested properties, each alone and with a tool under ``"auto"``), and the decode
   time per token of the tiny real llama.cpp model without a grammar and under
   each one.
+* **logprobs**: the completion builder's CPU time per token with ``logprobs`` (a
+  ``token_logprob`` event and a text event per token, lined up with the content)
+  and without (the text event alone), and the tiny real model's CPU time per
+  token without log probabilities, with ``top_logprobs: 0`` and with 20.
 """
 
 from __future__ import annotations
@@ -296,9 +300,87 @@ def _decode_rows(quick: bool) -> list[dict[str, Any]]:
     return rows
 
 
+def _builder_logprobs_rows(quick: bool) -> list[dict[str, Any]]:
+    """The completion builder's CPU time per token, with and without logprobs (CPU
+    time: the machine may be busy)."""
+    from toolwire.apps.server.completion_stream import CompletionBuilder
+    from toolwire.events import TokenLogprobEvent
+
+    tokens = 2_000 if quick else 10_000
+    top = [{"token": f"t{k}", "logprob": -1.0 - k, "bytes": [116, 48 + k]} for k in range(5)]
+    texts = [TextEvent(f"w{i} ") for i in range(tokens)]
+    paired = [item for i, text in enumerate(texts)
+              for item in (TokenLogprobEvent(text.text, -0.5, text.text.encode(), top), text)]
+    rows = []
+    for label, items, logprobs in (("off", texts, False), ("on, top_logprobs 5", paired, True)):
+        def build(items: list[Any] = items, logprobs: bool = logprobs) -> None:
+            builder = CompletionBuilder("chatcmpl-b", 0, "m", make_call_id=str,
+                                        logprobs=logprobs)
+            for item in items:
+                builder.feed(item)
+            builder.feed(TurnEnd("stop"))
+            builder.closing_chunks()
+
+        build()  # warm up
+        seconds = []
+        for _ in range(5 if quick else 15):
+            started = time.thread_time()
+            build()
+            seconds.append(time.thread_time() - started)
+        rows.append({"benchmark": BENCHMARK, "case": "logprobs_builder", "logprobs": label,
+                     "tokens": tokens,
+                     "cpu_us_per_token": statistics.median(seconds) / tokens * 1e6,
+                     "min_cpu_us_per_token": min(seconds) / tokens * 1e6})
+    return rows
+
+
+def _decode_logprobs_rows(quick: bool) -> list[dict[str, Any]]:
+    """The tiny real model's CPU time per token (its turn's, prompt included), without
+    and with logprobs, the three interleaved."""
+    import tempfile
+
+    from toolwire.plugins.llama_cpp import LlamaCppBackend
+    from toolwire.templates.default_template import DEFAULT_CHAT_TEMPLATE
+    from toolwire.testing import isolated_plugin_manager, write_tiny_gguf
+    from toolwire.testing.tiny_gguf import TINY_BACKEND_OPTIONS
+    from toolwire.vocabulary.backend import SamplingOverrides
+    from toolwire.vocabulary.history import Message
+
+    totals: dict[str, list[float]] = {"off": [0, 0], "top_logprobs 0": [0, 0],
+                                      "top_logprobs 20": [0, 0]}
+    asked = {"off": None, "top_logprobs 0": 0, "top_logprobs 20": 20}
+    with tempfile.TemporaryDirectory() as folder:
+        path = write_tiny_gguf(Path(folder) / "tiny.gguf", DEFAULT_CHAT_TEMPLATE)
+        backend = LlamaCppBackend(path, n_ctx=4096, max_tokens=2000, temperature=1.0,
+                                  plugins=isolated_plugin_manager(),
+                                  **TINY_BACKEND_OPTIONS)  # type: ignore[arg-type]
+        try:
+            for _ in backend.stream_turn(ModelRequest((Message("user", "warm up"),)),
+                                         CancelToken()):
+                pass
+            for seed in range(3 if quick else 30):  # interleaved: the same load for each
+                for label, top in asked.items():
+                    request = ModelRequest((Message("user", "Describe a person."),),
+                                           sampling=SamplingOverrides(seed=seed,
+                                                                      max_tokens=400),
+                                           logprobs=top)
+                    started = time.thread_time()  # llama.cpp computes on this thread
+                    for item in backend.stream_turn(request, CancelToken()):
+                        if isinstance(item, TurnEnd):
+                            totals[label][0] += int((item.usage or {})["completion_tokens"])
+                    totals[label][1] += time.thread_time() - started
+        finally:
+            backend.close()
+    off = totals["off"][1] / max(totals["off"][0], 1) * 1e6
+    return [{"benchmark": BENCHMARK, "case": "logprobs_decode", "logprobs": label,
+             "tokens": int(n), "cpu_us_per_token": seconds / max(n, 1) * 1e6,
+             "overhead_us_per_token": seconds / max(n, 1) * 1e6 - off}
+            for label, (n, seconds) in totals.items()]
+
+
 def run(quick: bool = False) -> list[dict[str, Any]]:
-    """Measure the added cost per token, 32 concurrent clients, the stop matcher and
-    the response_format grammar."""
+    """Measure the added cost per token, 32 concurrent clients, the stop matcher, the
+    response_format grammar and logprobs."""
     rows: list[dict[str, Any]] = []
     tokens = 500 if quick else 2_000
     server = _Server(tokens, 0.0)
@@ -328,6 +410,8 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
     rows.extend(_stop_matcher_rows())
     rows.extend(_grammar_build_rows())
     rows.extend(_decode_rows(quick))
+    rows.extend(_builder_logprobs_rows(quick))
+    rows.extend(_decode_logprobs_rows(quick))
     return rows
 
 
@@ -358,6 +442,12 @@ def report(rows: list[dict[str, Any]]) -> None:
     print_table([r for r in rows if r["case"] == "response_format_decode"],
                 ["grammar", "tokens", "us_per_token", "overhead_us_per_token"],
                 "tiny llama.cpp model, decode time per token")
+    print_table([r for r in rows if r["case"] == "logprobs_builder"],
+                ["logprobs", "tokens", "cpu_us_per_token", "min_cpu_us_per_token"],
+                "completion builder, CPU time per token")
+    print_table([r for r in rows if r["case"] == "logprobs_decode"],
+                ["logprobs", "tokens", "cpu_us_per_token", "overhead_us_per_token"],
+                "tiny llama.cpp model, CPU time per token with logprobs")
 
 
 if __name__ == "__main__":
