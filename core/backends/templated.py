@@ -557,9 +557,8 @@ class TemplatedBackend:
                                    "prompt": round(first - generation_started, 6),
                                    "generation": round(ended - first, 6)}
         timings.update(self.extra_timings())
-        if repeats.stopped and not cancel.cancelled:
-            yield repeats.notice()
-            yield TurnEnd("tool_calls", usage=usage, timings=timings)
+        if repeats.stopped:  # the rule's end (tool_calls and its notice) unless the user cancelled
+            yield from repeats.finish(TurnEnd("cancelled", usage=usage, timings=timings))
             return
         if end.reason == "error":
             yield ErrorEvent(end.error_kind, end.error)

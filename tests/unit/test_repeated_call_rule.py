@@ -207,3 +207,32 @@ def test_the_async_remote_stream_meets_the_same_rule() -> None:
         server.enqueue(_provider_reply_with_the_same_call_twice())
         request = ModelRequest((Message.user("find alex"),), (search,))
         _check_remote(asyncio.run(collect(_remote(server.url), request)))
+
+
+# -- a serving engine's completion endpoint (the templated base) ----------------------------
+
+def test_a_serving_engines_reply_repeating_a_call_ends_at_the_repeat() -> None:
+    from tests.support.completions_wire_server import EngineStandIn, completion_chunks
+    from tests.support.openai_wire_server import Stream
+    from toolwire.plugins.completions.backend import CompletionsBackend
+    from toolwire.templates.default_template import DEFAULT_CHAT_TEMPLATE
+    from toolwire.testing import isolated_plugin_manager
+
+    reply = "\n".join([call("alex")] * 3)
+    engine = EngineStandIn()
+    with engine:
+        engine.enqueue(Stream(completion_chunks([reply[i:i + 5] for i in range(0, len(reply), 5)]),
+                              delay=0.01))
+        backend = CompletionsBackend(engine.root, chat_template=DEFAULT_CHAT_TEMPLATE,
+                                     n_ctx=4096, plugins=isolated_plugin_manager(),
+                                     retry_backoff=0.0, environ={})
+        try:
+            items = list(backend.stream_turn(ModelRequest(
+                (Message.user("find alex"),), (search,), tool_choice="required"),
+                CancelToken()))
+        finally:
+            backend.close()
+    assert [dict(e.arguments) for e in items if isinstance(e, ToolCallEndEvent)] == [
+        {"query": "alex"}]
+    assert len(repeats(items)) == 1
+    assert isinstance(items[-1], TurnEnd) and items[-1].reason == "tool_calls"
