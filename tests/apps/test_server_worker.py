@@ -21,6 +21,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 
 from tests.apps.test_server import (
@@ -56,6 +57,7 @@ from toolwire.apps.server.worker_wire import (
 from toolwire.errors import BackendError
 from toolwire.templates.default_template import DEFAULT_CHAT_TEMPLATE
 from toolwire.testing.tiny_gguf import write_tiny_gguf
+from toolwire.vocabulary.backend import ResponseFormat
 
 llama_cpp = pytest.importorskip("llama_cpp")
 
@@ -106,13 +108,17 @@ def test_a_request_crosses_the_pipe_whole_but_for_the_tools_functions() -> None:
          Message.tool_result(call, "a colleague", is_error=False)),
         (LOOKUP,), final_turn=True,
         tool_choice={"type": "function", "function": {"name": "lookup"}},
-        parallel_tool_calls=False, sampling=SamplingOverrides(temperature=0.2, seed=-5))
+        parallel_tool_calls=False, sampling=SamplingOverrides(temperature=0.2, seed=-5),
+        response_format=ResponseFormat("json_schema", {"type": "object"}, "answer", True),
+        logprobs=3)
     back = decode_request(json.loads(json.dumps(encode_request(request))))
-    assert back.messages == request.messages
     assert [t.schema for t in back.tools] == [t.schema for t in request.tools]
     assert back.tools[0].read_only
-    assert (back.final_turn, back.tool_choice, back.parallel_tool_calls, back.sampling) == (
-        request.final_turn, request.tool_choice, request.parallel_tool_calls, request.sampling)
+    # every field of the request, including ones added later, crosses the pipe
+    for field in attrs.fields(ModelRequest):
+        if field.name != "tools":
+            assert getattr(back, field.name) == getattr(request, field.name), field.name
+            assert getattr(request, field.name) != field.default, f"set {field.name} above"
     with pytest.raises(RuntimeError, match="runs in the server"):
         back.tools[0].function(name="x")
     end = TurnEnd("tool_calls", usage={"prompt_tokens": 3}, timings={"load": 0.5})

@@ -27,7 +27,7 @@ from typing import Any
 
 import attrs
 
-from ...vocabulary.backend import ModelRequest, SamplingOverrides, TurnEnd
+from ...vocabulary.backend import ModelRequest, ResponseFormat, SamplingOverrides, TurnEnd
 from ...vocabulary.history import Message, ToolCall
 from ...vocabulary.tools import Tool
 
@@ -67,6 +67,8 @@ def encode_request(request: ModelRequest) -> dict[str, Any]:
         "parallel_tool_calls": request.parallel_tool_calls,
         "sampling": attrs.asdict(request.sampling),
         "logprobs": request.logprobs,
+        "response_format": None if request.response_format is None
+        else attrs.asdict(request.response_format),
     }
 
 
@@ -82,9 +84,14 @@ def decode_request(data: Mapping[str, Any]) -> ModelRequest:
                   for schema, read_only in data["tools"]),
             final_turn=bool(data["final_turn"]), tool_choice=data["tool_choice"],
             parallel_tool_calls=bool(data["parallel_tool_calls"]),
-            sampling=SamplingOverrides(**data["sampling"]), logprobs=data.get("logprobs"))
+            sampling=SamplingOverrides(**data["sampling"]), logprobs=data.get("logprobs"),
+            response_format=_read_response_format(data.get("response_format")))
     except (KeyError, TypeError) as exc:
         raise ValueError(f"not a model request: {exc}") from exc
+
+
+def _read_response_format(data: Mapping[str, Any] | None) -> ResponseFormat | None:
+    return None if data is None else ResponseFormat(**data)
 
 
 def encode_end(end: TurnEnd) -> dict[str, Any]:
