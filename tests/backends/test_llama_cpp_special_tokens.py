@@ -28,7 +28,8 @@ from toolwire.vocabulary.history import ToolCall
 
 pytestmark = pytest.mark.llama
 
-# family: (its real template (or the suite's own, see family_template), the control tokens its template writes between turns)
+# family: (its real template, or the suite's own (see family_template), and the control
+# tokens its template writes between turns)
 FAMILY_TOKENS: dict[str, tuple[str, tuple[str, ...]]] = {
     "apertus": ("Apertus-8B-Instruct.jinja", (
         "<|system_start|>", "<|system_end|>", "<|user_start|>", "<|user_end|>",

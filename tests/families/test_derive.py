@@ -107,7 +107,8 @@ def test_template_without_call_rendering_reports_what_was_seen() -> None:
         derive_format(template)
     with pytest.raises(ParserNotFoundError) as caught:
         select_parser(template, isolated_plugin_manager())
-    assert "<|python_tag|>" in str(caught.value) and "no parser could be derived" in str(caught.value)
+    message = str(caught.value)
+    assert "<|python_tag|>" in message and "no parser could be derived" in message
     assert "renders no tool call" in caught.value.derivation
 
 

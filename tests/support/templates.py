@@ -15,12 +15,12 @@ import pytest
 from .paths import MISSING_SCHEMAS, MISSING_TEMPLATES, SHARED_SCHEMAS, SHARED_TEMPLATES
 
 __all__ = [
+    "OWN_TEMPLATES",
     "SHARED_SCHEMAS",
     "SHARED_TEMPLATES",
+    "family_template",
     "have_schemas",
     "have_templates",
-    "OWN_TEMPLATES",
-    "family_template",
     "require_schemas",
     "require_templates",
     "shared_schema",
