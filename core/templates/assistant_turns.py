@@ -113,7 +113,9 @@ def _end_of_turn_inside(turn: str, end_of_turn: str, start: int) -> int:
     Command R7B follows a tool-call turn with an opened chatbot turn of its own
     (``<|END_OF_TURN_TOKEN|><|START_OF_TURN_TOKEN|><|CHATBOT_TOKEN|><|START_THINKING|>...``):
     the longest end of ``end_of_turn`` starting at a tag that the turn holds
-    (its last occurrence) is where the model stopped. ``len(turn)`` when there is none.
+    (its last occurrence), with nothing but tags after it, is where the model
+    stopped (gpt-oss ends text turns with ``<|return|>``, which a call's value
+    may hold). ``len(turn)`` when there is none.
     """
     at = 0
     while True:
@@ -121,9 +123,12 @@ def _end_of_turn_inside(turn: str, end_of_turn: str, start: int) -> int:
         if at < 0:
             return len(turn)
         found = turn.rfind(end_of_turn[at:], start)
-        if found >= 0:
+        if found >= 0 and _TAGS_ONLY.fullmatch(turn, found):
             return found
         at += 1
+
+
+_TAGS_ONLY = re.compile(r"(?:<[^<>\s]+>|\s)*")
 
 
 def _probe_tools() -> list[dict[str, Any]]:
