@@ -434,7 +434,7 @@ class HarmonyParser:
     def _cut_at_string_end(self, out: list[Event]) -> str | None:
         """At the end of the reply inside a JSON string that never closed: end the body at
         the first end token read as string content, and return what followed it."""
-        if self._in_string_end is None or not self._inside_json_string():
+        if self._json is None or self._in_string_end is None or not self._inside_json_string():
             return None
         at, token = self._in_string_end
         body = "".join(self._json)
