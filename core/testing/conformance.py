@@ -84,8 +84,9 @@ them (split on whitespace, keeping pieces of 3 or more characters with a letter
 or one of ``<>[]|``) plus the generation prompt's and header's pieces, and
 ``<think>``/``</think>`` when the template mentions ``</think>`` (the reasoning
 filter acts on them); each control token inside a piece (``<...>`` without
-blanks, ``[UPPER_CASE]``) is a marker on its own, since a model writes it as a
-special token, never as text. Content never contains a marker; argument strings
+blanks, ``[UPPER_CASE]``, a word opening a bracket at its start: ``functools[``)
+is a marker on its own, since a model writes it as a special token or to open a
+call, never as text. Content never contains a marker; argument strings
 are free of markers unless ``keep`` says otherwise (a format may be unable to
 tell a value holding its markup from markup: pass ``keep`` to test the values
 your format can express).

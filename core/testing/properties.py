@@ -93,12 +93,15 @@ def _marker_free_keep(markers: Sequence[str]) -> Keep:
 
 
 _CONTROL_TOKEN = re.compile(r"<[^<>\s]+>|\[[A-Z][A-Z_]+\]")
+_WORD_OPENER = re.compile(r"[A-Za-z_]\w{2,}[\[{]")
 
 
 def _control_tokens(marker: str) -> list[str]:
     """The tag-shaped pieces of a marker: ``<...>`` runs without blanks (``<|x|>``,
-    ``</tag>``, ``<｜x｜>``, ``<|x>``) and ``[UPPER_CASE]`` tokens."""
-    return _CONTROL_TOKEN.findall(marker)
+    ``</tag>``, ``<｜x｜>``, ``<|x>``), ``[UPPER_CASE]`` tokens, and a word opening a
+    bracket at its start (firefunction's ``functools[`` of ``functools[{"name":``)."""
+    opener = _WORD_OPENER.match(marker)
+    return _CONTROL_TOKEN.findall(marker) + ([opener.group()] if opener else [])
 
 
 _NULL_PROBE = "toolwire_null_probe"

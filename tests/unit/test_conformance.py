@@ -293,7 +293,8 @@ def test_renderer_cuts_alike_whatever_it_rendered_before() -> None:
 @pytest.mark.parametrize(("template", "marker"), [
     ("Apertus-8B-Instruct.jinja", "<|tools_prefix|>"),
     ("Kimi-K2-Instruct.jinja", "<|tool_calls_section_begin|>"),
-    ("GLM-4.7-Flash.jinja", "</arg_value>")])
+    ("GLM-4.7-Flash.jinja", "</arg_value>"),
+    ("fireworks-ai-llama-3-firefunction-v2.jinja", "functools[")])
 def test_control_tokens_inside_learnt_markup_are_markers_of_their_own(template: str,
                                                                       marker: str) -> None:
     report = check_parser(qwen_xml, template_path(template), family="qwen_xml", examples=1,
