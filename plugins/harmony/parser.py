@@ -389,7 +389,7 @@ class HarmonyParser:
             self._body_piece(data[pos:end], out)
             if match is None:
                 return self._hold(data, end) if end < n else n
-            if not self._inside_json_string():
+            if self._json is None or not self._inside_json_string():
                 break
             token = match.group(0)  # inside a JSON string: content, not an end
             if self._in_string_end is None:
