@@ -30,8 +30,16 @@ class CompiledFormat:
         self.openers = frozenset(openers)
         self.longest_opener = max((len(o) for o in openers), default=0)
         self.section_openers = frozenset(fmt.section_open)
-        self.text = TokenSet((*openers, *fmt.drops, *fmt.blocks))
-        self.text_after_call = TokenSet((*openers, *fmt.drops, *fmt.trailers, *fmt.blocks))
+        # a section's closing marker met in text closes nothing: it is dropped (stray)
+        # (unless it is part of a longer marker, which it would cut short: "Action:\n```json"
+        # opens what "```" closes)
+        self.strays = frozenset(
+            c for c in fmt.section_close
+            if not any(c in t for t in (*openers, *fmt.drops, *fmt.trailers) if t != c)
+        ) if fmt.section_open and fmt.strict_open else frozenset()
+        self.text = TokenSet((*openers, *fmt.drops, *fmt.blocks, *self.strays))
+        self.text_after_call = TokenSet((*openers, *fmt.drops, *fmt.trailers, *fmt.blocks,
+                                         *self.strays))
         self.section_close = TokenSet(fmt.section_close)
         self.call_open = TokenSet(fmt.call_open)
         self.call_close = TokenSet(fmt.call_close)
@@ -49,10 +57,19 @@ class CompiledFormat:
         self.header_kind: Arguments | None = header_kinds[0] if header_kinds else None
         closers = TokenSet((*fmt.call_close, *fmt.section_close))
         self.tagged = TaggedSyntax(self.header_kind, self.arg_ends, closers,
-                                   TokenSet(fmt.section_close)) \
+                                   TokenSet(fmt.section_close),
+                                   TokenSet((*fmt.section_open, *fmt.call_open))) \
             if isinstance(self.header_kind, TaggedArguments) else None
         self.scope_close = TokenSet(fmt.section_close if fmt.section_open else fmt.call_close)
         self.resync = TokenSet((*self.scope_close.tokens, *openers))
+        # inside a section, text that is not a call ends where the next call can begin:
+        # past a call's closing marker, at the next call's opening one, or at the
+        # section's end; a section of JSON calls one per line, at the next line's object
+        self.section_resync = TokenSet((*fmt.call_close, *fmt.call_open, *fmt.section_close,
+                                        *fmt.section_open)) if fmt.section_open else self.resync
+        self.line_objects = bool(fmt.section_open) and any(
+            isinstance(k, CallObjects) and k.container == "any" and not k.opened_list
+            for k in fmt.kinds)
         self.fast_break = "".join(sorted(self.text_after_call.firsts))
 
 

@@ -95,7 +95,11 @@ class CallParser(ParseState):
                         break
                 else:  # prose: the common case
                     chunk = self._held.push(text)
-                    return [TextEvent(chunk)] if chunk else []
+                    if not chunk:
+                        return []
+                    if not self._text_seen:
+                        self._text_seen = not chunk.isspace()
+                    return [TextEvent(chunk)]
             elif state == _BODY and self._reader is not None:
                 try:
                     taken = self._reader.plain_delta(text)  # a value being written
@@ -147,10 +151,15 @@ class CallParser(ParseState):
             k = skip_blanks(data, pos)
             if self._at_start and k > pos:
                 self._held.push(data[pos:k])
+            self._gap_open = self._gap_open or (self._lead and k > pos)
             pos = k
             if pos >= len(data):
                 return pos
             self._lead = False
+            if self._gap:  # blanks on both sides of a call: one separator stays
+                if self._gap_open:
+                    self._held.push(self._gap)
+                self._gap, self._gap_open = "", False
             if self._at_start:
                 found = self._open_at_start(data, pos, eof)
                 if found is not None:
@@ -171,7 +180,9 @@ class CallParser(ParseState):
             if fmt.section_open:
                 self._in_section = True
                 self._section_calls = 0
-                if token in self._c.section_openers:
+                self._section_failures = 0
+                self._implicit = token not in self._c.section_openers
+                if not self._implicit:
                     self._state = _SECTION
                     return end
             self._state = _HEADER
@@ -183,6 +194,11 @@ class CallParser(ParseState):
             self._block_close = self._c.block_closes[token]
             self._state = _BLOCK
             self._lead = True
+            return end
+        if token in self._c.strays:
+            self._separator = self._held.release()
+            self._dropped(token, f"a {fmt.family} section's closing marker with no section "
+                                 "open; dropped", out)
             return end
         # a dropped token or an end-of-turn trailer: not text, nor the blanks before it
         self._held.drop()
@@ -246,16 +262,21 @@ class CallParser(ParseState):
         if separator and self._section_calls and data.startswith(separator, start):
             start = skip_blanks(data, start + len(separator))
         self._take(data, pos, start)
+        self._gap_open = self._gap_open or start > pos  # blanks after the last call
         n = len(data)
         if start >= n:
             return n
         token = self._c.section_close.at(data, start)
         if token is not None:
-            if not self._section_calls:  # an empty section is not a call
+            self._gap_open = False  # what follows the closing marker decides
+            if not self._section_calls:
                 self._take(data, start, start + len(token))
-                self._to_malformed(start + len(token), "malformed_call",
-                                   f"an empty {fmt.family} tool-call section; shown as text")
-                self._flush_malformed(out)
+                if self._section_failures:  # nothing in it was a call: it all is text
+                    self._emit_raw(out)
+                    self._end_section()
+                else:
+                    self._dropped("".join(self._raw), f"an empty {fmt.family} tool-call "
+                                                      "section; dropped", out)
                 return start + len(token)
             self._end_section()
             return start + len(token)
@@ -270,6 +291,8 @@ class CallParser(ParseState):
                 return start
         opener = self._c.call_open.at(data, start)
         if opener is not None:
+            if self._section_calls or self._section_failures:
+                self._raw = []  # a later call that fails is its own text, not the section's
             self._take(data, start, start + len(opener))
             self._state = _HEADER
             return start + len(opener)
@@ -281,9 +304,10 @@ class CallParser(ParseState):
         if self._c.header_kind is not None and not fmt.call_open:
             self._state = _HEADER  # the call begins right at its header
             return start
-        if self._section_calls and (not fmt.section_close or eof):
-            self._end_section()  # the section ends where its calls end
-            return start
+        if (self._section_calls or self._section_failures) and (
+                not fmt.section_close or eof or self._implicit):
+            self._end_section()  # the section ends where its calls end (the blanks: text's)
+            return pos
         code = "json_in_tool_call" if data.startswith("{", start) else "malformed_call"
         return self._to_malformed(start, code, f"text inside a {fmt.family} tool-call section "
                                                "is not a call; shown as text")
@@ -327,9 +351,9 @@ class CallParser(ParseState):
             fields, match_start, token = found
             end: int = match_start + len(token) if token in fmt.header_end else match_start
             if fields.name not in fmt.text_headers and (
-                    self._header_at_start or not fmt.strict_open):
-                # where the opening marker may be prose, only JSON after it makes a call
-                verdict = self._json_follows(data, end, eof)
+                    self._header_at_start or not fmt.strict_open or self._implicit):
+                # where the opening marker may be prose, only arguments after it make a call
+                verdict = self._body_follows(data, end, eof)
                 if verdict is None:
                     return self._hold(data, pos)
                 if not verdict:
@@ -346,8 +370,19 @@ class CallParser(ParseState):
             return end
         return self._not_a_call(data, pos, out)
 
-    def _json_follows(self, data: str, at: int, eof: bool) -> bool | None:
-        """Whether JSON arguments begin after the header (``None``: cannot tell yet)."""
+    def _body_follows(self, data: str, at: int, eof: bool) -> bool | None:
+        """Whether the arguments begin after the header (``None``: cannot tell yet):
+        JSON, or (tagged) an argument's opening marker or the call's closing one."""
+        tagged = self._c.tagged
+        if tagged is not None and self._implicit:
+            k = skip_blanks(data, at)
+            if k >= len(data):
+                return False if eof else None
+            ends = tagged.opens.at(data, k) or self._c.call_close.at(data, k)
+            if ends is None and not eof and (tagged.opens.is_prefix(data, k)
+                                             or self._c.call_close.is_prefix(data, k)):
+                return None
+            return ends is not None
         if not isinstance(self._c.header_kind, JsonArguments):
             return True
         k = skip_blanks(data, at)
@@ -372,6 +407,9 @@ class CallParser(ParseState):
 
     def _not_a_call(self, data: str, pos: int, out: list[Event]) -> int:
         fmt = self._fmt
+        if self._implicit and not self._section_calls and not self._section_failures:
+            self._to_text(out)  # prose that mentions a call's opening marker
+            return pos
         if self._header_at_start or not fmt.strict_open or (
                 self._section_calls and not fmt.call_open):
             # plain text after all (or, after a section's calls, the text that follows them)
@@ -414,7 +452,8 @@ class CallParser(ParseState):
         status, at = reader.feed(data, pos, out, eof)
         if self._call is None and len(out) > before and \
                 any(type(e) is ToolCallEndEvent for e in out[before:]):
-            self._separator = ""  # a call came of it: the blanks before the marker were markup
+            self._drop_separator()
+            self._gap_open = False
             self._section_calls += 1
             self._made_call = True
         if status == MORE and eof:  # a reader must settle at the end: a stuck one failed
@@ -428,6 +467,8 @@ class CallParser(ParseState):
         if status == FAIL:
             return self._reader_failed(reader, at, out)
         if self._call is None:  # whole calls: then the section's end
+            if self._raw and self._raw[-1][-1:].isspace():
+                self._gap_open = True  # the reader took the blanks after its last call
             out.extend(reader.notes)
             self._raw = []
             self._reader = None
@@ -493,6 +534,7 @@ class CallParser(ParseState):
         """After whole calls: the section's closing marker, where the format has one."""
         fmt = self._fmt
         start = skip_blanks(data, pos)
+        self._gap_open = self._gap_open or start > pos  # blanks after the last call
         n = len(data)
         if not fmt.section_close or not self._in_section:
             self._end_section()
@@ -503,6 +545,7 @@ class CallParser(ParseState):
             return n
         token = self._c.section_close.at(data, start)
         if token is not None:
+            self._gap_open = False  # what follows the closing marker decides
             self._end_section()
             return start + len(token)
         if self._c.section_close.is_prefix(data, start):

@@ -10,6 +10,7 @@ state are the engine's.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -22,6 +23,9 @@ from .streaming import HeldWhitespace
 from .tagged_reader import TaggedArgsReader
 
 __all__ = ["ParseState"]
+
+_LINE_OBJECT = re.compile(r"\n[ \t]*\{")
+_TRAILING_LINE = re.compile(r"\n[ \t]*\Z")
 
 # states
 TEXT, BLOCK, SECTION, HEADER, BODY, AFTER_CALL, AFTER_CALLS, MALFORMED = range(8)
@@ -50,8 +54,13 @@ class ParseState:
         self._header_at_start = False
         self._in_section = False
         self._section_calls = 0
+        self._section_failures = 0  # malformed calls in the section, which goes on after them
+        self._implicit = False  # the section was opened by a call's marker (its own missing)
         self._made_call = False
         self._separator = ""
+        self._gap = ""  # the blanks before a call that text preceded (see _scan_text)
+        self._gap_open = False  # blanks came after that call too
+        self._text_seen = False
         self._raw: list[str] = []
         self._failure = ""
         self._message = ""
@@ -77,7 +86,38 @@ class ParseState:
     def _emit_text(self, text: str, out: list[Event]) -> None:
         chunk = self._held.push(text)
         if chunk:
+            self._text_seen = self._text_seen or not chunk.isspace()
             out.append(TextEvent(chunk))
+
+    def _drop_separator(self) -> None:
+        """A call came of the scope: the blanks before its marker were layout, not text.
+
+        They are kept aside as the gap: text before the call and text after it, each
+        side with blanks, stay apart by them (``"Checking. <call> Also."`` reads as
+        ``"Checking. Also."``, not ``"Checking.Also."``).
+        """
+        if self._separator and self._text_seen and not self._gap:
+            self._gap = self._separator
+        self._separator = ""
+
+    def _emit_raw(self, out: list[Event]) -> None:
+        """What was read of the scope since its last failure is text, as that failure was
+        (the closing marker of a section none of whose calls was read)."""
+        raw = "".join(self._raw)
+        self._raw = []
+        if raw:
+            self._held.drop()
+            out.append(TextEvent(raw))
+
+    def _dropped(self, raw: str, message: str, out: list[Event]) -> None:
+        """Markup that is neither a call nor text (an empty section, a stray closing
+        marker): removed, with a ``stray_markup`` diagnostic; blanks go as around a call."""
+        self._drop_separator()
+        self._raw = []
+        self._in_section = self._implicit = False
+        self._state = TEXT
+        self._lead = True
+        out.append(DiagnosticEvent("stray_markup", message, raw))
 
     def _begin_scope(self, token: str) -> None:
         """An opening marker: what was held before it is its separator, unless it fails."""
@@ -86,6 +126,7 @@ class ParseState:
 
     def _end_section(self) -> None:
         self._in_section = False
+        self._implicit = False
         self._raw = []
         self._state = TEXT
         self._lead = True
@@ -96,6 +137,7 @@ class ParseState:
         self._separator = ""
         self._raw = []
         self._in_section = False
+        self._implicit = False
         self._state = TEXT
         self._emit_text(text, out)
 
@@ -123,7 +165,8 @@ class ParseState:
         self._reader = None
         self._made_call = True
         self._section_calls += 1
-        self._separator = ""  # a call came of it: the blanks before the marker were markup
+        self._drop_separator()
+        self._gap_open = False  # the blanks after this call are still to come
         self._raw = []
         if self._in_section:
             self._state = SECTION
@@ -140,36 +183,85 @@ class ParseState:
         return pos
 
     def _scan_malformed(self, data: str, pos: int, out: list[Event], eof: bool) -> int:
-        """Skip to the scope's closing marker (kept in the text) or the next opening one."""
-        if not self._c.scope_close:
+        """Skip to the scope's closing marker (kept in the text) or the next opening one.
+
+        Inside a section the scope is the call: one malformed call never loses the
+        well-formed calls after it (see :meth:`_resync_in_section`).
+        """
+        c = self._c
+        if not c.scope_close:
             self._flush_malformed(out)
             return pos
-        match = self._c.resync.find(data, pos)
+        if self._in_section:
+            return self._resync_in_section(data, pos, out, eof)
+        match = c.resync.find(data, pos)
         if match is not None:
-            stop = match.start() if match.group(0) in self._c.openers else match.end()
+            stop = match.start() if match.group(0) in c.openers else match.end()
             self._take(data, pos, stop)
             self._flush_malformed(out)
             return stop
-        safe = len(data) if eof else self._c.resync.partial(data, pos)
+        return self._malformed_tail(data, pos, c.resync.partial(data, pos), out, eof)
+
+    def _resync_in_section(self, data: str, pos: int, out: list[Event], eof: bool) -> int:
+        """In a section, text that is not a call ends past the call's closing marker, at
+        the next call's opening one or the next line's call object (the section goes on
+        there), or with the section's closing marker (kept in the text, as it ends)."""
+        c = self._c
+        match = c.section_resync.find(data, pos)
+        line = _LINE_OBJECT.search(data, pos) if c.line_objects else None
+        if line is not None and (match is None or line.end() <= match.start()):
+            stop = line.end() - 1  # the next line's '{': a call may begin there
+            self._take(data, pos, stop)
+            self._flush_malformed(out, resume=True)
+            return stop
+        if match is None:
+            safe = c.section_resync.partial(data, pos)
+            if c.line_objects:
+                blank = _TRAILING_LINE.search(data, pos)
+                safe = min(safe, blank.start()) if blank is not None else safe
+            return self._malformed_tail(data, pos, safe, out, eof)
+        token = match.group(0)
+        if token in c.section_openers or (token in c.section_close and token not in
+                                          self._fmt.call_close):
+            stop = match.start() if token in c.section_openers else match.end()
+            self._take(data, pos, stop)
+            self._flush_malformed(out)
+            return stop
+        stop = match.end() if token in self._fmt.call_close else match.start()
+        self._take(data, pos, stop)
+        self._flush_malformed(out, resume=True)
+        return stop
+
+    def _malformed_tail(self, data: str, pos: int, safe: int, out: list[Event],
+                        eof: bool) -> int:
+        """No end of the malformed text in sight: keep it, wait (or flush at the end)."""
+        if eof:
+            safe = len(data)
         self._take(data, pos, safe)
         if eof:
             self._flush_malformed(out)
             return len(data)
         return self._hold(data, safe) if safe < len(data) else len(data)
 
-    def _flush_malformed(self, out: list[Event]) -> None:
+    def _flush_malformed(self, out: list[Event], *, resume: bool = False) -> None:
+        """The malformed text and its diagnostic; ``resume``: the section goes on."""
         raw = "".join(self._raw)
         text = self._separator + raw
         self._separator = ""
         self._raw = []
         if text:
             self._held.drop()
+            self._text_seen = self._text_seen or not text.isspace()
             out.append(TextEvent(text))
         out.append(DiagnosticEvent(self._failure or "malformed_call", self._message or
                                    f"not a call in the {self._fmt.family} format; shown as text",
                                    raw))
         self._failure = self._message = ""
-        self._in_section = False
+        if resume:
+            self._section_failures += 1
+            self._state = SECTION
+            return
+        self._in_section = self._implicit = False
         self._state = TEXT
 
     def _finish(self, out: list[Event]) -> None:
@@ -180,13 +272,16 @@ class ParseState:
             else:
                 self._complete_call(out)
         elif state == SECTION:
-            if self._section_calls:
+            if self._section_calls or self._section_failures:
                 self._end_section()  # the calls are complete; the section's end was cut off
             elif not self._fmt.strict_open:
                 self._to_text(out)
+            elif self._cut:
+                self._to_malformed(0, "truncated_call", "the token limit cut the reply inside "
+                                                        "a tool-call section; shown as text")
             else:
-                self._to_malformed(0, "unclosed_call", "the reply ended inside a tool-call "
-                                                       "section; shown as text")
+                self._dropped("".join(self._raw), f"an empty {self._fmt.family} tool-call "
+                              "section at the end of the reply; dropped", out)
         elif state == HEADER:
             if self._header_at_start or not self._fmt.strict_open:
                 self._header_at_start = False

@@ -25,6 +25,7 @@ import attrs
 from ..events import (
     DiagnosticEvent,
     Event,
+    TextEvent,
     ToolCallDeltaEvent,
     ToolCallEndEvent,
     ToolCallStartEvent,
@@ -39,6 +40,7 @@ __all__ = ["CallObjectReader", "CallObjectsReader", "JsonArgsReader", "double_en
 _BLANK_CHARS: Final = " \t\r\n"
 _ARGS_FIRST: Final = frozenset('{"n')  # an object, a JSON-encoded object, or null
 FENCE: Final = "```"
+_SHOWN: Final = "; shown as text"
 
 
 def double_encoded_note(name: str, raw: str) -> DiagnosticEvent:
@@ -422,7 +424,7 @@ class CallObjectReader(_JsonReader):
 
 # CallObjectsReader states
 _FENCE_OPEN, _BODY, _LIST_ITEM_OR_END, _IN_OBJECT, _AFTER_OBJECT, _LIST_AFTER_ITEM, \
-    _LIST_ITEM_REQUIRED, _AFTER_ALL, _OVER = range(9)
+    _LIST_ITEM_REQUIRED, _AFTER_ALL, _OVER, _SKIP_ITEM, _AFTER_SKIPPED = range(11)
 
 
 class CallObjectsReader(_JsonReader):
@@ -436,7 +438,8 @@ class CallObjectsReader(_JsonReader):
         (calls at the reply's start, without a marker), whatever the shape says.
     """
 
-    __slots__ = ("_closers", "_fenced", "_in_list", "_item", "_shape", "_state")
+    __slots__ = ("_calls_read", "_closers", "_fenced", "_in_list", "_item", "_shape", "_skip",
+                 "_skipped", "_state", "_unshown")
 
     def __init__(self, shape: CallObjects, numbering: CallNumbering,
                  closers: tuple[str, ...] = (), *, strict: bool = False) -> None:
@@ -449,6 +452,10 @@ class CallObjectsReader(_JsonReader):
         self._fenced = False
         self._in_list = shape.opened_list
         self._item: CallObjectReader | None = None
+        self._skip: JsonValueScanner | None = None
+        self._skipped: list[str] = []  # a list item that is not a call, being passed over
+        self._calls_read = 0
+        self._unshown: list[Event] = []  # skipped items before any call: text if one comes
         if shape.opened_list:
             self._state = _LIST_ITEM_OR_END
         else:
@@ -469,6 +476,12 @@ class CallObjectsReader(_JsonReader):
                 return DONE, pos
             if state == _IN_OBJECT:
                 result = self._feed_item(data, pos, out, eof)
+                if result[0] != DONE:
+                    return result
+                pos = result[1]
+                continue
+            if state == _SKIP_ITEM or state == _AFTER_SKIPPED:
+                result = self._skip_item(data, pos, out, eof)
                 if result[0] != DONE:
                     return result
                 pos = result[1]
@@ -521,6 +534,10 @@ class CallObjectsReader(_JsonReader):
                     self._state = _LIST_ITEM_REQUIRED
                     pos += 1
                 elif c == "]":
+                    if self._unshown and not self._calls_read:  # no item was a call
+                        note = self._unshown[-1]
+                        assert isinstance(note, DiagnosticEvent)
+                        return self._refuse(pos, note.message.split(";")[0])
                     self.raw.append(c)
                     self._in_list = False
                     self._state = _AFTER_ALL
@@ -568,21 +585,104 @@ class CallObjectsReader(_JsonReader):
                 self.raw = []
                 self._state = _LIST_AFTER_ITEM if self._in_list else _AFTER_OBJECT
                 return DONE, at
+            if self._in_list and (self.started or item.failure != NOT_A_CALL):
+                return self._begin_skip(item, data, at, out, eof)
             self.raw.extend(item.raw)
             self._state = _OVER
             if item.failure == NOT_A_CALL and self.started:
                 return self.fail(at, "malformed_call", item.message + "; shown as text")
             return self.fail(at, item.failure, item.message)
         self.raw = []
+        self._calls_read += 1
+        if self._unshown:  # the items before this call that were not calls: text now
+            end = max(i for i, e in enumerate(out) if type(e) is ToolCallEndEvent)
+            out[end:end] = self._unshown
+            self._unshown = []
         self._state = _LIST_AFTER_ITEM if self._in_list else _AFTER_OBJECT
         return DONE, at
 
+    def _begin_skip(self, item: CallObjectReader, data: str, at: int, out: list[Event],
+                    eof: bool) -> tuple[int, int]:
+        """A list item that is whole JSON but not a call: the list goes on after it.
+
+        The item is followed to its last bracket; where a ``,`` or ``]`` comes next it
+        is text with a diagnostic, and the calls after it are still read (one malformed
+        call never loses its neighbours). JSON whose brackets do not match fails the
+        list, as before.
+        """
+        text = "".join(item.raw)
+        self._skip = JsonValueScanner(keep_text=False)
+        self._skipped = [text]
+        self._item = None
+        self.failure = item.failure
+        self.message = item.message.removesuffix(_SHOWN)
+        end = self._skip.feed(text)
+        if end == INVALID or (end != NEED_MORE and end < len(text)):
+            return self._give_up(at)
+        self._state = _SKIP_ITEM if end == NEED_MORE else _AFTER_SKIPPED
+        return self._skip_item(data, at, out, eof)
+
+    def _skip_item(self, data: str, pos: int, out: list[Event],
+                   eof: bool) -> tuple[int, int]:
+        n = len(data)
+        scanner = self._skip
+        assert scanner is not None
+        if self._state == _SKIP_ITEM:
+            end = scanner.feed(data, pos)
+            if end == INVALID:
+                self._skipped.append(data[pos:scanner.error_at])
+                return self._give_up(scanner.error_at)
+            if end == NEED_MORE:
+                self._skipped.append(data[pos:])
+                return self._give_up(n) if eof else (MORE, n)
+            self._skipped.append(data[pos:end])
+            pos = end
+            self._state = _AFTER_SKIPPED
+        k = pos
+        while k < n and data[k] in _BLANK_CHARS:
+            k += 1
+        if k >= n:
+            if eof:
+                self._skipped.append(data[pos:])
+                return self._give_up(n)
+            return MORE, pos
+        if data[k] not in ",]":
+            self._skipped.append(data[pos:k])
+            return self._give_up(k)
+        raw = "".join(self._skipped)
+        shown = [TextEvent(raw), DiagnosticEvent(
+            self.failure if self.failure != NOT_A_CALL else "malformed_call",
+            (self.message or "not a call") + "; this item of the list is shown as text, the "
+            "calls around it are read", raw)]
+        self.failure = self.message = ""
+        if self._calls_read:
+            out.extend(shown)
+            self.raw = []
+        else:  # a list none of whose items is a call is text as a whole: keep it all
+            self._unshown.extend(shown)
+            self.raw.extend(self._skipped)
+        self._skip, self._skipped = None, []
+        self._state = _LIST_AFTER_ITEM
+        return DONE, pos
+
+    def _give_up(self, pos: int) -> tuple[int, int]:
+        """The item's brackets do not show where it ends: the rest of the list is text."""
+        self.raw.extend(self._skipped)
+        self._skip, self._skipped = None, []
+        self._state = _OVER
+        failure = self.failure if self.failure and self.failure != NOT_A_CALL \
+            else "malformed_call"
+        return self.fail(pos, failure, (self.message or "not a call") + _SHOWN)
+
     def _repairable(self, item: CallObjectReader, data: str, at: int, eof: bool) -> bool:
-        """A call missing only its last ``}``, right before the list's or the section's end."""
+        """A call missing only its last ``}``, right before the list's or the section's end
+        or the next call object."""
         if not item.complete_but_unclosed:
             return False
         if self._in_list:
             return data.startswith("]", at)
+        if self._shape.container == "any" and data.startswith("{", at):
+            return True  # the next call object (one per line) shows where this one ended
         return any(data.startswith(c, at) for c in self._closers) or (eof and at >= len(data))
 
     def _refuse(self, pos: int, message: str) -> tuple[int, int]:

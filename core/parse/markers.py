@@ -28,6 +28,7 @@ __all__ = [
     "compile_header",
     "skip_blanks",
     "token_set",
+    "valid_attribute_name",
     "valid_name",
 ]
 
@@ -39,6 +40,7 @@ MAX_GAP: Final = 64
 _NAME_CHARS = r"[^\s<>\"'{}()\[\],|｜;=]"
 _NAME_RE = re.compile(_NAME_CHARS + "{1,256}")
 _BLANKS = re.compile(r"[ \t\r\n]*")
+_CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
 _ATTR_RE = re.compile(r"""([A-Za-z_][\w:.-]*)\s*=\s*(?:"([^"]*)"|'([^']*)')""")
 _ENTITIES = {"&quot;": '"', "&apos;": "'", "&lt;": "<", "&gt;": ">", "&amp;": "&"}
 _ENTITY_RE = re.compile("|".join(map(re.escape, _ENTITIES)))
@@ -59,6 +61,16 @@ def valid_name(name: str) -> bool:
     (a closing tag's name); at most :data:`MAX_NAME` characters.
     """
     return _NAME_RE.fullmatch(name) is not None and not name.startswith("/")
+
+
+def valid_attribute_name(name: str) -> bool:
+    """Whether ``name``, read from a quoted attribute (entities decoded), can be a name.
+
+    The quotes delimit it, so it may hold what a bare name may not (a parameter key
+    with ``"`` written as ``&quot;``); only control characters, and more than
+    :data:`MAX_NAME` characters, are refused.
+    """
+    return 0 < len(name) <= MAX_NAME and _CONTROL_RE.search(name) is None
 
 
 def skip_blanks(data: str, pos: int) -> int:
@@ -176,7 +188,7 @@ def compile_header(header: Header) -> HeaderReader:
         def read_attributes(text: str) -> HeaderFields | None:
             found = attributes(text)
             name = found.get(keys.get("name", "name"), "").strip()
-            if not valid_name(name):
+            if not valid_attribute_name(name):
                 return None
             call_id = found.get(keys["id"], "") if "id" in keys else ""
             kind = kind_of(found.get(keys["kind"])) if "kind" in keys else None

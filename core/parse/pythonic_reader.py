@@ -29,6 +29,7 @@ from typing import Any, Final
 from ..events import (
     DiagnosticEvent,
     Event,
+    TextEvent,
     ToolCallDeltaEvent,
     ToolCallEndEvent,
     ToolCallStartEvent,
@@ -51,7 +52,8 @@ _LITERAL: Final = -2
 
 # states
 _START, _CALL_NAME, _ARG, _VALUE_START, _STRING, _OTHER, _AFTER_ARG, _AFTER_CALL, \
-    _OVER, _AFTER_STRING = range(10)
+    _OVER, _AFTER_STRING, _SKIP = range(11)
+_SKIP_SPECIALS = re.compile(r"[\\'\"()\[\]{},<]")
 
 
 class PythonicCallsReader(ReaderBase):
@@ -65,9 +67,10 @@ class PythonicCallsReader(ReaderBase):
     :param strict: text that is not a call list is plain text until a call began.
     """
 
-    __slots__ = ("_args", "_call_index", "_depth", "_ends", "_in_list", "_in_string", "_joined",
-                 "_name", "_numbering", "_param", "_parts", "_quote", "_schemas", "_state",
-                 "_strict", "_syntax")
+    __slots__ = ("_args", "_call_index", "_calls_read", "_depth", "_ends", "_in_list",
+                 "_in_string", "_item_from", "_joined", "_name", "_numbering", "_param",
+                 "_parts", "_quote", "_schemas", "_skip_message", "_state", "_strict",
+                 "_syntax", "_unshown")
 
     def __init__(self, syntax: PythonicCalls, numbering: CallNumbering, schemas: ToolSchemaIndex,
                  *, ends: TokenSet | None = None, strict: bool = False) -> None:
@@ -88,6 +91,10 @@ class PythonicCallsReader(ReaderBase):
         self._in_string = ""
         self._depth = 0
         self._joined: list[str] = []
+        self._item_from = -1  # where the list item being read begins in ``raw``
+        self._skip_message = ""
+        self._calls_read = 0
+        self._unshown: list[Event] = []  # skipped items before any call: text if one comes
 
     # -- the protocol ---------------------------------------------------------------
 
@@ -109,6 +116,8 @@ class PythonicCallsReader(ReaderBase):
                 return DONE, pos
             if state == _STRING:
                 result = self._scan_string(data, pos, out, eof)
+            elif state == _SKIP:
+                result = self._scan_skip(data, pos, out, eof)
             elif state == _OTHER:
                 result = self._scan_other(data, pos, out, eof)
             else:
@@ -211,10 +220,91 @@ class PythonicCallsReader(ReaderBase):
         return self._refuse(pos, "expected ',' or ']' after a call")
 
     def _refuse(self, pos: int, message: str) -> tuple[int, int]:
+        if self._in_list and self._item_from >= 0 and not (self._strict and not self.started):
+            return self._begin_skip(pos, message)
         self._state = _OVER
         if self._strict and not self.started:
             return self.fail(pos, NOT_A_CALL, message)
         return self.fail(pos, "malformed_call", message + "; shown as text")
+
+    # -- a list item that is not a call -------------------------------------------------
+
+    def _begin_skip(self, pos: int, message: str) -> tuple[int, int]:
+        """A list item that is not a call: passed over to the ``,`` or ``]`` after it, so
+        one malformed call never loses its neighbours (brackets and quotes are followed
+        from the item's start; the section's end or the reply's first fails the list)."""
+        self._skip_message = message
+        self._depth, self._in_string = 0, ""
+        consumed = "".join(self.raw[self._item_from:])
+        del self.raw[self._item_from:]
+        self._state = _SKIP
+        self.raw.append(consumed)
+        self._skip_to(consumed, 0)
+        return -1, pos
+
+    def _skip_to(self, data: str, pos: int) -> int:
+        """Follow brackets and quotes: the index of the item's end (a ``,`` or ``]`` at
+        depth 0); ``-1``: not in ``data`` (:meth:`_scan_skip` holds a cut end marker);
+        ``-2``: the section's end came first (the list cannot go on)."""
+        while True:
+            match = _SKIP_SPECIALS.search(data, pos)
+            if match is None:
+                return -1
+            k = match.start()
+            ch = data[k]
+            pos = k + 1
+            quote = self._in_string
+            if quote:
+                if ch == "\\":
+                    pos = k + 2
+                elif ch == quote:
+                    self._in_string = ""
+                continue
+            if ch == "<":
+                if self._ends.at(data, k) is not None:
+                    return -2
+            elif ch in "'\"":
+                self._in_string = ch
+            elif ch in "([{":
+                self._depth += 1
+            elif ch in ")]}" and self._depth > 0:
+                self._depth -= 1
+            elif ch in ",]" and self._depth == 0:
+                return k
+
+    def _scan_skip(self, data: str, pos: int, out: list[Event], eof: bool) -> tuple[int, int]:
+        depth, quote = self._depth, self._in_string
+        end = self._skip_to(data, pos)
+        if end == -1 and not eof:
+            stop = self._ends.partial(data, pos)
+            if stop < len(data):  # the section's end, cut short by the delta? scan it again
+                self._depth, self._in_string = depth, quote
+                self._skip_to(data[:stop], pos)
+            self.take(data, pos, stop)
+            return MORE, stop
+        if end < 0:  # no end in sight: the rest of the list is text
+            self._state = _OVER
+            return self.fail(pos, "malformed_call", self._skip_message + "; shown as text")
+        self.take(data, pos, end)
+        text = "".join(self.raw[self._item_from:])
+        shown = [TextEvent(text), DiagnosticEvent(
+            "malformed_call", self._skip_message + "; this item of the list is shown as text, "
+            "the calls around it are read", text)]
+        self._item_from = -1
+        if data[end] == "]" and not self._calls_read:  # no item was a call: all is text
+            self._state = _OVER
+            return self.fail(end, "malformed_call", self._skip_message + "; shown as text")
+        if self._calls_read:
+            out.extend(shown)
+            self.raw = []
+        else:  # a list none of whose items is a call is text as a whole: keep it all
+            self._unshown.extend(shown)
+        self.take(data, end, end + 1)
+        if data[end] == ",":
+            self._state = _CALL_NAME
+            return -1, end + 1
+        self._state = _OVER
+        return DONE, end + 1
 
     # -- calls and keywords ------------------------------------------------------------
 
@@ -222,6 +312,7 @@ class PythonicCallsReader(ReaderBase):
         n = len(data)
         if self._in_list and data[pos] == "]" and not self.started:
             return self._refuse(pos, "an empty list of calls")
+        self._item_from = len(self.raw)
         match = _NAME.match(data, pos)
         if match is None or match.end() - pos > MAX_NAME:
             return self._refuse(pos, "expected a tool name")
@@ -260,8 +351,12 @@ class PythonicCallsReader(ReaderBase):
         return -1, match.end()
 
     def _complete_call(self, out: list[Event]) -> None:
+        out.extend(self._unshown)  # the items before it that were not calls: text now
+        self._unshown = []
+        self._calls_read += 1
         out.append(ToolCallEndEvent(name=self._name, arguments=self._args, index=self._call_index))
         self.raw = []
+        self._item_from = -1
         self._state = _AFTER_CALL
 
     def _set_argument(self, value: Any, text: str) -> None:
@@ -300,7 +395,8 @@ class PythonicCallsReader(ReaderBase):
             else:
                 value = python_literal(quote + text + quote)
                 if not isinstance(value, str):
-                    return self._refuse(k, "a string argument is not a Python string")
+                    return self._refuse(k + len(quote), "a string argument is not a Python "
+                                                         "string")
                 self._joined.append(value)
                 self._state = _AFTER_STRING
             return -1, k + len(quote)
@@ -451,6 +547,6 @@ def calls_from_source(source: str) -> list[tuple[str, dict[str, Any]]]:
     if not text.startswith("["):
         raise ValueError("not a list of calls")
     status, at = reader.feed(text, 0, out, True)
-    if status != DONE or text[at:].strip():
+    if status != DONE or text[at:].strip() or any(isinstance(e, DiagnosticEvent) for e in out):
         raise ValueError(reader.message or "not a list of calls")
     return [(e.name, dict(e.arguments)) for e in out if isinstance(e, ToolCallEndEvent)]

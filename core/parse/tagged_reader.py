@@ -69,11 +69,14 @@ class TaggedSyntax:
         own closing tag is missing may end at one of them).
     :param after_close: what confirms a call's end met inside a value (the
         section's end; the end of the reply confirms it too).
+    :param nests: markers that open a section or a call: met inside a value, they
+        open a block nested in it, which its closers close (a file that holds a call).
     """
 
     def __init__(self, args: TaggedArguments, ends: TokenSet, closers: TokenSet,
-                 after_close: TokenSet) -> None:
+                 after_close: TokenSet, nests: TokenSet | None = None) -> None:
         self.args = args
+        self.nests = nests or TokenSet(())
         self.ends = ends
         self.closers = closers
         self.after_ends = after_close
@@ -99,8 +102,8 @@ class TaggedArgsReader(ReaderBase):
     """
 
     __slots__ = ("_blanks", "_block", "_call", "_close", "_depth", "_given", "_kind", "_mode",
-                 "_param", "_parts", "_saw_close", "_state", "_string", "_syntax", "_trim",
-                 "_watch")
+                 "_nest", "_param", "_parts", "_saw_close", "_state", "_string", "_syntax",
+                 "_trim", "_watch")
 
     def __init__(self, call: CallContext, syntax: TaggedSyntax) -> None:
         super().__init__()
@@ -117,6 +120,7 @@ class TaggedArgsReader(ReaderBase):
         self._close = self._watch = TokenSet(())
         self._trim = False
         self._depth = 0
+        self._nest = 0  # sections and calls opened inside the value and not closed yet
         self._saw_close = False
         self._blanks = ""  # a value's trailing blanks, held until it is known they are value
         self._block: JsonArgsReader | None = None
@@ -248,7 +252,7 @@ class TaggedArgsReader(ReaderBase):
         closes = tuple(c.replace("{name}", fields.name) for c in args.spelt(args.close_for(kind)))
         self._close = token_set(closes)
         self._watch = token_set((*closes, *self._syntax.opens.tokens,
-                                 *self._syntax.closers.tokens))
+                                 *self._syntax.closers.tokens, *self._syntax.nests.tokens))
         if args.nested:
             self._mode = _NESTED
         elif args.trim_newline:
@@ -258,7 +262,7 @@ class TaggedArgsReader(ReaderBase):
         else:
             self._mode = _PLAIN
         self._trim = args.trim_newline
-        self._depth = 0
+        self._depth = self._nest = 0
         self._saw_close = False
         self._blanks = ""
         self._state = _VALUE
@@ -353,8 +357,15 @@ class TaggedArgsReader(ReaderBase):
                 return self._pending_end(data, pos, end, out, eof)
             k = match.start()
             token = match.group(0)
+            if token in self._syntax.nests or (self._nest and token in self._syntax.closers):
+                # a block nested in the value opens or closes: value text
+                self._nest += 1 if token in self._syntax.nests else -1
+                search = k + 1
+                continue
             if token in close:
                 verdict = self._follows_close(data, k + len(token), eof)
+                if self._nest and verdict not in (_LITERAL, _NEED_MORE):
+                    verdict = self._nested_goes_on(data, k + len(token), eof)
                 consume = True
             else:
                 verdict = self._recovers(data, pos, k, token, eof)
@@ -526,6 +537,36 @@ class TaggedArgsReader(ReaderBase):
         if not eof and (syntax.structure.is_prefix(data, j)
                         or (syntax.separator and syntax.separator.startswith(data[j:]))):
             return _NEED_MORE
+        return _LITERAL
+
+    def _nested_goes_on(self, data: str, at: int, eof: bool) -> int:
+        """A closing tag met while a block opened inside the value is still open: whether
+        it closes that block's last value (the closers of the open blocks follow, then text:
+        ``_LITERAL``, the value goes on) or the value itself (anything else: ``at``)."""
+        syntax = self._syntax
+        n = len(data)
+        limit = at + (MAX_GAP + syntax.closers.longest) * (self._nest + 1)
+        j = at
+        closed = 0
+        while closed < self._nest:
+            j = skip_blanks(data, j)
+            token = syntax.closers.at(data, j)
+            if token is None:
+                if j >= n or syntax.closers.is_prefix(data, j):
+                    return at if eof or j > limit else _NEED_MORE
+                break
+            j += len(token)
+            closed += 1
+        if not closed:
+            return at
+        j = skip_blanks(data, j)
+        if j >= n:
+            return at if eof or j > limit else _NEED_MORE
+        marks = (syntax.structure, syntax.closers, syntax.nests)
+        if any(m.at(data, j) is not None for m in marks):
+            return at  # the calls go on after it (or end): the value ended
+        if any(m.is_prefix(data, j) for m in marks):  # a marker cut by the delta (or the end)
+            return at if eof or j > limit else _NEED_MORE
         return _LITERAL
 
     def _recovers(self, data: str, pos: int, k: int, token: str, eof: bool) -> int:

@@ -10,12 +10,19 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.support.families import conformance_examples, parse, parse_text, template_source
+from tests.support.families import (
+    conformance_examples,
+    parse,
+    parse_text,
+    template_source,
+    without_dropped,
+)
 from tests.support.tagged_families import (
     bfcl_round_trip,
     check_literal_markup,
     conformance,
     markers,
+    render,
 )
 from toolwire.events import ToolCallDeltaEvent, ToolCallEndEvent, ToolCallStartEvent
 from toolwire.plugins import kimi
@@ -115,6 +122,33 @@ def test_k2_arguments_that_are_not_an_object_are_text_with_a_diagnostic() -> Non
     assert "[1, 2]" in out.content
 
 
+@pytest.mark.parametrize("name", K2_TEMPLATES)
+@pytest.mark.parametrize("broken", ['{"text": "b" oops}', '{"text": "b",, "n": 1}', "[2]"])
+def test_k2_a_call_with_broken_json_keeps_the_calls_after_it(name: str, broken: str) -> None:
+    calls = [("t", {"text": "a"}), ("t", {"text": "b"}), ("math.sum", {"xs": [3]})]
+    tail, reply = render(name, calls, TOOLS)
+    bad = reply.replace('{"text": "b"}', broken, 1)
+    assert bad != reply
+    for chunk in (0, 1, 7):
+        out = parse_text("kimi_k2", bad, TOOLS, chunk=chunk, template=template_source(name),
+                         prompt_tail=tail)
+        assert [(c.name, dict(c.arguments)) for c in out.tool_calls] == [
+            ("t", {"text": "a"}), ("math.sum", {"xs": [3]})], chunk
+        assert [d.code for d in out.diagnostics] == ["malformed_arguments"]
+        assert broken in out.content and "xs" not in out.content  # the bad call is text
+        assert "<|tool_calls_section" not in out.content  # the section's markers are markup
+
+
+@pytest.mark.parametrize("name", K2_TEMPLATES)
+def test_k2_an_empty_tool_section_is_not_text(name: str) -> None:
+    tail, reply = render(name, [], TOOLS, content="No tools needed.")
+    for chunk in (0, 1, 5):
+        out = parse_text("kimi_k2", reply + k2_section(), TOOLS, chunk=chunk,
+                         template=template_source(name), prompt_tail=tail)
+        assert (out.content, out.tool_calls) == ("No tools needed.", ()), chunk
+        assert [(d.code, d.raw) for d in out.diagnostics] == [("stray_markup", k2_section())]
+
+
 # -- Kimi K3 ---------------------------------------------------------------------------
 
 
@@ -155,6 +189,20 @@ def test_k3_attribute_entities_are_decoded() -> None:
     assert dict(out.tool_calls[0].arguments) == {"te&xt": "v"}
 
 
+def test_k3_a_key_holding_quotes_is_read_and_the_next_argument_stays_its_own() -> None:
+    keys = ['say "hi"', "a & b", "<x>"]
+    tools = [{"type": "function", "function": {"name": "t", "parameters": {
+        "type": "object", "properties": {k: {"type": "string"} for k in [*keys, "last"]}}}}]
+    arguments = {**{k: f"v{i}" for i, k in enumerate(keys)}, "last": "end"}
+    tail, reply = render(K3, [("t", arguments)], tools)
+    assert "&quot;" in reply
+    for chunk in (0, 1, 5):
+        out = parse_text("kimi_k3", reply, tools, chunk=chunk, template=template_source(K3),
+                         prompt_tail=tail)
+        assert [dict(c.arguments) for c in out.tool_calls] == [arguments], chunk
+        assert out.diagnostics == ()
+
+
 def test_k3_reply_without_tools_is_its_response_text() -> None:
     reply = ("ok<|close|>think<|sep|><|open|>response<|sep|>Just text.<|close|>response<|sep|>"
              "<|close|>message<|sep|><|end_of_msg|>")
@@ -175,4 +223,4 @@ def test_k3_reply_without_tools_is_its_response_text() -> None:
 def test_bad_input_never_raises_and_never_loses_text(family: str, text: str) -> None:
     out = parse_text(family, text, TOOLS, chunk=2)
     assert out.tool_calls == ()
-    assert re.sub(r"\s", "", out.content) == re.sub(r"\s", "", text)
+    assert re.sub(r"\s", "", out.content) == re.sub(r"\s", "", without_dropped(text, out))

@@ -10,7 +10,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.support.families import conformance_examples, parse, parse_text, template_source
+from tests.support.families import (
+    conformance_examples,
+    parse,
+    parse_text,
+    template_source,
+    without_dropped,
+)
 from tests.support.tagged_families import (
     bfcl_round_trip,
     check_literal_markup,
@@ -105,7 +111,7 @@ def test_several_calls_in_one_turn() -> None:
 def test_bad_input_never_raises_and_never_loses_text(text: str) -> None:
     out = parse_text("seed_xml", text, TOOLS, chunk=2)
     assert out.tool_calls == ()
-    assert re.sub(r"\s", "", out.content) == re.sub(r"\s", "", text)
+    assert re.sub(r"\s", "", out.content) == re.sub(r"\s", "", without_dropped(text, out))
 
 
 def test_call_cut_inside_a_value_is_text_with_a_diagnostic() -> None:

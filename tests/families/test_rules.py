@@ -378,3 +378,102 @@ def test_a_call_cut_by_the_token_limit_is_never_recovered(family: str) -> None:
         assert not limited.tool_calls, (step, reply)
         assert "truncated_call" in _codes(limited), (step, reply, _codes(limited))
         assert "first" in limited.content, limited.content  # what the model wrote is kept
+
+
+# -- rule 8: one malformed call never loses the well-formed calls around it ----------------------
+
+
+def _break_call(family: str, reply: str) -> str:
+    """``reply`` with its middle call made unreadable the way a drifting model writes it:
+    JSON arguments with a stray word (``{"b": "yqv" oops}``), or else a tool name that
+    cannot be one (``g<x``), so the call is malformed in every family's syntax."""
+    if '"yqv"' in reply:
+        return reply.replace('"yqv"', '"yqv" oops', 1)
+    return reply.replace("gxq", "g<x", 1)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_a_malformed_call_never_loses_the_calls_around_it(family: str) -> None:
+    tools = [_tool({"a": {"type": "string"}}), _tool({"b": {"type": "string"}}, "gxq")]
+    calls = [("f", {"a": "x1"}), ("gxq", {"b": "yqv"}), ("f", {"a": "z2"})]
+    try:
+        tail, reply = _reply(family, calls, tools)
+    except Exception as exc:  # the template refuses parallel calls
+        pytest.skip(f"the {family} template writes one call per turn ({exc})")
+    if "z2" not in reply:
+        pytest.skip(f"the {family} template writes only the first call of a turn")
+    broken = _break_call(family, reply)
+    assert broken != reply
+    whole = None
+    for step in (0, 1, 5):
+        got, _ = _read(family, broken, tools, tail, step)
+        assert [(c.name, dict(c.arguments)) for c in got.tool_calls if c.name == "f"] == \
+            [("f", {"a": "x1"}), ("f", {"a": "z2"})], (step, broken, got.content)
+        assert "z2" not in got.content and "x1" not in got.content, got.content
+        assert any(c.startswith("malformed") for c in _codes(got)) or \
+            len(got.tool_calls) == 3, _codes(got)  # read as a call of an unknown tool
+        whole = whole or got
+        assert (got.content, got.tool_calls) == (whole.content, whole.tool_calls), step
+
+
+# -- rule 9: blanks on both sides of a call leave one separator in the text --------------------
+
+
+def _call_markup(family: str, tools: list[dict[str, Any]]) -> tuple[str, str, str]:
+    """``(tail, prefix, call)``: one rendered call's markup (from its opening marker to its
+    last closing one) and what the template wrote before it (a closed think block)."""
+    fmt = _record(family)
+    if fmt is None:
+        pytest.skip(f"{family} writes text and calls as separate messages (channels)")
+    tail, reply = _reply(family, [("f", {"a": "x1"})], tools)
+    opens = [o for o in (*fmt.section_open, *fmt.call_open) if o.strip() and o in reply]
+    if not opens:
+        pytest.skip(f"{family} calls have no opening marker: only a reply's start holds them")
+    start = min(reply.find(o) for o in opens)
+    closes = [c for c in (*fmt.section_close, *fmt.call_close) if c.strip() and c in reply]
+    end = max(reply.rfind(c) + len(c) for c in closes) if closes else len(reply.rstrip())
+    rest = reply[end:].strip()  # a section's end the rendering cut short (an end token)
+    closing = next((c for c in fmt.section_close if rest and c.startswith(rest)), "")
+    return tail, reply[:start].rstrip(), reply[start:end] + closing
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize(("before", "after", "text"), [
+    (" ", " ", "Checking Beijing. Also Shanghai."),
+    ("\n", "\n\n", "Checking Beijing.\nAlso Shanghai."),
+    ("", "", "Checking Beijing.Also Shanghai."),
+    (" ", "", "Checking Beijing.Also Shanghai."),
+    ("", "\n", "Checking Beijing.Also Shanghai."),
+])
+def test_blanks_on_both_sides_of_a_call_leave_one_separator(family: str, before: str,
+                                                            after: str, text: str) -> None:
+    tools = [_tool({"a": {"type": "string"}})]
+    tail, prefix, call = _call_markup(family, tools)
+    stored = f"{prefix}Checking Beijing.{before}{call}{after}Also Shanghai."
+    for step in (0, 1, 4):
+        got, _ = _read(family, stored, tools, tail, step)
+        assert [(c.name, dict(c.arguments)) for c in got.tool_calls] == [("f", {"a": "x1"})]
+        assert got.content == text, (step, stored)
+
+
+# -- rule 10: stray and empty section markers never reach the text ------------------------------
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("shape", ["stray closing marker", "empty section"])
+def test_stray_and_empty_section_markers_are_dropped_with_their_markup(family: str,
+                                                                      shape: str) -> None:
+    tools = [_tool({"a": {"type": "string"}})]
+    tail, prefix, _ = _call_markup(family, tools)
+    fmt = _record(family)
+    assert fmt is not None
+    if not fmt.section_open or not fmt.section_close:
+        pytest.skip(f"{family} has no section closing marker: an opening marker not "
+                    "followed by a call is a malformed call (text and a diagnostic)")
+    markup = fmt.section_close[0] if shape == "stray closing marker" else \
+        fmt.section_open[0] + fmt.section_close[0]
+    stored = f"{prefix}Done. {markup} Bye."
+    for step in (0, 1, 3):
+        got, _ = _read(family, stored, tools, tail, step)
+        assert got.content == "Done. Bye.", (step, stored)
+        assert [(d.code, d.raw) for d in got.diagnostics] == [("stray_markup", markup)]

@@ -205,3 +205,14 @@ def bfcl_sample(kind: str, every: int) -> list[tuple[list[dict[str, Any]], list[
 
 
 canonical_calls = canonical
+
+
+def without_dropped(text: str, reply: toolwire.ParsedReply | Mapping[str, Any]) -> str:
+    """``text`` less the markup the parser dropped (its ``stray_markup`` diagnostics: an
+    empty section, a section's closing marker with none open), each once, in order."""
+    diagnostics = reply.to_dict()["diagnostics"] if isinstance(reply, toolwire.ParsedReply) \
+        else reply["diagnostics"]
+    for raw in (d["raw"] for d in diagnostics if d["code"] == "stray_markup"):
+        assert raw.strip() and raw in text, (raw, text)
+        text = text.replace(raw, "", 1)
+    return text
