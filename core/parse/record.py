@@ -287,7 +287,10 @@ class CallFormat:
         header inside a section (Mistral v11's ``[TOOL_CALLS]NAME[ARGS]``), or for
         :class:`CallObjects` and :class:`PythonicCalls`.
     :ivar implicit_section: a call opening marker met in text opens the section
-        too (a model that skipped the section's marker).
+        too (a model that skipped the section's marker), for a whole, well-formed
+        call only: a header that reads, then the arguments' first marker (or JSON);
+        anything else is plain text. Such a section ends with its closing marker or
+        at the first text after its calls that is not a call.
     :ivar header: how the call header names the tool (and perhaps the id).
     :ivar header_end: markers ending the call header, consumed.
     :ivar header_stop: markers ending the call header that stay in the stream

@@ -33,6 +33,9 @@ QWEN_FORMAT = CallFormat(
     section_open="<tool_call>",
     section_close="</tool_call>",
     call_open="<function=",
+    # Qwen3-Coder models drop the <tool_call> opener: a whole, well-formed <function=
+    # call opens the section itself (prose mentioning <function= stays text)
+    implicit_section=True,
     header_end=">",
     call_close="</function>",
     arguments=TaggedArguments(open="<parameter=", header_end=">", close="</parameter>",

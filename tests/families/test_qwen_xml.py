@@ -15,7 +15,8 @@ from hypothesis import assume, given
 from hypothesis import strategies as st
 
 import toolwire
-from tests.support.families import without_dropped
+from tests.support.families import parse_text, template_source, without_dropped
+from tests.support.tagged_families import render
 from tests.support.templates import shared_template
 from toolwire import get_chat_template, merge_events, parse_reply
 from toolwire.events import (
@@ -382,3 +383,76 @@ def test_reasoning_filter_with_bracket_tags_split_across_deltas() -> None:
         events += block.feed(piece)
     events += block.close()
     assert merge_events(events) == [ReasoningEvent("plan it"), TextEvent("Answer.")]
+
+
+# -- Qwen3-Coder's calls without <tool_call> (issue 30, item 2) --------------------------------
+
+CODER = "Qwen3-Coder.jinja"
+
+
+def _coder_turn(calls: list[tuple[str, dict[str, Any]]]) -> tuple[str, str]:
+    return render(CODER, calls, SEARCH_TOOLS)
+
+
+def _read(reply: str, tail: str, chunk: int) -> toolwire.ParsedReply:
+    return parse_text("qwen_xml", reply, SEARCH_TOOLS, chunk=chunk,
+                      template=template_source(CODER), prompt_tail=tail)
+
+
+@pytest.mark.parametrize("drop", ["opener", "both markers"])
+def test_a_call_written_without_its_tool_call_opener_is_a_call(drop: str) -> None:
+    calls = [("search", {"query": "alex"}), ("search", {"query": "bea"})]
+    tail, reply = _coder_turn(calls)
+    first, second = reply.split("<tool_call>")[1:]  # the parallel turn's two sections
+    bare = second if drop == "opener" else second.replace("</tool_call>", "")
+    drifted = "Both.\n<tool_call>" + first + bare.lstrip("\n")
+    for chunk in (0, 1, 5):
+        out = _read(drifted, tail, chunk)
+        assert [(c.name, dict(c.arguments)) for c in out.tool_calls] == calls, chunk
+        assert out.content == "Both." and out.diagnostics == (), chunk
+
+
+def test_a_bare_call_alone_and_text_after_it() -> None:
+    tail, reply = _coder_turn([("search", {"query": "alex"})])
+    section = reply[reply.index("<tool_call>"):]
+    bare = section.removeprefix("<tool_call>").strip().removesuffix("</tool_call>").strip()
+    out = _read(f"Looking. {bare} Done.", tail, 3)
+    assert [(c.name, dict(c.arguments)) for c in out.tool_calls] == [("search", {"query": "alex"})]
+    assert out.content == "Looking. Done."
+
+
+@pytest.mark.parametrize("prose", [
+    "Call <function=search> to look things up.",
+    "The syntax is <function=NAME>, then parameters.",
+    "Write `<function=` then the name.",
+    "<function=search> is how a call begins",
+])
+def test_prose_that_mentions_a_function_tag_stays_text(prose: str) -> None:
+    tail, _ = _coder_turn([])
+    for chunk in (0, 1, 4):
+        out = _read(prose, tail, chunk)
+        assert (out.content, out.tool_calls, out.diagnostics) == (prose, (), ()), chunk
+
+
+# -- a literal call inside a value (issue 30, item 3) --------------------------------------
+
+
+@pytest.mark.parametrize("template", ["Qwen3-Coder.jinja", "Qwen3.5-4B.jinja"])
+@pytest.mark.parametrize("content", [
+    "Example:\n{block}\nThat is how a call looks.",
+    "{block}",
+    "before {block} after",
+    "{block}\n\nand {block} again",
+])
+def test_a_complete_call_block_inside_a_value_is_value_text(template: str, content: str) -> None:
+    _, block = render(template, [("search", {"query": "inner"})], SEARCH_TOOLS)
+    block = block[block.index("<tool_call>"):].strip()
+    text = content.format(block=block)
+    calls = [("write_file", {"path": "doc.md", "content": text}),
+             ("search", {"query": "after"})]
+    tail, reply = render(template, calls, SEARCH_TOOLS)
+    for chunk in (0, 1, 7):
+        out = parse_text("qwen_xml", reply, SEARCH_TOOLS, chunk=chunk,
+                         template=template_source(template), prompt_tail=tail)
+        assert [(c.name, dict(c.arguments)) for c in out.tool_calls] == calls, chunk
+        assert out.diagnostics == () and "</parameter>" not in out.content, chunk
