@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from typing import Any
 
+from ..errors import ToolwireError
 from ..hooks.manager import PluginManager, default_plugin_manager
-from ..parse.protocol import FilterContext, ParserSpec, PromptState, ReplyPipeline
+from ..parse.end_tokens import EndTokenDropper
+from ..parse.protocol import FilterContext, ParserSpec, PromptState, ReplyPipeline, StreamParser
+from ..parse.record import CallFormat
+from ..templates.assistant_turns import AssistantTurnRenderer
 
 __all__ = ["build_pipeline"]
 
@@ -32,10 +37,33 @@ def build_pipeline(spec: ParserSpec | None, tools: Mapping[str, Any], *,
         family=spec.name if spec else None, chat_template=chat_template,
         prompt_tail=prompt_tail, prompt_state=prompt_state,
         call_open=(*fmt.section_open, *fmt.call_open) if fmt is not None else (),
-        call_close=(*fmt.section_close, *fmt.call_close) if fmt is not None else ())
+        call_close=(*fmt.section_close, *fmt.call_close, *fmt.trailers) if fmt is not None
+        else ())
     filters = []
     for filter_spec in plugins.stream_filters():
         made = filter_spec.create(context)
         if made is not None:
             filters.append(made)
-    return ReplyPipeline(filters, spec.create(tools) if spec is not None else None)
+    parser: StreamParser | None = spec.create(tools) if spec is not None else None
+    if parser is not None and chat_template is not None:
+        known = (*fmt.drops, *fmt.trailers) if isinstance(fmt, CallFormat) else ()
+        token = _end_of_turn(chat_template)
+        # the parser drops its family's own tokens first: what is left of the token too
+        tokens = {token, *(token.replace(k, "").strip() for k in known if k.strip())}
+        tokens -= {"", *known}
+        if token and tokens:
+            parser = EndTokenDropper(parser, tuple(sorted(tokens)))
+    return ReplyPipeline(filters, parser)
+
+
+@functools.lru_cache(maxsize=64)
+def _end_of_turn(chat_template: str) -> str:
+    """The token the template ends an assistant turn with (``""``: none it can say).
+
+    A model echoes it (a backend that does not stop on it, a stored reply): it is
+    never the reply's text.
+    """
+    try:
+        return AssistantTurnRenderer(chat_template).end_of_turn.strip()
+    except (ToolwireError, ValueError, TypeError, KeyError, RecursionError):
+        return ""

@@ -25,7 +25,7 @@ class CompiledFormat:
     def __init__(self, fmt: CallFormat) -> None:
         self.format = fmt
         openers = fmt.section_open or fmt.call_open
-        if fmt.implicit_section:
+        if fmt.implicit_section or fmt.bare_calls:
             openers = (*openers, *fmt.call_open)
         self.openers = frozenset(openers)
         self.longest_opener = max((len(o) for o in openers), default=0)

@@ -324,9 +324,12 @@ class CallParser(ParseState):
             reader = CallObjectsReader(kind, self._numbering, self._fmt.section_close,
                                        strict=strict)
         else:
-            ends = TokenSet((*self._fmt.section_close, *self._fmt.drops))
+            fmt = self._fmt
+            ends = TokenSet((*fmt.section_close, *fmt.drops))
+            stops = TokenSet((*fmt.section_open, *fmt.section_close, *fmt.call_open,
+                              *fmt.call_close, *fmt.drops))
             reader = PythonicCallsReader(kind, self._numbering, self._schemas, ends=ends,
-                                         strict=strict)
+                                         stops=stops, strict=strict)
         self._reader = reader
         self._call = None
         self._state = _BODY

@@ -62,6 +62,7 @@ def reasoning_filter(fmt: CallFormat, *, name: str | None = None,
     return family_think_filter_spec(open_tag, close_tag, name=name or f"{fmt.family}_reasoning",
                                     families=(fmt.family,),
                                     starts_unopened=fmt.reasoning_unopened,
+                                    answer_open=fmt.answer_open,
                                     template_uses=template_uses, priority=priority)
 
 

@@ -148,9 +148,10 @@ class FilterContext:
         stored reply); ``None``: read it from :attr:`prompt_tail`
         (:meth:`start_state`).
     :ivar call_open: the markers that open the family's calls (from its record).
-    :ivar call_close: the markers that close them (a reasoning filter that has
-        not yet decided whether a stored reply began inside reasoning treats a
-        complete call as the end of that doubt).
+    :ivar call_close: the markers that close them, and the end-of-turn tokens the
+        family writes after its calls (a reasoning filter that has not yet decided
+        whether a stored reply began inside reasoning treats a complete call as the
+        end of that doubt; one inside a block that never closes, as a call).
     """
 
     family: str | None = None

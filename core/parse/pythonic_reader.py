@@ -54,6 +54,7 @@ _LITERAL: Final = -2
 _START, _CALL_NAME, _ARG, _VALUE_START, _STRING, _OTHER, _AFTER_ARG, _AFTER_CALL, \
     _OVER, _AFTER_STRING, _SKIP = range(11)
 _SKIP_SPECIALS = re.compile(r"[\\'\"()\[\]{},<]")
+_ITEM_END, _MARKUP, _NOT_YET = range(3)
 
 
 class PythonicCallsReader(ReaderBase):
@@ -64,21 +65,25 @@ class PythonicCallsReader(ReaderBase):
     :param schemas: the tools' schemas (the null rule).
     :param ends: markers that may follow the calls (the section's close): a raw
         string's quote counts before them too.
+    :param stops: the family's markers: passing over a list item that is not a call
+        stops at them (the engine reads on from there; default: ``ends``).
     :param strict: text that is not a call list is plain text until a call began.
     """
 
-    __slots__ = ("_args", "_call_index", "_calls_read", "_depth", "_ends", "_in_list",
-                 "_in_string", "_item_from", "_joined", "_name", "_numbering", "_param",
-                 "_parts", "_quote", "_schemas", "_skip_message", "_state", "_strict",
-                 "_syntax", "_unshown")
+    __slots__ = ("_args", "_call_index", "_calls_read", "_depth", "_ends", "_escaped",
+                 "_in_list", "_in_string", "_item_from", "_joined", "_name", "_numbering",
+                 "_param", "_parts", "_quote", "_schemas", "_skip_message", "_state",
+                 "_stops", "_strict", "_syntax", "_unshown")
 
     def __init__(self, syntax: PythonicCalls, numbering: CallNumbering, schemas: ToolSchemaIndex,
-                 *, ends: TokenSet | None = None, strict: bool = False) -> None:
+                 *, ends: TokenSet | None = None, stops: TokenSet | None = None,
+                 strict: bool = False) -> None:
         super().__init__()
         self._syntax = syntax
         self._numbering = numbering
         self._schemas = schemas
         self._ends = ends or TokenSet(())
+        self._stops = stops or self._ends
         self._strict = strict
         self._state = _START
         self._in_list = False
@@ -94,6 +99,7 @@ class PythonicCallsReader(ReaderBase):
         self._item_from = -1  # where the list item being read begins in ``raw``
         self._skip_message = ""
         self._calls_read = 0
+        self._escaped = False  # a skipped item's text ended right after a backslash
         self._unshown: list[Event] = []  # skipped items before any call: text if one comes
 
     # -- the protocol ---------------------------------------------------------------
@@ -242,14 +248,17 @@ class PythonicCallsReader(ReaderBase):
         self._skip_to(consumed, 0)
         return -1, pos
 
-    def _skip_to(self, data: str, pos: int) -> int:
-        """Follow brackets and quotes: the index of the item's end (a ``,`` or ``]`` at
-        depth 0); ``-1``: not in ``data`` (:meth:`_scan_skip` holds a cut end marker);
-        ``-2``: the section's end came first (the list cannot go on)."""
+    def _skip_to(self, data: str, pos: int) -> tuple[int, int]:
+        """Follow brackets and quotes from ``pos``: ``(_ITEM_END, k)``, the item's ``,`` or
+        ``]`` at depth 0; ``(_MARKUP, k)``, a marker of the family first (the list
+        cannot go on: the engine reads on from there); ``(_NOT_YET, len(data))``."""
+        if self._escaped:  # the character a backslash at the end of the last text escaped
+            self._escaped = False
+            pos += 1
         while True:
             match = _SKIP_SPECIALS.search(data, pos)
             if match is None:
-                return -1
+                return _NOT_YET, len(data)
             k = match.start()
             ch = data[k]
             pos = k + 1
@@ -257,12 +266,13 @@ class PythonicCallsReader(ReaderBase):
             if quote:
                 if ch == "\\":
                     pos = k + 2
+                    self._escaped = pos > len(data)
                 elif ch == quote:
                     self._in_string = ""
                 continue
             if ch == "<":
-                if self._ends.at(data, k) is not None:
-                    return -2
+                if self._stops.at(data, k) is not None:
+                    return _MARKUP, k
             elif ch in "'\"":
                 self._in_string = ch
             elif ch in "([{":
@@ -270,21 +280,22 @@ class PythonicCallsReader(ReaderBase):
             elif ch in ")]}" and self._depth > 0:
                 self._depth -= 1
             elif ch in ",]" and self._depth == 0:
-                return k
+                return _ITEM_END, k
 
     def _scan_skip(self, data: str, pos: int, out: list[Event], eof: bool) -> tuple[int, int]:
-        depth, quote = self._depth, self._in_string
-        end = self._skip_to(data, pos)
-        if end == -1 and not eof:
-            stop = self._ends.partial(data, pos)
-            if stop < len(data):  # the section's end, cut short by the delta? scan it again
-                self._depth, self._in_string = depth, quote
+        depth, quote, escaped = self._depth, self._in_string, self._escaped
+        kind, end = self._skip_to(data, pos)
+        if kind == _NOT_YET and not eof:
+            stop = self._stops.partial(data, pos)
+            if stop < len(data):  # a marker, cut short by the delta? scan it again
+                self._depth, self._in_string, self._escaped = depth, quote, escaped
                 self._skip_to(data[:stop], pos)
             self.take(data, pos, stop)
             return MORE, stop
-        if end < 0:  # no end in sight: the rest of the list is text
+        if kind != _ITEM_END:  # no end in sight: the rest of the list is text
+            self.take(data, pos, end)
             self._state = _OVER
-            return self.fail(pos, "malformed_call", self._skip_message + "; shown as text")
+            return self.fail(end, "malformed_call", self._skip_message + "; shown as text")
         self.take(data, pos, end)
         text = "".join(self.raw[self._item_from:])
         shown = [TextEvent(text), DiagnosticEvent(

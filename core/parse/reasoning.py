@@ -39,15 +39,26 @@ class ReasoningBlockFilter:
     Only a block at the very start of the reply (after blanks) is reasoning; a
     literal ``<think>`` later in the answer stays text. Whitespace just inside
     the block and just after it is dropped, as the templates add it.
+
+    A call written inside a block that never closes is a call: from a call's
+    opening marker inside the block, the text is held; the block's closing tag
+    makes it reasoning after all, and so does reasoning text after the call's
+    closing marker, but a reply that ends after the call (blanks at most) passes
+    the call on to the parser as text.
     """
 
     def __init__(self, open_tag: str = "<think>", close_tag: str = "</think>",
                  start: StartState = "auto", *, call_open: tuple[str, ...] = (),
-                 call_close: tuple[str, ...] = ()) -> None:
+                 call_close: tuple[str, ...] = (), answer_open: tuple[str, ...] = ()) -> None:
         self._open = open_tag
         self._close = close_tag
+        self._answer = tuple(m for m in answer_open if m.strip())
         self._state: str = start
         self._calls = _CallWatch(call_open, call_close)
+        self._call_open = tuple(m for m in call_open if m.strip())
+        self._call_close = tuple(m for m in call_close if m.strip())
+        self._maybe: list[str] | None = None  # a call in reasoning, held (see the class doc)
+        self._maybe_closed = False
         self._pending = ""
         self._lead = True  # strip leading blanks of the current segment
         self._held = HeldWhitespace()
@@ -90,7 +101,22 @@ class ReasoningBlockFilter:
             if pos == len(data):
                 return pos
             self._lead = False
+        if self._maybe is not None:
+            return self._scan_maybe_call(data, pos, out)
         end = data.find(self._close, pos)
+        answer = min((k for k in (data.find(m, pos, end if end >= 0 else len(data))
+                                  for m in self._answer) if k >= 0), default=-1)
+        if answer >= 0:  # the answer begins: the block ended without its closing tag
+            end = answer
+        opener = min((k for k in (data.find(m, pos, end if end >= 0 else len(data))
+                                  for m in self._call_open) if k >= 0), default=-1)
+        if opener >= 0 and (answer < 0 or opener < answer):  # a call may begin: hold it
+            chunk = self._held.push(data[pos:opener])
+            if chunk:
+                out.append(ReasoningEvent(chunk))
+            # the blanks before the marker go with it (text, or reasoning after all)
+            self._maybe, self._maybe_closed = [self._held.release()], False
+            return opener
         if end >= 0:
             chunk = self._held.push(data[pos:end])
             self._held.drop()
@@ -98,13 +124,68 @@ class ReasoningBlockFilter:
                 out.append(ReasoningEvent(chunk))
             self._state = "text"
             self._lead = True
-            return end + len(self._close)
-        safe = partial_tag_start(data, pos, (self._close,))
+            return end if end == answer else end + len(self._close)
+        safe = partial_tag_start(data, pos, (self._close, *self._call_open, *self._answer))
         chunk = self._held.push(data[pos:safe])
         if chunk:
             out.append(ReasoningEvent(chunk))
         self._pending = data[safe:]
         return len(data)
+
+    def _scan_maybe_call(self, data: str, pos: int, out: list[Event]) -> int:
+        """Inside reasoning, from a call's opening marker: hold until it is known."""
+        end = data.find(self._close, pos)
+        limit = end if end >= 0 else partial_tag_start(
+            data, pos, (self._close, *self._call_close, *self._call_open))
+        goes_on = self._maybe_scan(data, pos, limit)
+        if goes_on is not None:  # reasoning text after the call: it was reasoning
+            self._end_maybe(data[pos:goes_on], out)
+            return goes_on
+        if end >= 0:  # the block closes: the call was reasoning
+            self._end_maybe(data[pos:end], out)
+            self._held.drop()
+            self._state = "text"
+            self._lead = True
+            return end + len(self._close)
+        assert self._maybe is not None
+        self._maybe.append(data[pos:limit])
+        self._pending = data[limit:]
+        return len(data)
+
+    def _maybe_scan(self, data: str, pos: int, limit: int) -> int | None:
+        """Follow the held calls' markers in ``data[pos:limit]`` (markers never straddle
+        it: a partial one waits in ``_pending``): where text that is neither blanks nor
+        the next call follows a call's closing marker, or ``None``."""
+        i = pos
+        while True:
+            if self._maybe_closed:
+                j = min(_skip_space(data, i), limit)
+                if j >= limit:
+                    return None
+                closer = next((m for m in self._call_close if data.startswith(m, j)), None)
+                if closer is not None:  # the section's end after the call's (or a trailer)
+                    i = j + len(closer)
+                    continue
+                opener = next((m for m in self._call_open if data.startswith(m, j)), None)
+                if opener is None:
+                    return j
+                self._maybe_closed = False  # another call: wait for its end
+                i = j + len(opener)
+                continue
+            found = [(k, m) for m in self._call_close if 0 <= (k := data.find(m, i, limit))]
+            if not found:
+                return None
+            k, marker = min(found)
+            self._maybe_closed = True
+            i = k + len(marker)
+
+    def _end_maybe(self, more: str, out: list[Event]) -> None:
+        """The held call was reasoning after all."""
+        held = self._maybe or []
+        self._maybe = None
+        chunk = self._held.push("".join(held) + more)
+        if chunk:
+            out.append(ReasoningEvent(chunk))
 
     def _scan_auto(self, data: str, pos: int, out: list[Event]) -> int:
         # Undecided: a closing tag with no opening one means the reply began
@@ -161,6 +242,25 @@ class ReasoningBlockFilter:
             self._lead = False
             if text:
                 out.append(TextEvent(text))
+            return out
+        if self._state == "reasoning" and self._maybe is not None:
+            goes_on = self._maybe_scan(rest, 0, len(rest))
+            if goes_on is not None:  # reasoning after the call: all of it is reasoning
+                self._maybe.append(rest)
+                self._maybe_closed = False
+            else:
+                self._maybe.append(rest)
+            rest = ""
+        if self._state == "reasoning" and self._maybe is not None:
+            held = "".join(self._maybe)
+            self._maybe = None
+            if self._maybe_closed:  # the reply ended after the call: it is a call
+                out.append(TextEvent(held))
+            else:
+                chunk = self._held.push(held)
+                if chunk:
+                    out.append(ReasoningEvent(chunk))
+            self._held.drop()
         elif self._state == "reasoning":
             chunk = self._held.push(rest) if not self._lead else rest.strip()
             if chunk.strip():
@@ -242,7 +342,8 @@ def think_filter_spec(open_tag: str = "<think>", close_tag: str = "</think>", *,
 def family_think_filter_spec(open_tag: str, close_tag: str, *, name: str,
                              families: Collection[str], starts_unopened: bool = False,
                              template_uses: Callable[[str], bool] | None = None,
-                             priority: int = 100) -> StreamFilterSpec:
+                             priority: int = 100, answer_open: tuple[str, ...] = ()
+                             ) -> StreamFilterSpec:
     """A reasoning filter for a family's own tags (``[THINK]``, ``<seed:think>``, ...).
 
     It applies to the templates that use the tags (by default: mention
@@ -255,6 +356,8 @@ def family_think_filter_spec(open_tag: str, close_tag: str, *, name: str,
         with the opening tag, the filter waits to see whether a lone closing tag comes.
     :param template_uses: decides whether a template uses the tags, for templates
         that assemble them from pieces.
+    :param answer_open: markers that open the answer: an open block ends there
+        (the marker stays in the text, for the parser).
     """
     accepted = frozenset(families)
 
@@ -269,7 +372,7 @@ def family_think_filter_spec(open_tag: str, close_tag: str, *, name: str,
             return None
         start = _prompt_start_state(context, open_tag, starts_unopened=starts_unopened)
         return ReasoningBlockFilter(open_tag, close_tag, start, call_open=context.call_open,
-                                    call_close=context.call_close)
+                                    call_close=context.call_close, answer_open=answer_open)
 
     return StreamFilterSpec(name=name, priority=priority, create=create,
                             description=f"{open_tag}...{close_tag} as reasoning")

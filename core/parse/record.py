@@ -291,6 +291,10 @@ class CallFormat:
         call only: a header that reads, then the arguments' first marker (or JSON);
         anything else is plain text. Such a section ends with its closing marker or
         at the first text after its calls that is not a call.
+    :ivar bare_calls: the same reading of a call without its section's opening
+        marker, for a model known to drop it (Qwen3-Coder) where the template always
+        writes it: grammars keep the template's form (``implicit_section`` lets
+        them write a call alone).
     :ivar header: how the call header names the tool (and perhaps the id).
     :ivar header_end: markers ending the call header, consumed.
     :ivar header_stop: markers ending the call header that stay in the stream
@@ -311,6 +315,9 @@ class CallFormat:
         not ``<think>`` (a stream filter routes it).
     :ivar reasoning_unopened: the model may begin reasoning without the opening
         tag, or write a lone closing tag first.
+    :ivar answer_open: markers that open the answer: a reasoning block still open
+        there ends without its closing tag (Kimi K3's ``<|open|>response<|sep|>``,
+        written straight away when the prompt opened the think block).
     :ivar max_calls: the most calls the template renders in one turn (``1`` for
         templates that render only the first call).
     """
@@ -323,6 +330,7 @@ class CallFormat:
     separator: str = ""
     call_open: tuple[str, ...] = attrs.field(default=(), converter=_tuple)
     implicit_section: bool = False
+    bare_calls: bool = False
     header: Header = attrs.field(factory=Header)
     header_end: tuple[str, ...] = attrs.field(default=(), converter=_tuple)
     header_stop: tuple[str, ...] = attrs.field(default=(), converter=_tuple)
@@ -335,6 +343,7 @@ class CallFormat:
     blocks: Mapping[str, tuple[str, str]] = attrs.field(factory=dict)
     reasoning: tuple[str, str] | None = None
     reasoning_unopened: bool = False
+    answer_open: tuple[str, ...] = attrs.field(default=(), converter=_tuple)
     max_calls: int | None = None
 
     def __attrs_post_init__(self) -> None:

@@ -301,6 +301,11 @@ class PropertySuite:
         # Reasoning tags the template writes are markup too, whoever passed the
         # format's markers: content holding "<think>" would rightly reopen reasoning.
         found = given + tuple(tag for tag in REASONING_TAGS if tag in learnt and tag not in given)
+        # So is the template's end-of-turn token: a control token no model writes as
+        # text (the pipeline drops it from the text).
+        end = self.renderer.end_of_turn.strip() if self.renderer is not None else ""
+        if end and end not in found:
+            found += (end,)
         # A learnt marker is a run of markup between blanks ("<|section|><|call|>fn"):
         # the control tokens inside it are markers on their own, which no model
         # writes as text, so content and values never hold one either.

@@ -100,6 +100,8 @@ K3_FORMAT = CallFormat(
     drops=(f"<|open|>response{_SEP}", f"<|close|>response{_SEP}", f"<|close|>message{_SEP}",
            "<|end_of_msg|>"),
     reasoning=(f"<|open|>think{_SEP}", f"<|close|>think{_SEP}"),
+    # the prompt opens the think block; a model that does not think opens its answer
+    answer_open=f"<|open|>response{_SEP}",
 )
 """The Kimi K3 xtml markup."""
 

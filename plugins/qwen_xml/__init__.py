@@ -35,7 +35,7 @@ QWEN_FORMAT = CallFormat(
     call_open="<function=",
     # Qwen3-Coder models drop the <tool_call> opener: a whole, well-formed <function=
     # call opens the section itself (prose mentioning <function= stays text)
-    implicit_section=True,
+    bare_calls=True,
     header_end=">",
     call_close="</function>",
     arguments=TaggedArguments(open="<parameter=", header_end=">", close="</parameter>",

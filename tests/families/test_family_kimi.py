@@ -224,3 +224,17 @@ def test_bad_input_never_raises_and_never_loses_text(family: str, text: str) -> 
     out = parse_text(family, text, TOOLS, chunk=2)
     assert out.tool_calls == ()
     assert re.sub(r"\s", "", out.content) == re.sub(r"\s", "", without_dropped(text, out))
+
+
+def test_k3_an_answer_written_straight_after_the_prompt_opened_think_block_is_text() -> None:
+    tail, _ = render(K3, [], TOOLS)
+    assert tail.endswith("<|open|>think<|sep|>")  # the template's prompt opens the block
+    _, turn = render(K3, [], TOOLS, content="Hello there.")
+    answer = turn[turn.index("<|open|>response<|sep|>"):]  # a model that does not think
+    for chunk in (0, 1, 4):
+        out = parse_text("kimi_k3", answer, TOOLS, chunk=chunk, template=template_source(K3),
+                         prompt_tail=tail)
+        assert (out.reasoning, out.content) == ("", "Hello there."), chunk
+    thought = parse_text("kimi_k3", "Think." + turn, TOOLS, template=template_source(K3),
+                         prompt_tail=tail)
+    assert (thought.reasoning, thought.content) == ("Think.", "Hello there.")

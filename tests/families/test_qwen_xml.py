@@ -307,9 +307,10 @@ def _render_assistant(template: str, content: str, reasoning: str,
     return turn[: -len("<|im_end|>\n")]
 
 
-_MARKUP = (*QWEN_FORMAT.markup, "<think>", "</think>")
+_MARKUP = (*QWEN_FORMAT.markup, "<think>", "</think>", "<|im_end|>")
 """What content never holds: the family's markup (a section's closing marker in text is
-dropped as stray, a bare ``<function=`` may open a call)."""
+dropped as stray, a bare ``<function=`` may open a call) and the end-of-turn token (a
+control token no model writes as text; the pipeline drops it)."""
 
 _plain_text = tws.adversarial_text().filter(lambda s: not any(t in s for t in _MARKUP))
 
@@ -456,3 +457,24 @@ def test_a_complete_call_block_inside_a_value_is_value_text(template: str, conte
                          template=template_source(template), prompt_tail=tail)
         assert [(c.name, dict(c.arguments)) for c in out.tool_calls] == calls, chunk
         assert out.diagnostics == () and "</parameter>" not in out.content, chunk
+
+
+# -- a call in a prompt-opened think block that never closes (issue 30, item 6) ------------
+
+
+def test_a_call_in_a_prompt_opened_think_block_that_never_closes_is_a_call() -> None:
+    name = "Qwen3.5-4B.jinja"
+    tail, reply = render(name, [("search", {"query": "alex"})], SEARCH_TOOLS)
+    assert tail.rstrip().endswith("<think>")  # the generation prompt opens the block
+    section = reply[reply.index("<tool_call>"):]
+    for chunk in (0, 1, 6):
+        out = parse_text("qwen_xml", "I should look it up.\n\n" + section, SEARCH_TOOLS,
+                         chunk=chunk, template=template_source(name), prompt_tail=tail)
+        assert [(c.name, dict(c.arguments)) for c in out.tool_calls] == \
+            [("search", {"query": "alex"})], chunk
+        assert (out.reasoning, out.content) == ("I should look it up.", ""), chunk
+        closed = parse_text("qwen_xml", "Maybe " + section + "\nNo.\n</think>\n\nDone.",
+                            SEARCH_TOOLS, chunk=chunk, template=template_source(name),
+                            prompt_tail=tail)
+        assert closed.tool_calls == () and closed.content == "Done.", chunk
+        assert "<tool_call>" in closed.reasoning, chunk

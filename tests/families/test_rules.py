@@ -32,6 +32,7 @@ from toolwire.parse.record import (
     PythonicCalls,
     TaggedArguments,
 )
+from toolwire.templates.assistant_turns import AssistantTurnRenderer
 from toolwire.vocabulary.schema import tool_parameters_by_name
 
 TEMPLATES: dict[str, str] = {
@@ -477,3 +478,62 @@ def test_stray_and_empty_section_markers_are_dropped_with_their_markup(family: s
         got, _ = _read(family, stored, tools, tail, step)
         assert got.content == "Done. Bye.", (step, stored)
         assert [(d.code, d.raw) for d in got.diagnostics] == [("stray_markup", markup)]
+
+
+# -- rule 11: a call inside a reasoning block that never closes is a call -----------------------
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize(("after", "calls"), [
+    ("", 1),  # the block never closes: the call is a call
+    ("\n{close}Answer.", 0),  # the block closes after it: the call was reasoning
+    ("\nThen again, maybe not.", 0),  # reasoning goes on after it: reasoning
+])
+def test_a_call_in_a_reasoning_block_that_never_closes_is_a_call(family: str, after: str,
+                                                                 calls: int) -> None:
+    close, tools, reply = _one_call_and_reasoning_close(family)
+    if close not in template_source(TEMPLATES[family]):
+        pytest.skip(f"the {family} template does not use its reasoning tags")
+    fmt = _record(family)
+    assert fmt is not None
+    opens = [o for o in (*fmt.section_open, *fmt.call_open) if o.strip() and o in reply]
+    if not opens:
+        pytest.skip(f"{family} calls have no opening marker: only a reply's start holds them")
+    call = reply[min(reply.find(o) for o in opens):]
+    opener = fmt.reasoning[0] if fmt.reasoning is not None else "<think>"
+    stored = f"{opener}I need the tool.\n{call}{after.format(close=close)}"
+    whole = None
+    for step in (0, 1, 3):
+        got, _ = _read(family, stored, tools, "", step)
+        assert len(got.tool_calls) == calls, (step, stored, got.reasoning)
+        assert got.reasoning.startswith("I need the tool."), got.reasoning
+        if calls:
+            assert [(c.name, dict(c.arguments)) for c in got.tool_calls] == [("f", {"a": "x"})]
+            assert got.reasoning == "I need the tool." and got.content == "", got
+        whole = whole or got
+        assert (got.reasoning, got.content) == (whole.reasoning, whole.content), step
+
+
+# -- rule 12: the template's end-of-turn token never reaches the text ---------------------------
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_the_end_of_turn_token_never_reaches_the_text(family: str) -> None:
+    source = template_source(TEMPLATES[family])
+    end = AssistantTurnRenderer(source).end_of_turn.strip()
+    if not end:
+        pytest.skip(f"the {family} template ends a turn with nothing a model could echo")
+    tools = [_tool({"a": {"type": "string"}})]
+    tail, _ = _reply(family, [], tools)
+    _, with_text = render(TEMPLATES[family], [], tools, content="Hello.")
+    _, with_call = _reply(family, [("f", {"a": "x"})], tools)
+    fmt = _record(family)
+    for close in fmt.section_close if fmt is not None else ():  # the rendering's cut end
+        cut = next((i for i in range(len(close) - 1, 0, -1) if with_call.endswith(close[:i])), 0)
+        with_call += close[cut:] if cut else ""
+    for step in (0, 1, 3):
+        got, _ = _read(family, with_text + end, tools, tail, step)
+        assert got.content == "Hello.", (step, end)
+        got, _ = _read(family, with_call + end, tools, tail, step)
+        assert [(c.name, dict(c.arguments)) for c in got.tool_calls] == [("f", {"a": "x"})]
+        assert end not in got.content and got.content.strip() in ("", "Hello."), got.content

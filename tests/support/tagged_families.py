@@ -220,7 +220,9 @@ def check_literal_markup(family: str, template: str, fmt: CallFormat, data: st.D
     tools, calls = data.draw(_markup_calls(fmt, rule), label="case")
     if not calls:
         return
-    avoid = (*fmt.markup, *content_markers)
+    # the template's end-of-turn token is a control token no model writes as text
+    end = _renderer(template).end_of_turn.strip()
+    avoid = (*fmt.markup, *content_markers, *((end,) if end else ()))
     content = data.draw(tws.adversarial_text().filter(
         lambda text: not any(m in text for m in avoid)), label="content")
     try:
