@@ -650,7 +650,7 @@ class CallObjectsReader(_JsonReader):
             self._skipped.append(data[pos:k])
             return self._give_up(k)
         raw = "".join(self._skipped)
-        shown = [TextEvent(raw), DiagnosticEvent(
+        shown: list[Event] = [TextEvent(raw), DiagnosticEvent(
             self.failure if self.failure != NOT_A_CALL else "malformed_call",
             (self.message or "not a call") + "; this item of the list is shown as text, the "
             "calls around it are read", raw)]

@@ -298,7 +298,7 @@ class PythonicCallsReader(ReaderBase):
             return self.fail(end, "malformed_call", self._skip_message + "; shown as text")
         self.take(data, pos, end)
         text = "".join(self.raw[self._item_from:])
-        shown = [TextEvent(text), DiagnosticEvent(
+        shown: list[Event] = [TextEvent(text), DiagnosticEvent(
             "malformed_call", self._skip_message + "; this item of the list is shown as text, "
             "the calls around it are read", text)]
         self._item_from = -1
