@@ -71,6 +71,11 @@ class CompiledFormat:
             isinstance(k, CallObjects) and k.container == "any" and not k.opened_list
             for k in fmt.kinds)
         self.fast_break = "".join(sorted(self.text_after_call.firsts))
+        # what ends whole calls (a pythonic list), and the markers passing over an item
+        # that is not a call stops at
+        self.whole_ends = TokenSet((*fmt.section_close, *fmt.drops))
+        self.whole_stops = TokenSet((*fmt.section_open, *fmt.section_close, *fmt.call_open,
+                                     *fmt.call_close, *fmt.drops))
 
 
 _COMPILED: dict[int, tuple[CallFormat, CompiledFormat]] = {}

@@ -55,7 +55,7 @@ from .engine_base import (
 )
 from .json_readers import CallObjectsReader, JsonArgsReader
 from .literal_reader import LiteralObjectReader
-from .markers import MAX_GAP, MAX_NAME, HeaderFields, TokenSet, skip_blanks
+from .markers import MAX_GAP, MAX_NAME, HeaderFields, skip_blanks
 from .protocol import EndReason
 from .pythonic_reader import PythonicCallsReader
 from .readers import FAIL, MORE, NOT_A_CALL, BodyReader, CallContext
@@ -324,12 +324,9 @@ class CallParser(ParseState):
             reader = CallObjectsReader(kind, self._numbering, self._fmt.section_close,
                                        strict=strict)
         else:
-            fmt = self._fmt
-            ends = TokenSet((*fmt.section_close, *fmt.drops))
-            stops = TokenSet((*fmt.section_open, *fmt.section_close, *fmt.call_open,
-                              *fmt.call_close, *fmt.drops))
-            reader = PythonicCallsReader(kind, self._numbering, self._schemas, ends=ends,
-                                         stops=stops, strict=strict)
+            reader = PythonicCallsReader(kind, self._numbering, self._schemas,
+                                         ends=self._c.whole_ends, stops=self._c.whole_stops,
+                                         strict=strict)
         self._reader = reader
         self._call = None
         self._state = _BODY
