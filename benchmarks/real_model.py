@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.harness import print_table, write_results
+from tests.support.paths import SHARED_SCHEMAS
 from toolwire import (
     CancelToken,
     DiagnosticEvent,
@@ -54,7 +55,7 @@ from toolwire.backends.repeated_calls import REPEATED_CALL, RepeatedCallStop
 from toolwire.testing.real_model import MISSING_REAL_MODEL, real_model_path
 
 BENCHMARK = "real_model"
-SCHEMAS = Path(__file__).resolve().parents[2] / "shared" / "schemas" / "BFCL_v4_simple_python.json"
+SCHEMAS = SHARED_SCHEMAS / "BFCL_v4_simple_python.json"
 STORY = "Write a short story about a lighthouse keeper and a storm."
 OPTIONS: dict[str, Any] = {"n_ctx": 2048, "temperature": 0.0, "seed": 1, "n_threads": 1,
                            "progress": False}
