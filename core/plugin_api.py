@@ -91,7 +91,7 @@ from .parse.record import (
 from .parse.streaming import HeldWhitespace, partial_tag_start
 from .parse.values import json_arguments
 from .templates.chat_template import ChatTemplate, get_chat_template
-from .templates.default_template import DEFAULT_CHAT_TEMPLATE
+from .templates.default_template import DEFAULT_CHAT_TEMPLATE, JSON_TOOLS_TEMPLATE
 from .vocabulary.backend import Backend, BackendSpec, ModelRequest, SamplingOverrides, TurnEnd
 from .vocabulary.call_ids import default_call_id, nine_char_call_id
 from .vocabulary.cancel import CancelToken
@@ -104,6 +104,7 @@ __all__ = [
     "DEFAULT_CHAT_TEMPLATE",
     "DONE",
     "FAIL",
+    "JSON_TOOLS_TEMPLATE",
     "MORE",
     "RETRYABLE_STATUS",
     "Backend",

@@ -33,6 +33,7 @@ import attrs
 from toolwire import ParserNotFoundError, select_parser
 from toolwire.plugin_api import (
     DEFAULT_CHAT_TEMPLATE,
+    JSON_TOOLS_TEMPLATE,
     BackendError,
     CancelToken,
     DiagnosticEvent,
@@ -58,7 +59,6 @@ from toolwire.plugin_api import (
 )
 
 from .grammar_sampling import check_grammar_first
-from .json_tools_template import JSON_TOOLS_TEMPLATE
 from .repack_probe import ProbeVerdict, repack_verdict
 
 __all__ = [
@@ -350,7 +350,7 @@ def _refuse(reason: str) -> None:
 
 DEFAULT_TOOLS_KEY: Final = "toolwire json tools"
 """The template key of turns with tools that use toolwire's
-:data:`~.json_tools_template.JSON_TOOLS_TEMPLATE` because the model's own template
+:data:`~toolwire.plugin_api.JSON_TOOLS_TEMPLATE` because the model's own template
 cannot carry tool calls (see :func:`tools_unsupported`)."""
 
 
