@@ -12,7 +12,9 @@ it may still be markup. :class:`TokenLedger` lines the two up:
   the tokens under it get a *share*: how many of the content's characters are
   theirs. Reasoning is found the same way and shares nothing; a call's events
   (and reasoning not found as it is) move the search to the start of the latest
-  token (the call's markup ended in it). Text not found as it is (a parser that
+  token (the call's markup ended in it). Text found only without its leading
+  blanks (a separator the parser kept from before a call) is found there, the
+  blanks going with its first token. Text not found at all (a parser that
   rewrote it) goes to the latest token, and the search moves past it.
 * as the builder releases content, the shares are used up in order, and a token
   is reported once its share is released and no later text can still be its
@@ -114,9 +116,16 @@ class TokenLedger:
     def _content(self, text: str) -> None:
         if not text:
             return
-        start = self._find(text)
+        start, moved = self._find(text), 0
+        if start is None:
+            # blanks the parser moved (the separator kept from before a call, written
+            # before the text after it): the text is found without them, and they go
+            # with the token where it is found
+            found = text.lstrip()
+            start = self._find(found) if found != text else None
+            moved, text = len(text) - len(found), found
         if start is None:  # not as the model wrote it: the latest token's
-            self._share(self._latest, self._end, len(text))
+            self._share(self._latest, self._end, len(text) + moved)
             self._advance(self._end)
             return
         stop = start + len(text)
@@ -125,7 +134,8 @@ class TokenLedger:
                 break
             inside = min(end, stop) - max(begin, start)
             if inside > 0 or (begin == end and start <= begin):
-                self._share(token, end, max(inside, 0))
+                self._share(token, end, max(inside, 0) + moved)
+                moved = 0
         self._advance(stop)
 
     def _share(self, token: TokenLogprobEvent | None, end: int, chars: int) -> None:
