@@ -177,12 +177,17 @@ def test_any_chunking_gives_the_same_calls_and_text(
                                              "tool_calls")
 
 
-def test_an_end_marker_in_the_middle_of_a_reply_stays_text(engine: EngineStandIn) -> None:
+def test_an_end_marker_in_the_middle_of_a_reply_ends_nothing_and_is_never_text(
+        engine: EngineStandIn) -> None:
+    # the engine did not stop on it: the reply goes on past it (issue 30: the
+    # template's end-of-turn token never reaches the text; a stray_markup says so)
     engine.routes.update(llama_server_routes())
     backend = make(engine, template=None, api="completions")
     engine.enqueue(Stream(completion_chunks(["a <|im_end|>", " b<|im_", "end|>"])))
-    text, _calls, reason = summary(turn(backend))
-    assert (text, reason) == ("a <|im_end|> b", "stop")
+    items = turn(backend)
+    text, _calls, reason = summary(items)
+    assert (text.split(), reason) == (["a", "b"], "stop")
+    assert [d.raw for d in diagnostics(items, "stray_markup")] == ["<|im_end|>"]
 
 
 # -- the full loop --------------------------------------------------------------------
