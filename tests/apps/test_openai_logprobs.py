@@ -25,10 +25,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.apps.test_server import running_server, scripted_app
+from tests.apps.test_server import running_server, scripted_app, serving_backend
 from tests.support.templates import shared_template
-from toolwire import CancelToken, Chat, ModelRequest, TurnEnd
-from toolwire.apps.server.app import create_app
+from toolwire import CancelToken, ModelRequest, TurnEnd
 from toolwire.apps.server.completion_stream import CompletionBuilder
 from toolwire.events import (
     ReasoningEvent,
@@ -64,15 +63,8 @@ def _serve(path: Path, **options: Any) -> Iterator[Served]:
     backend = LlamaCppBackend(path, temperature=1.0, top_p=1.0, **options,
                               **TINY_BACKEND_OPTIONS)  # type: ignore[arg-type]
 
-    def make_chat(history: Any, system: str | None) -> Chat:
-        return Chat(backend, history=history, system_prompt=system,
-                    plugins=isolated_plugin_manager())
-
-    try:
-        with running_server(create_app(make_chat, backend=backend, model=MODEL_ID)) as base:
-            yield Served(base, backend, path)
-    finally:
-        backend.close()
+    with serving_backend(backend, model=MODEL_ID) as base:
+        yield Served(base, backend, path)
 
 
 @pytest.fixture(scope="module")

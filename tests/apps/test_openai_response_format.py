@@ -19,12 +19,10 @@ import openai
 import pytest
 from pydantic import BaseModel, Field
 
-from tests.apps.test_server import running_server, scripted_app
+from tests.apps.test_server import running_server, scripted_app, serving_backend
 from tests.support.openai_clients import every_reading
 from tests.support.templates import shared_template
-from toolwire import Chat
-from toolwire.apps.server.app import create_app
-from toolwire.testing import ScriptedBackend, isolated_plugin_manager, write_tiny_gguf
+from toolwire.testing import ScriptedBackend, write_tiny_gguf
 from toolwire.testing.tiny_gguf import TINY_BACKEND_OPTIONS
 from toolwire.vocabulary.backend import ResponseFormat
 
@@ -54,15 +52,8 @@ def tiny_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     backend = LlamaCppBackend(path, n_ctx=8192, max_tokens=3000, temperature=1.0,
                               **TINY_BACKEND_OPTIONS)  # type: ignore[arg-type]
 
-    def make_chat(history: Any, system: str | None) -> Chat:
-        return Chat(backend, history=history, system_prompt=system,
-                    plugins=isolated_plugin_manager())
-
-    try:
-        with running_server(create_app(make_chat, backend=backend, model=MODEL_ID)) as base:
-            yield base
-    finally:
-        backend.close()
+    with serving_backend(backend, model=MODEL_ID) as base:
+        yield base
 
 
 def sdk(base: str) -> openai.OpenAI:

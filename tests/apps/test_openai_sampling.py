@@ -17,10 +17,9 @@ from typing import Any
 import openai
 import pytest
 
-from tests.apps.test_server import running_server, scripted_app
-from toolwire import Chat, SamplingOverrides
-from toolwire.apps.server.app import create_app
-from toolwire.testing import ScriptedBackend, isolated_plugin_manager, write_tiny_gguf
+from tests.apps.test_server import running_server, scripted_app, serving_backend
+from toolwire import SamplingOverrides
+from toolwire.testing import ScriptedBackend, write_tiny_gguf
 from toolwire.testing.tiny_gguf import TINY_BACKEND_OPTIONS
 
 pytest.importorskip("llama_cpp")
@@ -39,15 +38,8 @@ def tiny_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     backend = LlamaCppBackend(path, n_ctx=512, max_tokens=OWN_MAX_TOKENS, temperature=1.0,
                               top_p=1.0, **TINY_BACKEND_OPTIONS)  # type: ignore[arg-type]
 
-    def make_chat(history: Any, system: str | None) -> Chat:
-        return Chat(backend, history=history, system_prompt=system,
-                    plugins=isolated_plugin_manager())
-
-    try:
-        with running_server(create_app(make_chat, backend=backend, model=MODEL_ID)) as base:
-            yield base
-    finally:
-        backend.close()
+    with serving_backend(backend, model=MODEL_ID) as base:
+        yield base
 
 
 def sdk(base: str) -> openai.OpenAI:

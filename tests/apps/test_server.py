@@ -96,6 +96,22 @@ def running_server(app: Starlette) -> Iterator[str]:
         sock.close()
 
 
+@contextmanager
+def serving_backend(backend: Any, *, model: str) -> Iterator[str]:
+    """Serve the real app whose chats all share ``backend`` (closed at the end); yield
+    its base URL."""
+
+    def make_chat(history: Any, system: str | None) -> Chat:
+        return Chat(backend, history=history, system_prompt=system,
+                    plugins=isolated_plugin_manager())
+
+    try:
+        with running_server(create_app(make_chat, backend=backend, model=model)) as base:
+            yield base
+    finally:
+        backend.close()
+
+
 def scripted_app(backend: Any, tools: Sequence[Any] = (lookup,), **options: Any) -> Starlette:
     """An app whose chats use ``backend`` (shared) and ``tools``."""
     def make_chat(history: Sequence[Message], system: str | None) -> Chat:
