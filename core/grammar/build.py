@@ -129,7 +129,8 @@ def reasoning_in_prompt(prompt_tail: str, fmt: CallFormat | None,
     """The reasoning block the prompt leaves open (its tags), or ``None``.
 
     As the reasoning filters decide: the prompt ends (blanks aside) with the
-    family's opening tag, or with ``<think>`` where the template closes one.
+    family's opening tag (or the tag and one of its optional headers), or with
+    ``<think>`` where the template closes one.
     """
     tail = prompt_tail.rstrip()
     pairs = []
@@ -138,7 +139,9 @@ def reasoning_in_prompt(prompt_tail: str, fmt: CallFormat | None,
     if chat_template is None or DEFAULT_REASONING[1] in chat_template:
         pairs.append(DEFAULT_REASONING)
     for open_tag, close_tag in pairs:
-        if tail.endswith(open_tag):
+        headers = fmt.reasoning_headers if fmt is not None and fmt.reasoning == (
+            open_tag, close_tag) else ()
+        if any(tail.endswith(open_tag + h) for h in ("", *headers)):
             return open_tag, close_tag
     return None
 

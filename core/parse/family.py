@@ -63,6 +63,7 @@ def reasoning_filter(fmt: CallFormat, *, name: str | None = None,
                                     families=(fmt.family,),
                                     starts_unopened=fmt.reasoning_unopened,
                                     answer_open=fmt.answer_open,
+                                    open_headers=fmt.reasoning_headers,
                                     template_uses=template_uses, priority=priority)
 
 

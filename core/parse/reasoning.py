@@ -40,6 +40,11 @@ class ReasoningBlockFilter:
     literal ``<think>`` later in the answer stays text. Whitespace just inside
     the block and just after it is dropped, as the templates add it.
 
+    ``open_headers`` are words a model may write straight after the opening tag
+    (Gemma 4's ``<|channel>thought``): one that stands alone there (blanks, the
+    closing tag or the reply's end follow it) is part of the marker and dropped;
+    a block written without it is reasoning all the same.
+
     A call written inside a block that never closes is a call: from a call's
     opening marker inside the block, the text is held; the block's closing tag
     makes it reasoning after all, and so does reasoning text after the call's
@@ -49,9 +54,13 @@ class ReasoningBlockFilter:
 
     def __init__(self, open_tag: str = "<think>", close_tag: str = "</think>",
                  start: StartState = "auto", *, call_open: tuple[str, ...] = (),
-                 call_close: tuple[str, ...] = (), answer_open: tuple[str, ...] = ()) -> None:
+                 call_close: tuple[str, ...] = (), answer_open: tuple[str, ...] = (),
+                 open_headers: tuple[str, ...] = (), header_written: bool = False) -> None:
         self._open = open_tag
         self._close = close_tag
+        self._headers = tuple(h for h in open_headers if h.strip())
+        # a header may still come: at the block's start, unless the prompt wrote it
+        self._header_due = bool(self._headers) and not header_written
         self._answer = tuple(m for m in answer_open if m.strip())
         self._state: str = start
         self._calls = _CallWatch(call_open, call_close)
@@ -82,6 +91,7 @@ class ReasoningBlockFilter:
                     if data.startswith(self._open, pos):
                         pos += len(self._open)
                         self._state = "reasoning"
+                        self._header_due = bool(self._headers)
                         continue
                     if len(data) - pos < len(self._open) and self._open.startswith(data[pos:]):
                         self._pending = data[pos:]
@@ -100,6 +110,14 @@ class ReasoningBlockFilter:
             pos = _skip_space(data, pos)
             if pos == len(data):
                 return pos
+            if self._header_due:
+                after = self._header_end(data, pos)
+                if after is None:  # a header may be coming: wait for more
+                    self._pending = data[pos:]
+                    return len(data)
+                self._header_due = False
+                if after > pos:
+                    return after  # the header goes with the marker; blanks after it too
             self._lead = False
         if self._maybe is not None:
             return self._scan_maybe_call(data, pos, out)
@@ -131,6 +149,30 @@ class ReasoningBlockFilter:
             out.append(ReasoningEvent(chunk))
         self._pending = data[safe:]
         return len(data)
+
+    def _header_end(self, data: str, pos: int, *, final: bool = False) -> int | None:
+        """Where an optional header at ``pos`` ends (``pos`` when there is none), or
+        ``None`` while ``data`` ends before that is known (never when ``final``)."""
+        for header in self._headers:
+            if data.startswith(header, pos):
+                after = pos + len(header)
+                if after == len(data):
+                    return after if final else None
+                if data[after].isspace() or data.startswith(self._close, after):
+                    return after
+                if not final and self._close.startswith(data[after:]):
+                    return None
+            elif not final and header.startswith(data[pos:]):
+                return None
+        return pos
+
+    def _without_header(self, text: str) -> str:
+        """``text`` (the start of a block) without an optional header leading it."""
+        if not self._headers:
+            return text
+        start = _skip_space(text, 0)
+        after = self._header_end(text, start, final=True)
+        return text[after:] if after is not None else text
 
     def _scan_maybe_call(self, data: str, pos: int, out: list[Event]) -> int:
         """Inside reasoning, from a call's opening marker: hold until it is known."""
@@ -219,7 +261,7 @@ class ReasoningBlockFilter:
             return pos
         if end >= 0:
             self._auto_parts.append(data[pos:end])
-            held = "".join(self._auto_parts).strip()
+            held = self._without_header("".join(self._auto_parts)).strip()
             self._auto_parts = []
             if held:
                 out.append(ReasoningEvent(held))
@@ -262,6 +304,8 @@ class ReasoningBlockFilter:
                     out.append(ReasoningEvent(chunk))
             self._held.drop()
         elif self._state == "reasoning":
+            if self._lead and self._header_due:
+                rest = self._without_header(rest)
             chunk = self._held.push(rest) if not self._lead else rest.strip()
             if chunk.strip():
                 out.append(ReasoningEvent(chunk))
@@ -319,6 +363,17 @@ def _prompt_start_state(context: FilterContext, open_tag: str, *,
     return "auto"
 
 
+def _prompt_start(context: FilterContext, open_tag: str, headers: tuple[str, ...], *,
+                  starts_unopened: bool = False) -> tuple[StartState, bool]:
+    """Where the reply begins, and whether the prompt already wrote the block's
+    optional header (a tail ending ``<|channel>thought`` opened the block too)."""
+    if context.prompt_state is None:
+        for header in headers:
+            if context.start_state(open_tag + header) is PromptState.THINK_OPEN:
+                return "reasoning", True
+    return _prompt_start_state(context, open_tag, starts_unopened=starts_unopened), False
+
+
 def think_filter_spec(open_tag: str = "<think>", close_tag: str = "</think>", *,
                       name: str = "think", priority: int = 100) -> StreamFilterSpec:
     """A :class:`StreamFilterSpec` for a ``<think>``-style block.
@@ -342,8 +397,8 @@ def think_filter_spec(open_tag: str = "<think>", close_tag: str = "</think>", *,
 def family_think_filter_spec(open_tag: str, close_tag: str, *, name: str,
                              families: Collection[str], starts_unopened: bool = False,
                              template_uses: Callable[[str], bool] | None = None,
-                             priority: int = 100, answer_open: tuple[str, ...] = ()
-                             ) -> StreamFilterSpec:
+                             priority: int = 100, answer_open: tuple[str, ...] = (),
+                             open_headers: tuple[str, ...] = ()) -> StreamFilterSpec:
     """A reasoning filter for a family's own tags (``[THINK]``, ``<seed:think>``, ...).
 
     It applies to the templates that use the tags (by default: mention
@@ -358,6 +413,8 @@ def family_think_filter_spec(open_tag: str, close_tag: str, *, name: str,
         that assemble them from pieces.
     :param answer_open: markers that open the answer: an open block ends there
         (the marker stays in the text, for the parser).
+    :param open_headers: optional words after ``open_tag`` that belong to the marker
+        (Gemma 4's ``thought``): dropped when written, not needed when not.
     """
     accepted = frozenset(families)
 
@@ -370,9 +427,11 @@ def family_think_filter_spec(open_tag: str, close_tag: str, *, name: str,
                 return None
         elif not uses(context.chat_template):
             return None
-        start = _prompt_start_state(context, open_tag, starts_unopened=starts_unopened)
+        start, header_written = _prompt_start(context, open_tag, open_headers,
+                                              starts_unopened=starts_unopened)
         return ReasoningBlockFilter(open_tag, close_tag, start, call_open=context.call_open,
-                                    call_close=context.call_close, answer_open=answer_open)
+                                    call_close=context.call_close, answer_open=answer_open,
+                                    open_headers=open_headers, header_written=header_written)
 
     return StreamFilterSpec(name=name, priority=priority, create=create,
                             description=f"{open_tag}...{close_tag} as reasoning")

@@ -315,6 +315,9 @@ class CallFormat:
         not ``<think>`` (a stream filter routes it).
     :ivar reasoning_unopened: the model may begin reasoning without the opening
         tag, or write a lone closing tag first.
+    :ivar reasoning_headers: optional words the model may write straight after the
+        reasoning block's opening tag, dropped with it (Gemma 4's ``thought`` after
+        ``<|channel>``); a block without one is reasoning too.
     :ivar answer_open: markers that open the answer: a reasoning block still open
         there ends without its closing tag (Kimi K3's ``<|open|>response<|sep|>``,
         written straight away when the prompt opened the think block).
@@ -343,6 +346,7 @@ class CallFormat:
     blocks: Mapping[str, tuple[str, str]] = attrs.field(factory=dict)
     reasoning: tuple[str, str] | None = None
     reasoning_unopened: bool = False
+    reasoning_headers: tuple[str, ...] = attrs.field(default=(), converter=_tuple)
     answer_open: tuple[str, ...] = attrs.field(default=(), converter=_tuple)
     max_calls: int | None = None
 

@@ -8,7 +8,8 @@ object syntax (unquoted sorted keys, strings between ``<|"|>`` tokens)::
 Calls come before the turn's text, and the non-interleaved template ends a
 call turn with ``<|tool_response>`` (where the tool's answer goes), which is
 dropped once a call was made. Reasoning is the ``<|channel>thought ...
-<channel|>`` block (filter ``gemma4_thought``).
+<channel|>`` block (filter ``gemma4_thought``); a block the model writes without
+the ``thought`` header is reasoning too.
 """
 
 from __future__ import annotations
@@ -55,7 +56,8 @@ GEMMA4_FORMAT = CallFormat(
     arguments=GrammarArguments(reader=ObjectLiteral(quote=QUOTE, escapes=False),
                                name="gemma4 object"),
     trailers="<|tool_response>",
-    reasoning=("<|channel>thought", "<channel|>"),
+    reasoning=("<|channel>", "<channel|>"),
+    reasoning_headers="thought",
 )
 """The Gemma 4 markup: a pure record, its arguments read by the engine's object-literal
 reader (:data:`SYNTAX` is the same notation)."""

@@ -23,7 +23,7 @@ from tests.support.tagged_families import render
 from tests.support.templates import SHARED_TEMPLATES
 from toolwire.events import DiagnosticEvent, ReasoningEvent, TextEvent, ToolCallEndEvent
 from toolwire.families.pipeline import build_pipeline
-from toolwire.parse.protocol import EndReason, collect_reply, merge_events
+from toolwire.parse.protocol import EndReason, PromptState, collect_reply, merge_events
 from toolwire.parse.record import (
     CallFormat,
     CallObjects,
@@ -537,3 +537,48 @@ def test_the_end_of_turn_token_never_reaches_the_text(family: str) -> None:
         got, _ = _read(family, with_call + end, tools, tail, step)
         assert [(c.name, dict(c.arguments)) for c in got.tool_calls] == [("f", {"a": "x"})]
         assert end not in got.content and got.content.strip() in ("", "Hello."), got.content
+
+
+# -- rule 13: a reasoning block is reasoning with or without its optional header ----------------
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_a_reasoning_block_reads_the_same_with_or_without_its_optional_header(
+        family: str) -> None:
+    if family in CHANNELS:
+        pytest.skip("harmony routes reasoning by channel headers, with no block tags")
+    close = _reasoning_close(family)
+    if close is None:
+        pytest.skip(f"the {family} template has no reasoning block")
+    if close not in template_source(TEMPLATES[family]):
+        pytest.skip(f"the {family} template does not use its reasoning tags")
+    fmt = _record(family)
+    own = fmt is not None and fmt.reasoning is not None
+    opener = fmt.reasoning[0] if fmt is not None and fmt.reasoning is not None else "<think>"
+    headers = fmt.reasoning_headers if own and fmt is not None else ()
+    tools = [_tool({"a": {"type": "string"}})]
+    tail, _ = _reply(family, [], tools)
+    opened = PromptState.from_tail(tail, opener) is PromptState.THINK_OPEN
+    markers = [m for m in (opener, close, *(opener + h for h in headers)) if m.strip()]
+    for header in ("", *headers):
+        for layout in ("\n", " ", ""):
+            gap = (layout or " ") if header else layout  # a header stands alone
+            block = f"{header}{gap}I weigh it.\n{close}Answer."
+            for prompt_tail, stored in ((tail, block if opened else opener + block),
+                                        ("", opener + block)):
+                for step in (0, 1, 3):
+                    got, _ = _read(family, stored, tools, prompt_tail, step)
+                    assert (got.reasoning, got.content) == ("I weigh it.", "Answer."), \
+                        (step, stored, prompt_tail)
+                    assert not any(m in got.reasoning + got.content for m in markers)
+    for header in headers:  # the header word inside the reasoning is reasoning
+        got, _ = _read(family, f"{opener}{header}\n{header}s are fine.{close}Answer.", tools,
+                       "", 1)
+        assert (got.reasoning, got.content) == (f"{header}s are fine.", "Answer.")
+        # a prompt that wrote the header already leaves the model's first word alone
+        got, _ = _read(family, f"{header} again.{close}Answer.", tools,
+                       f"{tail}{opener}{header}\n", 1)
+        assert (got.reasoning, got.content) == (f"{header} again.", "Answer.")
+        # a prompt that opened the block without it: the model may still write it
+        got, _ = _read(family, f"{header}\nNow.{close}Answer.", tools, f"{tail}{opener}", 1)
+        assert (got.reasoning, got.content) == ("Now.", "Answer.")
