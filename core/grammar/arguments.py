@@ -191,15 +191,21 @@ class ArgumentWriter:
             value = self._nested(args.nested, schema, f"/properties/{name}")
         elif kind == "string":
             value = self._raw_string(schema, words, after=layout + close,
-                                     hint=f"{self.tool}-{name}")
+                                     hint=f"{self.tool}-{name}", args=args)
         else:
             value = self._tagged_json(schema, words, f"/properties/{name}")
         return sequence(literal(layout), value, literal(layout), literal(close))
 
-    def _raw_string(self, schema: Any, words: list[str], *, after: str, hint: str) -> str:
+    def _raw_string(self, schema: Any, words: list[str], *, after: str, hint: str,
+                    args: TaggedArguments) -> str:
+        """A raw string value. Where a newline on both sides of a value is layout (the
+        template writes none there), a member beginning and ending with one is written
+        with that layout around it, and a length-bounded value never begins with one,
+        so the parser reads back exactly what the grammar let through."""
         enum = _string_enum(schema, self.parameters)
         if enum is not None:
-            kept = [literal(v) for v in enum if _fits(v, words, after)]
+            written = [f"\n{v}\n" if args.reads_as_layout(v) else v for v in enum]
+            kept = [literal(v) for v in written if _fits(v, words, after)]
             if not kept:
                 raise GrammarSchemaError(
                     f"{self.family}: no value of {hint!r} can be written inside this markup",
@@ -207,7 +213,8 @@ class ArgumentWriter:
             return alternatives(*kept)
         low, high = _lengths(schema, self.parameters)
         if low or high is not None:
-            return bounded_text(self.rules, words, low, high)
+            return bounded_text(self.rules, words, low, high,
+                                not_first="" if args.trim_newline else "\n")
         return avoiding_text(self.rules, words, hint=f"{hint}-text", after=after)
 
     def _tagged_json(self, schema: Any, words: list[str], path: str) -> str:

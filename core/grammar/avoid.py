@@ -33,11 +33,21 @@ def first_chars(words: Sequence[str]) -> str:
 
 
 def bounded_text(rules: RuleSet, words: Sequence[str], low: int, high: int | None, *,
-                 excluded: str = "") -> str:
+                 excluded: str = "", not_first: str = "") -> str:
     """An expression for ``low``..``high`` characters, none a first character of
-    ``words`` (counts llama.cpp cannot hold relaxed: :func:`~toolwire.grammar.gbnf.repetition`)."""
-    chars = char_class(first_chars(words) + excluded + _NEVER, negate=True)
-    return repetition(rules, chars, low, high, hint="bounded-text") or '""'
+    ``words`` (counts llama.cpp cannot hold relaxed: :func:`~toolwire.grammar.gbnf.repetition`).
+
+    :param not_first: characters the text may hold but not begin with.
+    """
+    never = first_chars(words) + excluded + _NEVER
+    chars = char_class(never, negate=True)
+    if not not_first or high == 0:
+        return repetition(rules, chars, low, high, hint="bounded-text") or '""'
+    first = char_class(never + not_first, negate=True)
+    rest = repetition(rules, chars, max(low - 1, 0), None if high is None else high - 1,
+                      hint="bounded-text")
+    text = sequence(first, rest)
+    return text if low else f"({text})?"
 
 
 

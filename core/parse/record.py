@@ -159,6 +159,12 @@ class TaggedArguments:
         """``marker`` and the other spellings of it a model writes."""
         return (marker, *self.spellings.get(marker, ()))
 
+    def reads_as_layout(self, value: str) -> bool:
+        """Whether a string ``value`` written raw reads back without its first and last
+        newline: where the template writes no newline inside a value's tags, a newline
+        on both sides is a model's layout (the documented ambiguity of such formats)."""
+        return not self.trim_newline and len(value) > 1 and value[0] == value[-1] == "\n"
+
     def close_for(self, kind: str | None) -> str:
         """The closing marker of a value of ``kind`` (``{name}`` not yet filled in)."""
         if isinstance(self.close, str):

@@ -20,6 +20,12 @@ by rules written once, here, for every family:
   as structure.
 * **Null**: ``null`` (``None`` where the template writes Python) is ``None`` when
   the parameter's schema allows null, and the verbatim text otherwise.
+* **Layout newlines**: where the template writes a newline after the opening
+  tag and one before the closing tag (``trim_newline``), each is markup. Where it
+  writes none, a model that still lays the value out on its own lines writes a
+  newline on *both* sides: one newline just inside each tag is then layout, and a
+  newline on one side only is value. (A value beginning with a newline streams
+  whole when it ends, since only its end tells which it was.)
 
 String values stream as ``tool_call_delta`` events named by the parameter.
 """
@@ -55,7 +61,7 @@ _GO: Final = 3  # a step made progress; keep reading
 # states
 _BETWEEN, _VALUE, _BLOCK, _OVER = range(4)
 # value modes
-_PLAIN, _CDATA_CHECK, _CDATA, _NESTED, _TRIM_CHECK = range(5)
+_PLAIN, _CDATA_CHECK, _CDATA, _NESTED, _TRIM_CHECK, _LEAD_CHECK = range(6)
 _BLANKS = " \t\r\n"
 
 
@@ -101,9 +107,9 @@ class TaggedArgsReader(ReaderBase):
     :attr:`arguments` set.
     """
 
-    __slots__ = ("_blanks", "_block", "_call", "_close", "_depth", "_given", "_kind", "_mode",
-                 "_nest", "_param", "_parts", "_saw_close", "_state", "_string", "_syntax",
-                 "_trim", "_watch")
+    __slots__ = ("_blanks", "_block", "_call", "_close", "_depth", "_given", "_kind",
+                 "_layout_end", "_lead", "_mode", "_nest", "_param", "_parts", "_saw_close",
+                 "_state", "_string", "_syntax", "_trim", "_watch")
 
     def __init__(self, call: CallContext, syntax: TaggedSyntax) -> None:
         super().__init__()
@@ -123,6 +129,8 @@ class TaggedArgsReader(ReaderBase):
         self._nest = 0  # sections and calls opened inside the value and not closed yet
         self._saw_close = False
         self._blanks = ""  # a value's trailing blanks, held until it is known they are value
+        self._lead = False  # a newline opened the value: layout if one closes it too
+        self._layout_end = False  # the value ended at another tag after a layout newline
         self._block: JsonArgsReader | None = None
 
     def plain_delta(self, text: str) -> list[Event] | None:
@@ -130,7 +138,7 @@ class TaggedArgsReader(ReaderBase):
 
         What :meth:`_scan_plain` does with such text, without the scanning.
         """
-        if self._state != _VALUE or self._mode != _PLAIN:
+        if self._state != _VALUE or self._mode != _PLAIN or self._lead:
             return None
         watch = self._watch
         for first in watch.firsts:
@@ -253,18 +261,12 @@ class TaggedArgsReader(ReaderBase):
         self._close = token_set(closes)
         self._watch = token_set((*closes, *self._syntax.opens.tokens,
                                  *self._syntax.closers.tokens, *self._syntax.nests.tokens))
-        if args.nested:
-            self._mode = _NESTED
-        elif args.trim_newline:
-            self._mode = _TRIM_CHECK
-        elif args.cdata:
-            self._mode = _CDATA_CHECK
-        else:
-            self._mode = _PLAIN
+        self._mode = _TRIM_CHECK if args.trim_newline else _LEAD_CHECK
         self._trim = args.trim_newline
         self._depth = self._nest = 0
         self._saw_close = False
         self._blanks = ""
+        self._lead = self._layout_end = False
         self._state = _VALUE
         return _GO, end
 
@@ -312,17 +314,20 @@ class TaggedArgsReader(ReaderBase):
                     eof: bool) -> tuple[int, int]:
         mode = self._mode
         n = len(data)
-        if mode == _TRIM_CHECK:
+        if mode in (_TRIM_CHECK, _LEAD_CHECK):
             if pos >= n:
                 return (MORE, n) if not eof else self._unclosed_value(n)
             if data[pos] == "\n":
                 self.take(data, pos, pos + 1)
+                self._lead = mode == _LEAD_CHECK  # layout only if a newline closes it too
                 pos += 1
-            self._mode = _CDATA_CHECK if self._syntax.args.cdata else _PLAIN
+            args = self._syntax.args
+            self._mode = _NESTED if args.nested else _CDATA_CHECK if args.cdata else _PLAIN
             return _GO, pos
         if mode == _CDATA_CHECK:
             if data.startswith(_CDATA_OPEN, pos):
                 self.take(data, pos, pos + len(_CDATA_OPEN))
+                self._lead = False  # the newline before a CDATA section is layout
                 self._mode = _CDATA
                 return _GO, pos + len(_CDATA_OPEN)
             if not eof and n - pos < len(_CDATA_OPEN) and _CDATA_OPEN.startswith(data[pos:]):
@@ -384,7 +389,7 @@ class TaggedArgsReader(ReaderBase):
                 self._finish_value(out)
                 return _GO, k + len(token)
             self.take(data, end, k)
-            self._blanks = ""  # blanks before the tag that ends the value are layout
+            self._drop_layout_blanks()  # blanks before the tag that ends the value are layout
             out.append(DiagnosticEvent(
                 "unclosed_parameter", f"parameter {self._param!r} of {self._call.name!r} "
                 "lacked its closing tag; it ends where the next tag begins", self._param))
@@ -453,7 +458,7 @@ class TaggedArgsReader(ReaderBase):
                     self._finish_value(out)
                     self.take(data, k, gt + 1)
                     return _GO, gt + 1
-                self._blanks = ""
+                self._drop_layout_blanks()
                 self._finish_value(out)
                 return _GO, k  # another closing tag: this parameter's own is missing
             if data.startswith("<", tag_at) and tag:
@@ -487,7 +492,7 @@ class TaggedArgsReader(ReaderBase):
         kept = self._hold_blanks(piece)
         if kept:
             self._parts.append(kept)
-            if self._string:
+            if self._string and not self._lead:
                 call = self._call
                 out.append(ToolCallDeltaEvent(call.index, call.name, kept, self._param,
                                               call.call_id))
@@ -503,9 +508,14 @@ class TaggedArgsReader(ReaderBase):
             self._blanks = self._blanks[:-1]
         if self._blanks:
             self._parts.append(self._blanks)
-            if self._string:
+            if self._string and not self._lead:
                 out.append(self._call.delta(self._blanks, self._param))
             self._blanks = ""
+
+    def _drop_layout_blanks(self) -> None:
+        """The value ends at another tag: its held trailing blanks are layout."""
+        self._layout_end = "\n" in self._blanks
+        self._blanks = ""
 
     def _unclosed_value(self, n: int) -> tuple[int, int]:
         return self.fail(n, "unclosed_call", "the reply ended inside a tool call's value; "
@@ -613,6 +623,14 @@ class TaggedArgsReader(ReaderBase):
         raw = "".join(self._parts)
         self._parts = []
         name = self._param
+        if self._lead:  # the value began with a newline and was held: settle it now
+            if raw.endswith("\n"):
+                raw = raw[:-1]  # a newline on both sides: layout
+            elif not self._layout_end:
+                raw = "\n" + raw  # on one side only: value
+            self._lead = False
+            if self._string and raw:
+                out.append(call.delta(raw, name))
         if name in self._given:
             out.append(DiagnosticEvent("duplicate_parameter",
                                        f"parameter {name!r} of {call.name!r} given twice; "

@@ -29,6 +29,7 @@ from ..events import (
 from ..families.selection import DERIVED_FAMILY, build_pipeline, select_parser
 from ..hooks.manager import PluginManager
 from ..parse.protocol import ParserSpec, collect_reply, merge_events
+from ..parse.record import CallFormat, TaggedArguments
 from ..templates.assistant_turns import REASONING_TAGS, AssistantTurnRenderer, Call, RenderedReply
 from ..vocabulary.schema import (
     json_type_of,
@@ -234,6 +235,23 @@ def _without_nulls(keep: Keep) -> Keep:
     return refuse_nulls
 
 
+def _laid_out_kinds(spec: ParserSpec) -> tuple[TaggedArguments, ...]:
+    """The raw tagged value syntaxes of the parser's record that read a newline on
+    both sides of a value as layout (see :meth:`TaggedArguments.reads_as_layout`)."""
+    fmt = spec.format
+    if not isinstance(fmt, CallFormat):
+        return ()
+    return tuple(k for k in fmt.kinds if isinstance(k, TaggedArguments) and not k.trim_newline)
+
+
+def _without_laid_out_values(keep: Keep, kinds: tuple[TaggedArguments, ...]) -> Keep:
+    def refuse_laid_out(schema: dict[str, Any], arguments: dict[str, Any]) -> bool:
+        return not any(isinstance(v, str) and k.reads_as_layout(v)
+                       for v in arguments.values() for k in kinds) and keep(schema, arguments)
+
+    return refuse_laid_out
+
+
 def _json_type(value: Any) -> Any:
     """The JSON shape of a value: type names, recursively (integer and number apart)."""
     if isinstance(value, Mapping):
@@ -320,6 +338,14 @@ class PropertySuite:
             self.notes.append("the template leaves out null values; calls holding a null "
                               "are not tried")
             self.keep = _without_nulls(self.keep)
+        laid_out = _laid_out_kinds(spec)
+        if laid_out:
+            # a model laying a value out on its own lines writes a newline on both
+            # sides, and the parser reads them as layout: a value that itself begins
+            # and ends with a newline reads the same as one without them
+            self.notes.append("a newline on both sides of a value is layout; values that "
+                              "begin and end with a newline are not tried")
+            self.keep = _without_laid_out_values(self.keep, laid_out)
         lost = _lost_line_breaks(self.renderer) if self.renderer is not None else ""
         if lost:
             # Jinja's indent filter (Command R+) splits on every Unicode line break and

@@ -582,3 +582,47 @@ def test_a_reasoning_block_reads_the_same_with_or_without_its_optional_header(
         # a prompt that opened the block without it: the model may still write it
         got, _ = _read(family, f"{header}\nNow.{close}Answer.", tools, f"{tail}{opener}", 1)
         assert (got.reasoning, got.content) == ("Now.", "Answer.")
+
+
+# -- rule 14: a value laid out on its own lines reads the same in every tagged family ------------
+
+
+def _value_at(family: str, value: str) -> tuple[str, str, int, TaggedArguments]:
+    """The prompt tail, a reply calling ``f(a=value)`` and where ``value`` starts in it."""
+    fmt = _record(family)
+    tagged = [k for k in fmt.kinds if isinstance(k, TaggedArguments)] if fmt is not None else []
+    if not tagged:
+        pytest.skip(f"{family} values are not raw text between tags")
+    tools = [_tool({"a": {"type": "string"}})]
+    tail, reply = _reply(family, [("f", {"a": value})], tools)
+    return tail, reply, reply.index(value), tagged[0]
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize(("written", "value"), [
+    ("\nTokyo\n", "Tokyo"),  # a newline on both sides: layout
+    ("\nTokyo", "\nTokyo"),  # on one side only: value
+    ("Tokyo\n", "Tokyo\n"),
+    ("\n\nTokyo\n\n", "\nTokyo\n"),  # one newline just inside each tag is layout
+    ("\n\n", ""),
+    ("\n", "\n"),
+])
+def test_layout_newlines_around_a_value_read_the_same_in_every_tagged_family(
+        family: str, written: str, value: str) -> None:
+    tools = [_tool({"a": {"type": "string"}})]
+    tail, reply, at, args = _value_at(family, "Tokyo")
+    if args.trim_newline:  # the template lays values out itself: the model adds to it
+        assert reply[at - 1] == "\n" and reply[at + len("Tokyo")] == "\n", reply
+    stored = reply[:at] + written + reply[at + len("Tokyo"):]
+    # the template's own layout is markup, what the model writes inside it is value
+    expected = written if args.trim_newline else value
+    whole = None
+    for step in (0, 1, 3):
+        got, events = _read(family, stored, tools, tail, step)
+        assert [(c.name, dict(c.arguments)) for c in got.tool_calls] == [("f", {"a": expected})], \
+            (step, stored)
+        streamed = "".join(e.text for e in events if getattr(e, "parameter", None) == "a"
+                           and e.type == "tool_call_delta")
+        assert streamed == expected, (step, streamed)
+        whole = whole or got
+        assert got.content == whole.content

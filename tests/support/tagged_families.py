@@ -92,7 +92,8 @@ def literal_markup_keep(fmt: CallFormat) -> Keep:
     is directly followed (after blanks) by a tag that would confirm it.
 
     That is the documented ambiguity of every tagged format; ``</parameter>`` alone,
-    or followed by text, is fine.
+    or followed by text, is fine. So is a value beginning and ending with a newline
+    where the template writes none inside the tags (:meth:`TaggedArguments.reads_as_layout`).
     """
     args = next(k for k in fmt.kinds if isinstance(k, TaggedArguments))
     follows = [re.escape(t) for t in (*fmt.call_close, *fmt.section_close, args.open,
@@ -109,6 +110,8 @@ def literal_markup_keep(fmt: CallFormat) -> Keep:
 
     def keep(schema: dict[str, Any], arguments: dict[str, Any]) -> bool:
         for value in arguments.values():
+            if isinstance(value, str) and args.reads_as_layout(value):
+                return False  # a newline on both sides is layout where the template has none
             text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
             if pattern.search(text):
                 return False

@@ -26,6 +26,7 @@ from hypothesis import find, given, settings
 from hypothesis import strategies as st
 
 import toolwire
+import toolwire.plugins.invoke_xml as invoke_xml
 import toolwire.plugins.qwen_xml as qwen_xml
 from tests.support.paths import REPO
 from tests.support.templates import shared_template, template_path
@@ -316,6 +317,15 @@ def test_what_a_template_cannot_write_is_named_in_the_notes(template: str,
     assert len(limits) == len(notes), report.notes
     for note in notes:
         assert any(note in n for n in limits), report.notes
+
+
+def test_values_a_tagged_family_reads_as_laid_out_are_not_tried() -> None:
+    report = check_parser(invoke_xml, template_path("MiniMax-M2.jinja"), family="minimax_xml",
+                          examples=1, raise_on_failure=False, seed=0)
+    assert any("begin and end with a newline" in n for n in report.notes), report.notes
+    qwen = check_parser(qwen_xml, template_path("Qwen3.5-4B.jinja"), family="qwen_xml",
+                        examples=1, raise_on_failure=False, seed=0)
+    assert not any("newline" in n for n in qwen.notes), qwen.notes  # its template lays out
 
 
 def test_renderer_falls_back_to_the_shared_header_when_calls_open_differently() -> None:
