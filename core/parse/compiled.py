@@ -58,7 +58,8 @@ class CompiledFormat:
         closers = TokenSet((*fmt.call_close, *fmt.section_close))
         self.tagged = TaggedSyntax(self.header_kind, self.arg_ends, closers,
                                    TokenSet(fmt.section_close),
-                                   TokenSet((*fmt.section_open, *fmt.call_open))) \
+                                   TokenSet((*fmt.section_open, *fmt.call_open)),
+                                   TokenSet(t for t in (*fmt.drops, *fmt.trailers) if t.strip())) \
             if isinstance(self.header_kind, TaggedArguments) else None
         self.scope_close = TokenSet(fmt.section_close if fmt.section_open else fmt.call_close)
         self.resync = TokenSet((*self.scope_close.tokens, *openers))

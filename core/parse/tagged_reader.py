@@ -77,11 +77,15 @@ class TaggedSyntax:
         section's end; the end of the reply confirms it too).
     :param nests: markers that open a section or a call: met inside a value, they
         open a block nested in it, which its closers close (a file that holds a call).
+    :param turn_ends: the family's end-of-turn tokens (``drops``, ``trailers``):
+        control tokens, never value text.
     """
 
     def __init__(self, args: TaggedArguments, ends: TokenSet, closers: TokenSet,
-                 after_close: TokenSet, nests: TokenSet | None = None) -> None:
+                 after_close: TokenSet, nests: TokenSet | None = None,
+                 turn_ends: TokenSet | None = None) -> None:
         self.args = args
+        self.turn_ends = turn_ends or TokenSet(())
         self.nests = nests or TokenSet(())
         self.ends = ends
         self.closers = closers
@@ -570,9 +574,12 @@ class TaggedArgsReader(ReaderBase):
         if not closed:
             return at
         j = skip_blanks(data, j)
+        while (turn_end := syntax.turn_ends.at(data, j)) is not None:
+            j = skip_blanks(data, j + len(turn_end))  # an end-of-turn token is no value text
+            limit += len(turn_end)
         if j >= n:
             return at if eof or j > limit else _NEED_MORE
-        marks = (syntax.structure, syntax.closers, syntax.nests)
+        marks = (syntax.structure, syntax.closers, syntax.nests, syntax.turn_ends)
         if any(m.at(data, j) is not None for m in marks):
             return at  # the calls go on after it (or end): the value ended
         if any(m.is_prefix(data, j) for m in marks):  # a marker cut by the delta (or the end)

@@ -21,6 +21,7 @@ from tests.support.tagged_families import (
     check_literal_markup,
     conformance,
     markers,
+    render,
 )
 from toolwire.plugins import glm_xml
 from toolwire.plugins.glm_xml import GLM_FORMAT, HY3_FORMAT
@@ -70,6 +71,22 @@ def test_values_holding_glm_tags_come_back_unchanged(data: st.DataObject) -> Non
 @given(data=st.data())
 def test_values_holding_hy3_tags_come_back_unchanged(data: st.DataObject) -> None:
     check_literal_markup("hy3_xml", HY3, HY3_FORMAT, data, content_markers=HY3_MARKERS)
+
+
+@pytest.mark.parametrize("value", ["<tool_calls:opensource><tool_calls:opensource>",
+                                   "<tool_call:opensource>x", "a<tool_calls:opensource>b"])
+def test_unclosed_section_openers_in_a_value_before_the_turns_end_token(value: str) -> None:
+    # found by hypothesis: the blocks a value opens were closed by the call's and the
+    # section's own closers, and the end-of-turn token after them read as more value
+    tools = [{"type": "function", "function": {"name": "f", "parameters": {
+        "type": "object", "properties": {"a": {"type": "string"}}}}}]
+    tail, reply = render(HY3, [("f", {"a": value})], tools)
+    assert reply.endswith(HY3_FORMAT.trailers[0]), reply
+    for chunk in (1, 3, len(reply)):
+        out = parse_text("hy3_xml", reply, tools, chunk=chunk, template=template_source(HY3),
+                         prompt_tail=tail)
+        assert [(c.name, dict(c.arguments)) for c in out.tool_calls] == [("f", {"a": value})]
+        assert out.content == "" and not out.diagnostics, (chunk, out)
 
 
 @pytest.mark.parametrize("newlines", [True, False])
