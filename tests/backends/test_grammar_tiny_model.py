@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import given, reject, settings
+from hypothesis import HealthCheck, given, reject, settings
 from hypothesis import strategies as st
 
 from tests.support.grammar_schemas import call_problems, tool_lists
@@ -232,8 +232,12 @@ def test_auto_after_a_forced_opening_marker_yields_a_valid_call(
     choice = backend.template_choice(tools=True)
     assert choice.parser is not None
 
-    @settings(max_examples=EXAMPLES, deadline=None)
-    @given(tools=tool_lists(), seed=st.integers(0, 2**16))
+    # Command R+'s template renders about a third of the drawn tool lists (it recurses
+    # on nested schemas and wants descriptions): rejecting the rest is expected, so the
+    # filtering health check is off here; one rendered list is enough to check
+    @settings(max_examples=EXAMPLES, deadline=None,
+              suppress_health_check=[HealthCheck.filter_too_much])
+    @given(tools=tool_lists(max_tools=3), seed=st.integers(0, 2**16))
     def check(tools: list[dict[str, Any]], seed: int) -> None:
         offered = tuple(Tool(t, _never) for t in tools)
         request = ModelRequest(MESSAGES, offered, tool_choice="auto",
