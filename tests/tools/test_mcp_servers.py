@@ -213,12 +213,21 @@ def test_a_slow_tool_past_the_timeout_is_abandoned_and_cancelled_on_the_server(
 def test_cancelling_the_reply_while_an_mcp_tool_runs_cancels_it_on_the_server(
         tools: list[Tool], log: Path) -> None:
     before = len(logged(log, "cancelled", "slow"))
+    calls = len(logged(log, "call", "slow"))
     token = CancelToken()
-    threading.Timer(0.5, token.cancel).start()
-    started = time.monotonic()
+    cancelled_at: list[float] = []
+
+    def cancel_once_running() -> None:
+        # cancel when the server runs the tool: a cancel sent before the call reached
+        # it (a fixed delay, on a loaded machine) leaves the server nothing to cancel
+        wait_until(lambda: len(logged(log, "call", "slow")) > calls, within=30)
+        cancelled_at.append(time.monotonic())
+        token.cancel()
+
+    threading.Thread(target=cancel_once_running, daemon=True).start()
     result = run(tools, "slow", timeout=60.0, cancel=token, seconds=60)
     assert result.is_error and result.error_kind == "cancelled"
-    assert time.monotonic() - started < 10
+    assert cancelled_at and time.monotonic() - cancelled_at[0] < 10
     assert wait_until(lambda: len(logged(log, "cancelled", "slow")) > before, within=15)
 
 
