@@ -612,10 +612,8 @@ class LlamaCppBackend(TemplatedBackend):
         """Why repacking is off, when a probe's crash turned it off."""
         if model is None:
             verdict = self._repack_verdict(repack, progress)
+            # said once, by the first turn's repack_disabled diagnostic (not here as well)
             self.repack, self.repack_note = verdict.repack, verdict.note
-            if verdict.note and progress:
-                sys.stderr.write(f"toolwire: {verdict.note}\n")
-                sys.stderr.flush()
             started = time.perf_counter()
             self._progress(progress, started=None)
             try:

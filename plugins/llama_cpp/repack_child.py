@@ -8,9 +8,10 @@ a short prompt as one batch and decodes a few tokens one at a time: the two
 paths where a repacked kernel that does not fit the CPU crashes. Exit status 0
 means both ran; a crash kills the process by a signal, which is the answer.
 
-:data:`CRASH_HOOK_VARIABLE` is for tests only: ``segv`` or ``abort`` makes the
-child crash for real (a read of address 0, or ``abort()``) after loading, so the
-crash path is tested on machines where llama.cpp does not crash.
+:data:`CRASH_HOOK_VARIABLE` is for tests only, so both verdicts are tested on any
+CPU: ``segv`` or ``abort`` makes the child crash for real (a read of address 0, or
+``abort()``) after loading; ``healthy`` makes it exit 0 after loading without
+running the kernels, as a CPU where repacking works would.
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ from typing import Final
 __all__ = ["CRASH_HOOK_VARIABLE", "PROBE_TEXT", "main"]
 
 CRASH_HOOK_VARIABLE: Final = "TOOLWIRE_TEST_PROBE_CRASH"
-"""Test-only: ``segv`` or ``abort`` makes the probe child crash after it loads the model."""
+"""Test-only: ``segv`` or ``abort`` makes the probe child crash after it loads the model,
+``healthy`` makes it report a CPU where repacking works."""
 
 PROBE_TEXT: Final = ("Probe: the quick brown fox jumps over the lazy dog, then counts one two "
                      "three four five.")
@@ -32,12 +34,14 @@ PROBE_TEXT: Final = ("Probe: the quick brown fox jumps over the lazy dog, then c
 _DECODED: Final = 4
 
 
-def _crash_for_tests() -> None:
+def _verdict_for_tests() -> None:
     hook = os.environ.get(CRASH_HOOK_VARIABLE, "")
     if hook == "segv":
         ctypes.string_at(0)
     elif hook == "abort":
         os.abort()
+    elif hook == "healthy":
+        sys.exit(0)
 
 
 def main(argv: list[str]) -> int:
@@ -49,7 +53,7 @@ def main(argv: list[str]) -> int:
 
     model = llama_cpp.Llama(argv[0], n_ctx=256, n_batch=64, n_threads=1, n_threads_batch=1,
                             verbose=False)
-    _crash_for_tests()
+    _verdict_for_tests()
     tokens = model.tokenize(PROBE_TEXT.encode("utf-8"))
     model.eval(tokens)
     for _ in range(_DECODED):

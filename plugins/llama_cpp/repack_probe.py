@@ -224,11 +224,10 @@ def _has_extra_buffers(identity: Mapping[str, Any]) -> bool:
 
 
 def _crash_note(path: Path, crash: str, *, cached: bool) -> str:
-    when = "in an earlier test load of a model of this type" if cached else \
-        f"in a test load of {path.name}"
-    return (f"llama.cpp crashed ({crash}) {when} with its weight repacking on this CPU, so "
-            "the model is loaded without repacking (prompts are processed somewhat slower; "
-            "--no-repack / repack=False forces this)")
+    """One short line: what crashed, and what toolwire did about it."""
+    when = "an earlier test load" if cached else "a test load"
+    return (f"llama.cpp's weight repacking crashed ({crash}) in {when} on this CPU: "
+            f"{path.name} runs without it (--no-repack skips the test)")
 
 
 def repack_verdict(path: Path, file_type: int | None, *,
