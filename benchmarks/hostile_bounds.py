@@ -14,7 +14,7 @@ Each row: process time of one run, and the peak of Python's allocations in a sec
 run under ``tracemalloc``. Target: < 1 s and < 100 MB each.
 
 * **Real templates** (item 3, no slower): the render of a 20-turn conversation with
-  10 tools through every template in ``shared/templates`` (best of N each, summed),
+  10 tools through every real template (``tests/support/paths.py``; best of N each, summed),
   against the same sum with the renderer of the commit before the change
   (:data:`BEFORE_COMMIT`, unpacked from git and run in turns in the same process).
 
@@ -135,7 +135,7 @@ def _templates_before() -> Any:
 
 def real_template_rows(runs: int) -> list[dict[str, Any]]:
     """The summed best render of every real template, this tree's and the commit
-    before's, in turns in one process (empty without shared/templates)."""
+    before's, in turns in one process (empty without the real templates)."""
     from toolwire.errors import TemplateError
     from toolwire.templates import chat_template
 

@@ -3,7 +3,7 @@
 A history of N short messages (user questions and assistant answers, every
 tenth exchange with a tool call and its result) is fitted into a 4,096-token
 context by ``LlamaCppBackend.fit_prompt``: the real Qwen3.5 template (or the
-built-in default when ``shared/templates`` is absent) rendered in the sandbox,
+built-in default when the real templates are absent) rendered in the sandbox,
 the real llama.cpp tokenizer of the tiny test model, and the pruning that drops
 the oldest history. The figure is the time from request to encoded prompt;
 the exponent is the slope of log(time) over log(N) (1.0 is linear).

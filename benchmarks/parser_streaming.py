@@ -62,7 +62,7 @@ FAMILY_TEMPLATES: dict[str, str] = {
     "solar": "upstage-Solar-Open-100B.jinja", "pythonic": "LFM2.5-8B-A1B.jinja",
 }
 """Other built-in families, measured on the headline cases with calls rendered through a
-real template from ``shared/templates`` (skipped when that folder is absent)."""
+real template (``tests/support/paths.py``; skipped when the real templates are absent)."""
 
 
 def _repeat_to(unit: str, size: int) -> str:

@@ -13,7 +13,7 @@ machine the CPU time is the steadier measure of toolwire's own cost):
 * the model worker of ``toolwire serve`` against the same backend in-process, per token
   as the caller sees it (target <= 5 %);
 * peak memory (``ru_maxrss``) before loading, after loading, and at the end;
-* repeated calls: BFCL's first rows (a built-in schema without ``../shared``) under
+* repeated calls: BFCL's first rows (a built-in schema without the real schemas) under
   ``"required"`` and ``"auto"``, with and without parallel calls, with the repeated-call
   rule switched off (what the model writes) and on: finish reasons, calls and distinct
   calls a reply, tokens and seconds a reply, and how often the rule ended a reply.

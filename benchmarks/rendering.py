@@ -2,7 +2,7 @@
 
 A 20-turn conversation with 10 tools (each turn: a user message, an assistant
 call, its tool result, an assistant answer) through the Qwen3.5 template when
-``shared/templates`` is beside the repository, else through the built-in
+the real templates are present (``tests/support/paths.py``), else through the built-in
 default template. Target: cached render <= 2 ms.
 
 Hostile templates (issue 23, item 6): each attack of the issue (values doubled

@@ -12,7 +12,7 @@
   refusal, and the peak memory of a second run under tracemalloc. Target: each
   refused in < 1 s and < 100 MB.
 * **Ordinary schemas** (every function of the BFCL collection in
-  ``../shared/schemas/``, when present): tool creation (normalization, budget,
+  the real schemas, when present): tool creation (normalization, budget,
   metaschema check), parameter types and nullability as the parsers ask for
   them, the grammar build of a JSON, a tagged, a nested and a pythonic family,
   and validation of the ground-truth calls; each as process time, best of N.

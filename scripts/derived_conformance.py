@@ -1,8 +1,8 @@
 """Run the conformance suite on parsers derived from every real template.
 
 Every dedicated parser plugin is disabled (only the core's reasoning filter is
-loaded), each template in shared/templates is derived, and ``check_parser`` runs
-on the derived parser. Prints a table (template, derived format, result or the
+loaded), each real template (in the folder ``tests/support/paths.py`` names) is
+derived, and ``check_parser`` runs on the derived parser. Prints a table (template, derived format, result or the
 reason it cannot) and writes it as JSON. Usage::
 
     python scripts/derived_conformance.py [--examples N] [--json OUT]
@@ -29,7 +29,9 @@ from toolwire.parse.family import parser_spec
 from toolwire.testing import check_parser
 from toolwire.vocabulary.call_ids import nine_char_call_id
 
-TEMPLATES = Path(__file__).resolve().parents[2] / "shared" / "templates"
+# the repository root, so the one module that says where the shared data is can be imported
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from tests.support.paths import SHARED_TEMPLATES as TEMPLATES
 
 
 class _OneParser:

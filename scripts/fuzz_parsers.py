@@ -1,10 +1,10 @@
 """Fuzz every registered parser family at volume (``nox -s fuzz`` runs it at 100,000).
 
-Each family is fuzzed through a real template that selects it (the first in
-``shared/templates``, by name); a family no template selects is fuzzed from its
-record's markers. Prints a table (family, template, replies, seconds, failures),
-the replay of each failure, and writes the reports as JSON. Exit status 1 when a
-reply broke a rule. Usage::
+Each family is fuzzed through a real template that selects it (the first by name in
+the folder of real templates that ``tests/support/paths.py`` names); a family no
+template selects is fuzzed from its record's markers. Prints a table (family,
+template, replies, seconds, failures), the replay of each failure, and writes the
+reports as JSON. Exit status 1 when a reply broke a rule. Usage::
 
     python scripts/fuzz_parsers.py [--replies N] [--seed S] [--jobs J] [--json OUT] [family ...]
 """
@@ -24,7 +24,9 @@ from toolwire.families.selection import select_parser
 from toolwire.hooks.manager import default_plugin_manager
 from toolwire.testing.fuzz import fuzz_parser
 
-TEMPLATES = Path(__file__).resolve().parents[2] / "shared" / "templates"
+# the repository root, so the one module that says where the shared data is can be imported
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from tests.support.paths import SHARED_TEMPLATES as TEMPLATES
 
 
 def family_templates() -> dict[str, Path | None]:

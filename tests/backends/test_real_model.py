@@ -54,7 +54,7 @@ pytestmark = [pytest.mark.real_model, pytest.mark.llama,
 OPTIONS: dict[str, Any] = {"n_ctx": 2048, "max_tokens": 96, "temperature": 0.0, "seed": 1,
                            "n_threads": 1, "progress": False}
 
-# used where the real BFCL schemas of ../shared are absent (a fresh clone)
+# used where the real BFCL schemas are absent (a fresh clone)
 BUILT_IN_CASES = [
     ({"name": "triangle_area", "description": "The area of a triangle from its base and "
                                              "height.",

@@ -1,6 +1,6 @@
 """Every BFCL ground-truth call, rendered through a real template of each family, parses back.
 
-The Berkeley Function Calling Leaderboard files in ``/work/shared/schemas`` hold
+The Berkeley Function Calling Leaderboard files among the real schemas (:mod:`tests.support.paths`) hold
 real tool schemas (with their quirks: ``"type": "dict"``, ``"float"``, dotted
 names) and ground-truth calls. For every parser family registered, each
 record's calls are rendered as one assistant turn through a real chat template

@@ -1,7 +1,7 @@
 """The real chat templates and tool schemas, skipping cleanly where they are absent.
 
-Every test that reads them goes through these helpers, so a fresh clone (no
-``../shared``) skips each such test with one reason, which pytest's summary
+Every test that reads them goes through these helpers, so a fresh clone (which has
+none) skips each such test with one reason, which pytest's summary
 groups on one line (see :mod:`tests.support.paths` for where they are looked for).
 """
 

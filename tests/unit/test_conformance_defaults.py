@@ -3,7 +3,7 @@ it claims: ``toolwire conformance TEMPLATE --seed 0`` (30 examples per property)
 
 The templates are found, not listed: each real template a built-in family claims
 (:func:`toolwire.select_parser` among the built-ins) is a case, so a template added to
-``../shared/templates`` is checked as soon as a family claims it. The seed makes a red
+the real templates is checked as soon as a family claims it. The seed makes a red
 run replayable from the shell with the same command; the kit keeps no hypothesis
 database, so a run never depends on an earlier one.
 

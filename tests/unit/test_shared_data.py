@@ -1,8 +1,9 @@
 """The real third-party test data is found in one place and its absence skips cleanly.
 
-A user's fresh clone has no ``../shared`` folder; CI has it. Every test that
-needs it goes through :mod:`tests.support.paths` and :mod:`tests.support.templates`
-(which skip with one reason), so the suite passes either way.
+A user's fresh clone has no shared data folder beside it; CI has one. Every test,
+script and benchmark that needs it goes through :mod:`tests.support.paths` (and
+:mod:`tests.support.templates`, which skips with one reason), so the suite passes
+either way.
 """
 
 from __future__ import annotations
@@ -15,9 +16,12 @@ from pathlib import Path
 
 from tests.support.paths import MISSING_TEMPLATES, REPO, SHARED_TEMPLATES
 
-ONE_PLACE = {REPO / "tests" / "support" / "paths.py",
-             REPO / "tests" / "unit" / "test_shared_data.py"}  # which checks the default
-BUILDS_THE_SHARED_PATH = re.compile(r"""(?:REPO\.parent|parents\[\d\])\s*/\s*["']shared["']""")
+ONE_PLACE = "tests/support/paths.py"
+SHARED = "shared"
+NAMES_THE_SHARED_FOLDER = re.compile(
+    # a path written out (../shared, shared/templates, shared/schemas), or one built in code
+    rf"""\.\./{SHARED}\b|\b{SHARED}/(?:templates|schemas)\b"""
+    rf"""|(?:\.parent|parents\[\d\])\s*/\s*["']{SHARED}["']""")
 
 
 def _python(code: str, **environ: str) -> str:
@@ -27,19 +31,43 @@ def _python(code: str, **environ: str) -> str:
     return run.stdout.strip()
 
 
+def _repository_files() -> list[str]:
+    listed = subprocess.run(["git", "ls-files", "-z"], cwd=REPO, capture_output=True,
+                            check=False)
+    if listed.returncode == 0:
+        return [name for name in listed.stdout.decode().split("\0") if name]
+    return [str(p.relative_to(REPO)) for p in REPO.rglob("*")  # not a git checkout
+            if p.is_file() and ".git" not in p.parts and ".venv" not in p.parts]
+
+
 def test_only_the_paths_module_says_where_the_shared_folder_is() -> None:
-    offenders = [str(path.relative_to(REPO)) for folder in ("tests", "benchmarks")
-                 for path in sorted((REPO / folder).rglob("*.py"))
-                 if path not in ONE_PLACE and BUILDS_THE_SHARED_PATH.search(
-                     path.read_text(encoding="utf-8"))]
+    """No file (code, script, doc, CI step) names the shared folder's path but the one
+    module: a fixed path works beside CI's data and fails in a user's fresh clone."""
+    offenders = []
+    for name in _repository_files():
+        if name == ONE_PLACE:
+            continue
+        try:
+            text = (REPO / name).read_text(encoding="utf-8")
+        except (UnicodeDecodeError, OSError):
+            continue  # a picture, a binary
+        offenders += [f"{name}:{text.count(chr(10), 0, m.start()) + 1}: {m.group()}"
+                      for m in NAMES_THE_SHARED_FOLDER.finditer(text)]
     assert offenders == []
+
+
+def test_the_rule_finds_a_path_written_or_built() -> None:
+    for line in (f"see ../{SHARED} beside it", f"open('{SHARED}/templates/x.jinja')",
+                 f"REPO.parent / '{SHARED}'", f'parents[2] / "{SHARED}" / "schemas"'):
+        assert NAMES_THE_SHARED_FOLDER.search(line), line
+    assert not NAMES_THE_SHARED_FOLDER.search("the shared data folder; sharedness")
 
 
 def test_the_folders_follow_the_environment(tmp_path: Path) -> None:
     show = ("from tests.support.paths import SHARED_SCHEMAS, SHARED_TEMPLATES; "
             "print(SHARED_TEMPLATES, SHARED_SCHEMAS)")
-    assert _python(show) == f"{REPO.parent / 'shared' / 'templates'} " \
-                            f"{REPO.parent / 'shared' / 'schemas'}"
+    assert _python(show) == f"{REPO.parent / SHARED / 'templates'} " \
+                            f"{REPO.parent / SHARED / 'schemas'}"
     assert _python(show, TOOLWIRE_TEST_SHARED=str(tmp_path)) == \
         f"{tmp_path / 'templates'} {tmp_path / 'schemas'}"
     assert _python(show, TOOLWIRE_TEST_SHARED=str(tmp_path),
