@@ -26,6 +26,7 @@ from .backends.remote import (
     status_of,
 )
 from .backends.repeated_calls import aend_at_repeated_call, end_at_repeated_call
+from .backends.stream_pump import Broken, OpenedStream, RetryNotice, RetryPolicy, StreamPump
 from .backends.templated import (
     EncodedPrompt,
     GenerationEnd,
@@ -111,6 +112,7 @@ __all__ = [
     "BackendError",
     "BackendSpec",
     "BodyReader",
+    "Broken",
     "CallContext",
     "CallFormat",
     "CallObjects",
@@ -134,6 +136,7 @@ __all__ = [
     "Message",
     "ModelRequest",
     "ObjectLiteral",
+    "OpenedStream",
     "ParserSpec",
     "PluginManager",
     "PromptPiece",
@@ -149,6 +152,8 @@ __all__ = [
     "RegisterToolSource",
     "RequestContext",
     "ResolvedConnection",
+    "RetryNotice",
+    "RetryPolicy",
     "RunningCall",
     "SDKErrors",
     "SamplingOverrides",
@@ -156,6 +161,7 @@ __all__ = [
     "StreamFilter",
     "StreamFilterSpec",
     "StreamParser",
+    "StreamPump",
     "TaggedArguments",
     "TemplateChoice",
     "TemplateError",

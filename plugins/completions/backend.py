@@ -36,6 +36,7 @@ from typing import Any, Final
 from toolwire.plugin_api import (
     RETRYABLE_STATUS,
     BackendError,
+    Broken,
     CancelToken,
     DiagnosticEvent,
     EncodedPrompt,
@@ -47,6 +48,9 @@ from toolwire.plugin_api import (
     ProviderPreset,
     RequestContext,
     ResolvedConnection,
+    RetryNotice,
+    RetryPolicy,
+    StreamPump,
     TemplateChoice,
     TemplatedBackend,
     ToolGrammar,
@@ -59,7 +63,6 @@ from toolwire.plugin_api import (
 )
 
 from .engine import EngineInfo, TokenCounter, api_root, probe_engine
-from .pump import Broken, RetryNotice, RetryPolicy, StreamPump
 from .sources import (
     ModelFacts,
     end_of_turn_marker,

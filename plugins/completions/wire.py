@@ -26,12 +26,12 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import attrs
 
-from toolwire.plugin_api import SDKErrors
+from toolwire.plugin_api import OpenedStream, SDKErrors
 
 from .engine import EngineInfo
 
@@ -75,14 +75,6 @@ class Usage:
 
 
 Item = TextPiece | Finished | Usage
-
-
-@attrs.frozen
-class OpenedStream:
-    """A reply whose answer has begun: its items, and how to close the connection."""
-
-    items: Iterator[Item]
-    close: Callable[[], None]
 
 
 def grammar_fields(engine: EngineInfo, grammar: str) -> dict[str, Any] | None:

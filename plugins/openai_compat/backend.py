@@ -32,14 +32,19 @@ from typing import TYPE_CHECKING, Any
 from toolwire.plugin_api import (
     RETRYABLE_STATUS,
     BackendError,
+    Broken,
     CancelToken,
     DiagnosticEvent,
     ErrorEvent,
     Event,
     ModelRequest,
+    OpenedStream,
     ReasoningEvent,
     RequestContext,
     ResolvedConnection,
+    RetryNotice,
+    RetryPolicy,
+    StreamPump,
     TextEvent,
     ToolCallEndEvent,
     TurnEnd,
@@ -287,39 +292,36 @@ class OpenAICompatBackend:
         except BackendError as exc:
             yield from _failure(exc)
             return
+
+        def open_stream() -> OpenedStream:
+            create: Callable[..., Any] = client.chat.completions.create
+            stream = create(**self._request_kwargs(request))  # again on a retry: fields change
+            return OpenedStream((chunk.to_dict() for chunk in stream), stream.close)
+
+        def decide(exc: BaseException, attempt: int, waited: float
+                   ) -> float | BaseException | None:
+            return self._next_attempt(exc, attempt, waited, request)
+
         translator = TurnTranslator(request.tool_parameters(), self.context)
-        attempt = 0
-        waited = 0.0
-        while True:
-            try:
-                create: Callable[..., Any] = client.chat.completions.create
-                stream = create(**self._request_kwargs(request))
-                break
-            except Exception as exc:
-                step = self._next_attempt(exc, attempt, waited, request)
-                if isinstance(step, BackendError):
-                    yield from _failure(step)
-                    return
-                if step is not None:
-                    yield self._retry_notice(exc, step, attempt)
-                    attempt += 1
-                    waited += step
-                if cancel.wait(step or 0.0):
-                    yield TurnEnd("cancelled")
-                    return
+        # read on the pump's thread: a cancel (Ctrl-C) ends the turn even while the
+        # provider sends nothing, instead of waiting for its next byte
+        pump = StreamPump(open_stream, RetryPolicy(decide)).start()
         try:
-            for chunk in stream:
+            for item in pump.items(lambda: cancel.cancelled):
+                if isinstance(item, RetryNotice):
+                    yield self._retry_notice(item.error, item.delay, item.attempt)
+                elif isinstance(item, Broken):
+                    if not item.opened and isinstance(item.error, BackendError):
+                        yield from _failure(item.error)
+                    else:
+                        yield from translator.broken(item.error)
+                    return
+                else:
+                    yield from translator.feed(item)
                 if cancel.cancelled:
                     break
-                yield from translator.feed(chunk.to_dict())
-                if cancel.cancelled:
-                    break
-        except Exception as exc:
-            if not cancel.cancelled:
-                yield from translator.broken(exc)
-                return
         finally:
-            stream.close()
+            pump.abandon()
         if cancel.cancelled:
             yield TurnEnd("cancelled", translator.usage)
             return

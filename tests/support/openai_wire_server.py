@@ -63,6 +63,8 @@ class Stream:
     :ivar delay: seconds to pause before each chunk.
     :ivar done: end with ``data: [DONE]``.
     :ivar stall_at: pause ``stall`` seconds before this chunk only.
+    :ivar hold_at: send nothing from this chunk on until the server stops (a reply that
+        is still coming whatever the machine's speed, for a test that cancels it).
     """
 
     chunks: Sequence[Mapping[str, Any] | str]
@@ -71,6 +73,7 @@ class Stream:
     done: bool = True
     stall_at: int | None = None
     stall: float = 0.0
+    hold_at: int | None = None
 
 
 @dataclass(frozen=True)
@@ -255,6 +258,10 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             for n, chunk in enumerate(reply.chunks):
                 if reply.drop_after is not None and n >= reply.drop_after:
+                    self._drop()
+                    return
+                if n == reply.hold_at:
+                    owner.stopping.wait()
                     self._drop()
                     return
                 pause = reply.delay + (reply.stall if n == reply.stall_at else 0.0)

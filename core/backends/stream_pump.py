@@ -1,19 +1,20 @@
 """One reply's HTTP stream, read on a worker thread so a cancel ends the turn at once.
 
-An engine can be silent for a long time before its first token (a long prompt
-being processed) and between tokens. Reading the stream on the caller's thread
-would make a cancel wait for the next byte; :class:`StreamPump` reads it on a
+A server can be silent for a long time before its first token (a long prompt
+being processed) and between tokens, or stall for good. Reading the stream on
+the caller's thread would make a cancel wait for the next byte (a Ctrl-C in the
+chat would hang until the server sent one); :class:`StreamPump` reads it on a
 daemon thread and hands the items over through a queue, which the caller polls
 every :data:`POLL_SECONDS` while watching its cancel token. On a cancel the
 caller returns at once and the worker, at the next item (or when its wait for a
 retry ends), closes the connection from its own thread (``httpx2`` connections
-are not shared between threads mid-read), so the engine sees the client go.
+are not shared between threads mid-read), so the server sees the client go.
 
-Opening the stream is retried on the worker: 429 and 5xx answers after the
-wait the engine asks for (``retry-after``) or an exponential backoff, at most
-``max_retries`` times and ``max_retry_wait`` seconds in all, exactly as the
-``openai_compat`` backend does. Each retry is announced by a
-:class:`RetryNotice`.
+Opening the stream is retried on the worker, as the backend's
+:class:`RetryPolicy` decides (429 and 5xx answers after the wait the server asks
+for, or an exponential backoff). Each retry is announced by a
+:class:`RetryNotice`. The HTTP backends share it: ``openai_compat`` (chat
+completions) and ``completions`` (text completions).
 """
 
 from __future__ import annotations
@@ -25,12 +26,18 @@ from typing import Any, Final
 
 import attrs
 
-from .wire import Item, OpenedStream
-
-__all__ = ["POLL_SECONDS", "Broken", "RetryNotice", "RetryPolicy", "StreamPump"]
+__all__ = ["POLL_SECONDS", "Broken", "OpenedStream", "RetryNotice", "RetryPolicy", "StreamPump"]
 
 POLL_SECONDS: Final = 0.05
 """How often a waiting caller looks at its cancel token."""
+
+
+@attrs.frozen
+class OpenedStream:
+    """A reply whose answer has begun: its items, and how to close the connection."""
+
+    items: Iterator[Any]
+    close: Callable[[], None]
 
 
 @attrs.frozen
@@ -68,7 +75,8 @@ class Broken:
     retries: int = 0
 
 
-Delivered = Item | RetryNotice | Broken
+Delivered = Any
+"""An item of the stream, a :class:`RetryNotice` or a :class:`Broken`."""
 
 
 class _Done:
