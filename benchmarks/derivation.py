@@ -1,9 +1,9 @@
 """Benchmark: deriving a family's record from a chat template, first and cached.
 
-For every real chat template (the folder ``tests/support/paths.py`` names): compiling it (paid once by any
-backend that renders with it), the first derivation (the probes rendered, the
-markers read off them, the record checked against a richer turn) and a cached
-one (the outcome looked up by the template's sha256). Refusals are timed too: a
+For every real chat template (the folder ``tests/support/paths.py`` names): compiling it
+(paid once by any backend that renders with it), the first derivation (the probes
+rendered, the markers read off them, the record checked against a richer turn) and a
+cached one (the outcome looked up by the template's sha256). Refusals are timed too: a
 template that renders no call is refused once, then from the cache.
 
 Run ``python -m benchmarks derivation [--quick]``.

@@ -2,9 +2,9 @@
 
 Fake stores in each tool's layout (a Hugging Face hub cache, an Ollama store, an LM
 Studio folder, a ``--models-dir``) hold ``FILES`` small GGUF files whose chat templates
-are the real ones (the folder ``tests/support/paths.py`` names; some claimed by a family plugin, some that
-only a derived parser reads, some neither), and one model-shaped file with a
-150,000-token vocabulary (the file of ``benchmarks.gguf_header``, a sparse 9 GB).
+are the real ones (the folder ``tests/support/paths.py`` names; some claimed by a family
+plugin, some that only a derived parser reads, some neither), and one model-shaped file
+with a 150,000-token vocabulary (the file of ``benchmarks.gguf_header``, a sparse 9 GB).
 
 Cases, each per file:
 

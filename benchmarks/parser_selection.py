@@ -1,10 +1,10 @@
 """Benchmark: choosing the parser for a chat template, with each claim verified.
 
-For every real chat template (the folder ``tests/support/paths.py`` names): compiling it (paid once by any
-backend that renders with it), the first selection (scores, then each claim's
-probe rendered and read back, or the derivation), and a cached selection (the
-verdict looked up by template hash). Also the first selection without
-verification, to show what verifying adds.
+For every real chat template (the folder ``tests/support/paths.py`` names): compiling it
+(paid once by any backend that renders with it), the first selection (scores, then each
+claim's probe rendered and read back, or the derivation), and a cached selection (the
+verdict looked up by template hash). Also the first selection without verification, to
+show what verifying adds.
 
 Run ``python -m benchmarks parser_selection [--quick]``.
 """

@@ -2,8 +2,8 @@
 
 Every dedicated parser plugin is disabled (only the core's reasoning filter is
 loaded), each real template (in the folder ``tests/support/paths.py`` names) is
-derived, and ``check_parser`` runs on the derived parser. Prints a table (template, derived format, result or the
-reason it cannot) and writes it as JSON. Usage::
+derived, and ``check_parser`` runs on the derived parser. Prints a table (template,
+derived format, result or the reason it cannot) and writes it as JSON. Usage::
 
     python scripts/derived_conformance.py [--examples N] [--json OUT]
 """

@@ -1,13 +1,13 @@
 """Every BFCL ground-truth call, rendered through a real template of each family, parses back.
 
-The Berkeley Function Calling Leaderboard files among the real schemas (:mod:`tests.support.paths`) hold
-real tool schemas (with their quirks: ``"type": "dict"``, ``"float"``, dotted
-names) and ground-truth calls. For every parser family registered, each
-record's calls are rendered as one assistant turn through a real chat template
-of that family (one call per turn where the template renders no parallel
-calls), cut out with :class:`toolwire.testing.AssistantTurnRenderer`, and
-parsed; names and arguments must come back exactly (canonical JSON, so ``1``,
-``1.0`` and ``True`` differ).
+The Berkeley Function Calling Leaderboard files among the real schemas
+(:mod:`tests.support.paths`) hold real tool schemas (with their quirks: ``"type":
+"dict"``, ``"float"``, dotted names) and ground-truth calls. For every parser family
+registered, each record's calls are rendered as one assistant turn through a real chat
+template of that family (one call per turn where the template renders no parallel
+calls), cut out with :class:`toolwire.testing.AssistantTurnRenderer`, and parsed; names
+and arguments must come back exactly (canonical JSON, so ``1``, ``1.0`` and ``True``
+differ).
 
 A family plugin added later must add a template to :data:`FAMILY_TEMPLATES`;
 the test fails until it does.
