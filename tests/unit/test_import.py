@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import configparser
 import importlib.metadata
 import importlib.util
 import json
@@ -46,6 +47,25 @@ def test_only_toolwire_is_installed_at_the_top_level(tmp_path: Path) -> None:
         "print(json.dumps([importlib.util.find_spec(n) is not None "
         "for n in ('core', 'plugins')] + [q.__name__]))", tmp_path)
     assert json.loads(out) == [False, False, "toolwire.plugins.qwen_xml"]
+
+
+@pytest.mark.process
+def test_a_script_beside_the_clone_imports_the_installed_toolwire(tmp_path: Path) -> None:
+    """`git clone` names the clone toolwire: a script run from the folder holding it must
+    not import that folder as an empty namespace package (setup.cfg makes every editable
+    install strict, a path entry that Python's own search finds first)."""
+    repository = Path(__file__).resolve().parents[2]
+    (tmp_path / "toolwire").symlink_to(repository, target_is_directory=True)
+    (tmp_path / "script.py").write_text("import toolwire\nprint(hasattr(toolwire, 'tool'))\n")
+    done = subprocess.run([sys.executable, "script.py"], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=60, check=False)
+    assert (done.returncode, done.stdout.strip()) == (0, "True"), done.stderr
+
+
+def test_every_editable_install_is_strict() -> None:
+    config = configparser.ConfigParser()
+    config.read(Path(__file__).resolve().parents[2] / "setup.cfg")
+    assert config.get("editable_wheel", "mode") == "strict"
 
 
 def test_installed_distribution_publishes_plugins_script_and_pytest_fixtures() -> None:
