@@ -27,7 +27,8 @@ from ...vocabulary.backend import Backend, ModelRequest
 from ...vocabulary.tools import Tool
 from .common import extra_hint, fail
 
-__all__ = ["DEMO_MODEL", "EXAMPLE_TEXT", "check_demo_folder", "demo_grammar", "grammar_calling",
+__all__ = ["DEMO_MODEL", "EXAMPLE_TEXT", "check_demo_folder", "check_demo_options",
+           "demo_grammar", "grammar_calling",
            "make_demo_backend", "register", "request_grammar", "run_demo", "scripted_arguments",
            "scripted_call"]
 
@@ -236,6 +237,36 @@ def make_demo_backend(base: Path, plugins: PluginManager, *,
 
 DEMO_MODEL = "tiny-demo.gguf"
 """The stand-in model's file name in the demo's folder."""
+
+
+_DEMO_UNUSABLE = (
+    ("base_url", "--base-url"), ("template", "--template"), ("model_file", "--model-file"),
+    ("api", "--api"), ("family", "--family"), ("chat_template_file", "--chat-template-file"),
+    ("api_key_env", "--api-key-env"), ("temperature", "--temperature"), ("top_p", "--top-p"),
+    ("seed", "--seed"), ("max_tokens", "--max-tokens"), ("n_ctx", "--ctx-size"),
+    ("n_threads", "--threads"), ("n_gpu_layers", "--n-gpu-layers"), ("repack", "--no-repack"),
+    ("models_dir", "--models-dir"),
+)
+
+
+def check_demo_options(args: argparse.Namespace, verb: str) -> None:
+    """``chat --demo`` and ``serve --demo`` refuse, as input errors, the options the
+    stand-in cannot use.
+
+    The stand-in writes what a grammar forces, in its own folder of sample notes:
+    options choosing or tuning a model, and ``--workspace``, would be dropped, so
+    they are refused. ``--functions``, ``--no-tools``, ``--mcp``, ``--max-tool-iters``,
+    ``--read-only`` and ``--system`` are honoured, as in any chat.
+
+    :param verb: what the command does with the stand-in (``"serves"``, ``"chats with"``).
+    :raises UsageError: one of those options was given.
+    """
+    given = [flag for dest, flag in _DEMO_UNUSABLE if getattr(args, dest, None) not in (None, [])]
+    if getattr(args, "workspace", ".") != ".":
+        given.append("--workspace")
+    if given:
+        fail(f"--demo {verb} the stand-in model in its own sample notes, which cannot use "
+             f"{', '.join(given)}: leave {'it' if len(given) == 1 else 'them'} out")
 
 
 def check_demo_folder(folder: Path) -> None:

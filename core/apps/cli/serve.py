@@ -45,7 +45,7 @@ if TYPE_CHECKING:
     from ..server.served_model import ChatFactory
 
 __all__ = ["API_KEY_VARIABLE", "DEFAULT_HOST", "DEFAULT_PORT", "allowed_hosts_for",
-           "check_demo_options", "is_loopback", "limits_from_args", "listen",
+           "is_loopback", "limits_from_args", "listen",
            "make_chat_factory", "model_id_for", "register", "run_serve"]
 
 DEFAULT_HOST = "127.0.0.1"
@@ -152,8 +152,9 @@ def make_chat_factory(args: argparse.Namespace, plugins: PluginManager,
     if args.demo:
         if args.model or args.provider:
             raise ToolwireError("--demo serves the stand-in model: leave out --model/--provider")
-        check_demo_options(args)
-        from .demo import make_demo_backend, request_grammar
+        from .demo import check_demo_options, make_demo_backend, request_grammar
+
+        check_demo_options(args, "serves")
 
         tools = session_tools(args, plugins)  # --no-tools, --functions and --mcp, as a chat's
         base = Path(tempfile.mkdtemp(prefix="toolwire-serve-demo-"))
@@ -185,34 +186,6 @@ def make_chat_factory(args: argparse.Namespace, plugins: PluginManager,
     label = (f"{args.provider}: {args.model or args.base_url}" if args.provider
              else Path(args.model).name)
     return make_chat, label
-
-
-_DEMO_UNUSABLE = (
-    ("base_url", "--base-url"), ("template", "--template"), ("model_file", "--model-file"),
-    ("api", "--api"), ("family", "--family"), ("chat_template_file", "--chat-template-file"),
-    ("api_key_env", "--api-key-env"), ("temperature", "--temperature"), ("top_p", "--top-p"),
-    ("seed", "--seed"), ("max_tokens", "--max-tokens"), ("n_ctx", "--ctx-size"),
-    ("n_threads", "--threads"), ("n_gpu_layers", "--n-gpu-layers"), ("repack", "--no-repack"),
-    ("models_dir", "--models-dir"),
-)
-
-
-def check_demo_options(args: argparse.Namespace) -> None:
-    """``serve --demo`` refuses, as input errors, the options its stand-in cannot use.
-
-    The stand-in writes what a grammar forces, in its own folder of sample notes:
-    options choosing or tuning a model, and ``--workspace``, would be dropped, so
-    they are refused. ``--functions``, ``--no-tools``, ``--mcp``, ``--max-tool-iters``,
-    ``--read-only`` and ``--system`` are honoured, as in a chat.
-
-    :raises UsageError: one of those options was given.
-    """
-    given = [flag for dest, flag in _DEMO_UNUSABLE if getattr(args, dest, None) not in (None, [])]
-    if getattr(args, "workspace", ".") != ".":
-        given.append("--workspace")
-    if given:
-        fail(f"--demo serves the stand-in model in its own sample notes, which cannot use "
-             f"{', '.join(given)}: leave {'it' if len(given) == 1 else 'them'} out")
 
 
 def listen(host: str, port: int) -> socket.socket:
@@ -306,7 +279,9 @@ def run_serve(args: argparse.Namespace, plugins: PluginManager,
     if args.demo and (args.model or args.provider):
         fail("--demo serves the stand-in model: leave out --model/--provider")
     if args.demo:
-        check_demo_options(args)
+        from .demo import check_demo_options
+
+        check_demo_options(args, "serves")
     if not args.demo and backend is None:
         check_model_options(args, plugins)
     source = "the demo model" if args.demo or backend is not None else model_label(args)
