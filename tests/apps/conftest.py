@@ -12,12 +12,14 @@ import pytest
 
 from tests.support.browser import CHROMIUM, CHROMIUM_ARGS, open_page
 from tests.support.openai_wire_server import WireServer
+from tests.support.tiers import needs
 
 if TYPE_CHECKING:
     from playwright.sync_api import Browser, Page
 
 
 @pytest.fixture(scope="module")
+@needs("browser")
 def browser() -> Iterator[Browser]:
     """Debian's Chromium, headless, for one test module."""
     from playwright.sync_api import sync_playwright

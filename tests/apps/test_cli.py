@@ -1,15 +1,13 @@
-"""The ``toolwire`` command through its real entry point (subprocesses)."""
+"""The ``toolwire`` command through its entry point, ``main(argv)``, in-process."""
 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests.support.cli import CliRun, run_cli
 from tests.support.templates import shared_template, template_path
 
 REPLY = ("Looking.\n\n<tool_call>\n<function=search>\n<parameter=query>\nalex\n</parameter>\n"
@@ -20,12 +18,8 @@ TOOLS = [{"type": "function", "function": {"name": "search", "parameters": {
 
 
 def toolwire(*args: str, stdin: str = "", cwd: Path | None = None,
-             entry_points: bool = False) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ)
-    if not entry_points:  # results must not depend on what else happens to be installed
-        env["TOOLWIRE_LOAD_PLUGINS"] = ""
-    return subprocess.run([sys.executable, "-m", "toolwire", *args], input=stdin,
-                          capture_output=True, text=True, timeout=120, env=env, cwd=cwd)
+             entry_points: bool = False) -> CliRun:
+    return run_cli(*args, stdin=stdin, cwd=cwd, entry_points=entry_points)
 
 
 def test_parse_prints_the_documented_shape(tmp_path: Path) -> None:
@@ -117,6 +111,7 @@ def test_plugins_lists_builtins_with_their_distribution() -> None:
     assert "write_file" in by_name["toolwire.plugins.workspace_tools"]["tools"]
 
 
+@pytest.mark.model
 def test_demo_runs_the_whole_loop_on_a_real_tiny_model(tmp_path: Path) -> None:
     pytest.importorskip("llama_cpp")
     run = toolwire("demo", "--json", "--dir", str(tmp_path))
@@ -131,6 +126,7 @@ def test_demo_runs_the_whole_loop_on_a_real_tiny_model(tmp_path: Path) -> None:
     assert events[-1] == {**events[-1], "type": "done", "reason": "stop"}
 
 
+@pytest.mark.model
 def test_demo_explains_it_is_a_stand_in(tmp_path: Path) -> None:
     pytest.importorskip("llama_cpp")
     run = toolwire("demo", "--dir", str(tmp_path))

@@ -1,5 +1,5 @@
-"""``toolwire chat`` through its real entry point, against a real OpenAI-wire server on
-127.0.0.1 and the tiny local model."""
+"""``toolwire chat`` through its entry point (in-process; as a process where only one
+shows it), against a real OpenAI-wire server on 127.0.0.1 and the tiny local model."""
 
 from __future__ import annotations
 
@@ -8,21 +8,20 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
+import pytest
+
+from tests.support.cli import CliRun, command_environment, run_cli
 from tests.support.openai_wire_server import Stream, WireServer, reply_chunks
 
 
 def chat(*args: str, stdin: str | None = None, cwd: Path | None = None,
-         env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    full_env = {**os.environ, "TOOLWIRE_LOAD_PLUGINS": "", **(env or {})}
-    return subprocess.run([sys.executable, "-m", "toolwire", "chat", *args],
-                          input=stdin, capture_output=True, text=True, timeout=120,
-                          env=full_env, cwd=cwd)
+         env: dict[str, str] | None = None) -> CliRun:
+    return run_cli("chat", *args, stdin=stdin or "", env={**os.environ, **(env or {})}, cwd=cwd)
 
 
-def events_of(run: subprocess.CompletedProcess[str]) -> list[dict[str, object]]:
+def events_of(run: CliRun) -> list[dict[str, object]]:
     return [json.loads(line) for line in run.stdout.splitlines() if line.strip()]
 
 
@@ -132,19 +131,23 @@ def test_a_reply_cut_at_the_token_limit_exits_1(server: WireServer, workspace: P
     assert "".join(str(e["text"]) for e in events if e["type"] == "text") == "The answer is"
 
 
+@pytest.mark.process
 def test_ctrl_c_cancels_the_reply_in_progress(server: WireServer, workspace: Path) -> None:
-    server.enqueue(Stream(reply_chunks("word " * 200, piece=5), delay=0.05))
+    # ten words, then the reply holds until the server stops: the cancel never races it
+    server.enqueue(Stream(reply_chunks("word " * 200, piece=5), hold_at=10))
     proc = subprocess.Popen(
         [sys.executable, "-m", "toolwire", "chat", *remote(server, workspace),
          "--message", "tell me a long story"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env={**os.environ, "TOOLWIRE_LOAD_PLUGINS": ""})
-    deadline = time.monotonic() + 20
-    while not server.requests and time.monotonic() < deadline:
-        time.sleep(0.05)
-    time.sleep(0.3)
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=command_environment())
+    assert proc.stdout is not None
+    shown = b""
+    while b"word" not in shown:  # the reply has started on the screen
+        chunk = os.read(proc.stdout.fileno(), 4096)
+        assert chunk, "the chat ended before its reply started"
+        shown += chunk
     proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=30)
+    rest, err = proc.communicate(timeout=60)
+    out = (shown + rest).decode()
     assert proc.returncode == 1, err  # the reply did not end normally
     assert "(cancelled)" in out
-    assert 0 < out.count("word") < 200
+    assert 0 < out.count("word") <= 10

@@ -6,12 +6,12 @@ quoting the real result; through the real entry point, piped and on a pty."""
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from tests.support.cli import CliRun, run_cli
 from tests.support.terminal import Terminal
 from toolwire.apps.cli.demo import EXAMPLE_TEXT, scripted_arguments
 
@@ -26,12 +26,11 @@ FUNCTIONS = '''def greet(name: str, times: int = 2) -> str:
 '''
 
 
-def chat(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "TOOLWIRE_LOAD_PLUGINS": ""}
-    return subprocess.run([sys.executable, "-m", "toolwire", "chat", "--demo", *args],
-                          capture_output=True, text=True, timeout=180, env=env, cwd=cwd)
+def chat(*args: str, cwd: Path) -> CliRun:
+    return run_cli("chat", "--demo", *args, cwd=cwd)
 
 
+@pytest.mark.model
 def test_the_demo_chat_searches_the_sample_notes_and_quotes_the_result(tmp_path: Path) -> None:
     run = chat("--message", "what about Alex?", cwd=tmp_path)
     assert run.returncode == 0, run.stderr
@@ -45,6 +44,7 @@ def test_the_demo_chat_searches_the_sample_notes_and_quotes_the_result(tmp_path:
     assert not list(tmp_path.iterdir())  # its notes and model lived in a temporary folder
 
 
+@pytest.mark.model
 def test_the_demo_chat_calls_one_of_the_users_functions(tmp_path: Path) -> None:
     functions = tmp_path / "mine.py"
     functions.write_text(FUNCTIONS)
@@ -58,6 +58,7 @@ def test_the_demo_chat_calls_one_of_the_users_functions(tmp_path: Path) -> None:
     assert "greet was not run: it changes things" in refused.stderr  # the usual policy holds
 
 
+@pytest.mark.process
 def test_the_demo_chat_on_a_terminal_asks_before_the_users_function_runs(
         tmp_path: Path) -> None:
     functions = tmp_path / "mine.py"
@@ -84,6 +85,19 @@ def test_demo_with_a_model_is_an_input_error(tmp_path: Path) -> None:
     assert run.returncode == 2
     assert run.stderr == ("toolwire: --demo chats with the stand-in model: leave out --model, "
                           "--provider and --base-url\n")
+
+
+@pytest.mark.parametrize(("options", "named"), [
+    (["--ctx-size", "100"], "--ctx-size"), (["--temperature", "0.5"], "--temperature"),
+    (["--max-tokens", "4"], "--max-tokens"), (["--workspace", "/no/such/folder"], "--workspace"),
+    (["--seed", "1", "--no-repack"], "--seed, --no-repack")])
+def test_demo_refuses_the_options_its_stand_in_cannot_use(tmp_path: Path, options: list[str],
+                                                          named: str) -> None:
+    run = chat(*options, "--message", "hi", cwd=tmp_path)
+    assert (run.returncode, run.stdout) == (2, "")
+    assert run.stderr == (f"toolwire: --demo chats with the stand-in model in its own sample "
+                          f"notes, which cannot use {named}: leave "
+                          f"{'them' if ',' in named else 'it'} out\n")
 
 
 def test_made_up_arguments_fit_the_schema() -> None:

@@ -5,24 +5,20 @@ grammar (real llama.cpp, the real Qwen 3.5 template), bad values refused up fron
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests.support.cli import CliRun, run_cli
 from tests.support.openai_wire_server import Stream, WireServer, reply_chunks
 from tests.support.templates import shared_template
 
 
-def chat(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "TOOLWIRE_LOAD_PLUGINS": ""}
-    return subprocess.run([sys.executable, "-m", "toolwire", "chat", *args],
-                          capture_output=True, text=True, timeout=180, env=env, cwd=cwd)
+def chat(*args: str, cwd: Path | None = None) -> CliRun:
+    return run_cli("chat", *args, cwd=cwd)
 
 
-def events_of(run: subprocess.CompletedProcess[str]) -> list[dict[str, object]]:
+def events_of(run: CliRun) -> list[dict[str, object]]:
     return [json.loads(line) for line in run.stdout.splitlines() if line.strip()]
 
 
@@ -92,6 +88,7 @@ def local(model: Path, workspace: Path, choice: str, seed: int) -> list[dict[str
     return events_of(run)
 
 
+@pytest.mark.model
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_a_named_tool_choice_makes_the_tiny_local_model_call_that_tool(
         qwen_model: Path, workspace: Path, seed: int) -> None:
@@ -106,6 +103,7 @@ def test_a_named_tool_choice_makes_the_tiny_local_model_call_that_tool(
     assert results and not any(r["is_error"] for r in results), events
 
 
+@pytest.mark.model
 @pytest.mark.parametrize("seed", [1, 2])
 def test_tool_choice_required_makes_the_tiny_local_model_open_a_call_first(
         qwen_model: Path, workspace: Path, seed: int) -> None:

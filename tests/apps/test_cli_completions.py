@@ -4,14 +4,12 @@ through the real entry point, against a loopback stand-in engine."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from tests.support.cli import CliRun, run_cli
 from tests.support.completions_wire_server import (
     EngineStandIn,
     completion_chunks,
@@ -29,10 +27,8 @@ CALL = ("<tool_call>\n<function=search_text>\n<parameter=pattern>\nalex\n</param
         "</function>\n</tool_call>")
 
 
-def chat(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "toolwire", "chat", *args],
-                          capture_output=True, text=True, timeout=120, cwd=cwd,
-                          env={**os.environ, "TOOLWIRE_LOAD_PLUGINS": ""})
+def chat(*args: str, cwd: Path) -> CliRun:
+    return run_cli("chat", *args, cwd=cwd)
 
 
 @pytest.fixture

@@ -5,14 +5,12 @@ runs without a prompt (``--message``, piped input) unless ``--allow-write`` or `
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from tests.support.cli import CliRun, run_cli
 from tests.support.openai_wire_server import Stream, WireServer, reply_chunks
 
 FUNCTIONS = '''\
@@ -54,10 +52,8 @@ def _helper() -> None:
 '''
 
 
-def run(*args: str, cwd: Path, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "TOOLWIRE_LOAD_PLUGINS": ""}
-    return subprocess.run([sys.executable, "-m", "toolwire", *args], input=stdin,
-                          capture_output=True, text=True, timeout=120, env=env, cwd=cwd)
+def run(*args: str, cwd: Path, stdin: str | None = None) -> CliRun:
+    return run_cli(*args, stdin=stdin or "", cwd=cwd)
 
 
 @pytest.fixture

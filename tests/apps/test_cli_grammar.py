@@ -4,14 +4,12 @@ JSON, for a family or a template; every failure a clear exit 2."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.support.cli import CliRun, run_cli
 from tests.support.templates import shared_template, template_path
 
 TOOLS = [{"type": "function", "function": {
@@ -23,10 +21,8 @@ TOOLS = [{"type": "function", "function": {
         "type": "object", "properties": {}}}}]
 
 
-def grammar(*args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "TOOLWIRE_LOAD_PLUGINS": ""}
-    return subprocess.run([sys.executable, "-m", "toolwire", "grammar", *args],
-                          capture_output=True, text=True, timeout=60, env=env)
+def grammar(*args: str) -> CliRun:
+    return run_cli("grammar", *args)
 
 
 def tools_file(tmp_path: Path, tools: list[dict[str, Any]] = TOOLS) -> str:

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.cli import CliRun, run_cli
 from tests.support.openai_wire_server import Stream, WireServer, reply_chunks
 from tests.support.terminal import Terminal
 from toolwire.apps.cli.main import TRACEBACK_VARIABLE
@@ -19,14 +20,13 @@ from toolwire.testing.tiny_gguf import CHATML_TEMPLATE, write_tiny_gguf
 
 
 def toolwire(*args: str, stdin: str | None = "", cwd: Path | None = None,
-             env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    full = {**os.environ, "TOOLWIRE_LOAD_PLUGINS": "", **(env or {})}
+             env: dict[str, str] | None = None) -> CliRun:
+    full = {**os.environ, **(env or {})}
     full.pop(TRACEBACK_VARIABLE, None)
-    return subprocess.run([sys.executable, "-m", "toolwire", *args], input=stdin,
-                          capture_output=True, text=True, timeout=180, env=full, cwd=cwd)
+    return run_cli(*args, stdin=stdin or "", env=full, cwd=cwd)
 
 
-def one_line_input_error(run: subprocess.CompletedProcess[str]) -> str:
+def one_line_input_error(run: CliRun) -> str:
     """The one line an input error prints (asserting there is just that)."""
     assert run.returncode == 2, run.stderr
     lines = [line for line in run.stderr.splitlines() if not line.startswith("loading ")]
@@ -93,6 +93,7 @@ def test_a_context_without_room_for_the_prompt_is_an_input_error(
     assert named in line and "--max-tokens" in line and "the prompt needs room" in line
 
 
+@pytest.mark.process
 @pytest.mark.parametrize(("options", "named"), [
     (["--ctx-size", "10"], "--ctx-size (10)"),
     (["--max-tokens", "5000", "--ctx-size", "2048"], "--max-tokens (5000)"),
@@ -120,6 +121,7 @@ def test_demo_dir_naming_a_file_is_an_input_error(tmp_path: Path) -> None:
     assert "cannot make that folder" in below
 
 
+@pytest.mark.model
 def test_demo_dir_never_overwrites_a_users_file_but_reuses_its_own(tmp_path: Path) -> None:
     pytest.importorskip("llama_cpp")
     folder = tmp_path / "demo"
@@ -151,6 +153,7 @@ def test_more_threads_than_ggml_runs_is_refused(tiny: Path) -> None:
     assert "Traceback" not in run.stderr
 
 
+@pytest.mark.process
 def test_an_unexpected_error_is_one_line_unless_the_traceback_is_asked_for() -> None:
     script = ("import sys\n"
               "import toolwire.apps.cli.plugins as command\n"
@@ -174,6 +177,7 @@ def test_an_unexpected_error_is_one_line_unless_the_traceback_is_asked_for() -> 
 # -- item 6: messages a person can act on ---------------------------------------------------
 
 
+@pytest.mark.model
 def test_the_no_parser_notice_is_one_line_naming_detect_and_the_family_flag(
         tiny: Path, workspace: Path, tmp_path: Path) -> None:
     # a template the user gives is used as it is (the file's own would give way to the
@@ -238,6 +242,7 @@ def test_untyped_function_parameters_are_warned_about(tmp_path: Path) -> None:
                         "not checked"]
 
 
+@pytest.mark.process
 def test_parse_on_a_terminal_says_it_reads_standard_input(tmp_path: Path) -> None:
     env = {**os.environ, "TOOLWIRE_LOAD_PLUGINS": "", "TERM": "dumb"}
     term = Terminal([sys.executable, "-m", "toolwire", "parse", "--family", "qwen_xml"],
@@ -251,6 +256,7 @@ def test_parse_on_a_terminal_says_it_reads_standard_input(tmp_path: Path) -> Non
         term.close()
 
 
+@pytest.mark.process
 def test_an_interactive_chat_whose_last_reply_failed_exits_1(
         server: WireServer, workspace: Path, tmp_path: Path) -> None:
     env = {**os.environ, "TOOLWIRE_LOAD_PLUGINS": "", "HOME": str(tmp_path),
@@ -285,6 +291,7 @@ def test_an_interactive_chat_whose_last_reply_failed_exits_1(
         ok.close()
 
 
+@pytest.mark.process
 def test_the_conformance_hint_installs_only_what_it_needs(tmp_path: Path) -> None:
     template = tmp_path / "t.jinja"
     template.write_text("{{ messages }}")

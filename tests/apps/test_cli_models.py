@@ -7,8 +7,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +14,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tests.support.cli import CliRun, run_cli
 from tests.support.model_stores import add_hf, add_lmstudio, add_ollama, tiny_gguf
 from tests.support.templates import shared_template
 from toolwire.apps.cli.serve import model_id_for
@@ -29,14 +28,13 @@ from toolwire.apps.local_models import (
 
 
 def toolwire(*args: str, home: Path, env: dict[str, str] | None = None,
-             cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+             cwd: Path | None = None) -> CliRun:
     clean = {k: v for k, v in os.environ.items()
              if k not in ("HF_HOME", "HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "OLLAMA_MODELS",
                           "TOOLWIRE_MODELS_DIR", "XDG_CACHE_HOME")}
     home.mkdir(parents=True, exist_ok=True)
-    full = {**clean, "HOME": str(home), "TOOLWIRE_LOAD_PLUGINS": "", **(env or {})}
-    return subprocess.run([sys.executable, "-m", "toolwire", *args], capture_output=True,
-                          text=True, timeout=120, env=full, cwd=cwd or home)
+    full = {**clean, "HOME": str(home), **(env or {})}
+    return run_cli(*args, env=full, cwd=cwd or home)
 
 
 @pytest.fixture
@@ -60,7 +58,7 @@ def home(tmp_path: Path) -> Path:
     return home
 
 
-def listing(run: subprocess.CompletedProcess[str]) -> dict[str, dict[str, Any]]:
+def listing(run: CliRun) -> dict[str, dict[str, Any]]:
     assert run.returncode == 0, run.stderr
     return {row["name"]: row for row in json.loads(run.stdout)}
 
@@ -189,6 +187,7 @@ def test_a_folder_given_as_model_is_an_input_error(home: Path) -> None:
     assert run.returncode == 2 and "is a folder" in run.stderr
 
 
+@pytest.mark.model
 def test_a_found_model_runs_by_its_short_name(home: Path) -> None:
     pytest.importorskip("llama_cpp")
     run = toolwire("chat", "--model", "ollama:tiny", "--message", "hi", "--json",
@@ -200,6 +199,7 @@ def test_a_found_model_runs_by_its_short_name(home: Path) -> None:
     assert events[-1]["reason"] in ("stop", "length")
 
 
+@pytest.mark.model
 def test_a_unique_substring_names_a_model(home: Path) -> None:
     pytest.importorskip("llama_cpp")
     run = toolwire("chat", "--model", "tiny", "--message", "hi", "--no-tools",

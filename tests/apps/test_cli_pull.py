@@ -17,6 +17,7 @@ import pytest
 
 pytest.importorskip("huggingface_hub")
 
+from tests.support.cli import CliRun, run_cli_process
 from tests.support.openai_wire_server import free_port
 from tests.support.stand_in_hub import COMMIT, HubRepo, StandInHub, stand_in_hub
 from toolwire.apps.cli.common import UsageError
@@ -39,19 +40,19 @@ def hub() -> Iterator[StandInHub]:
         yield running
 
 
-def toolwire(hub: StandInHub | str, home: Path, *args: str) -> subprocess.CompletedProcess[str]:
+def toolwire(hub: StandInHub | str, home: Path, *args: str) -> CliRun:
     env = {key: value for key, value in os.environ.items()
            if not key.startswith(("HF_", "HUGGINGFACE_", "OLLAMA_", "XDG_CACHE"))}
     env.update({"HF_ENDPOINT": hub if isinstance(hub, str) else hub.url,
-                "HF_HOME": str(home / "hf"), "HOME": str(home), "TOOLWIRE_LOAD_PLUGINS": ""})
-    return subprocess.run([sys.executable, "-m", "toolwire", *args], capture_output=True,
-                          text=True, timeout=180, env=env, stdin=subprocess.DEVNULL)
+                "HF_HOME": str(home / "hf"), "HOME": str(home)})
+    return run_cli_process(*args, env=env)  # huggingface_hub reads its variables at import
 
 
 def blobs(home: Path) -> list[Path]:
     return sorted(p for p in (home / "hf" / "hub").glob("models--*/blobs/*") if p.is_file())
 
 
+@pytest.mark.process
 def test_a_pulled_model_is_listed_by_models_and_found_by_chat(
         hub: StandInHub, tmp_path: Path, model_bytes: bytes) -> None:
     hub.repos["org/Tiny-GGUF"] = HubRepo({
@@ -82,6 +83,7 @@ def test_a_pulled_model_is_listed_by_models_and_found_by_chat(
     assert chat.returncode in (0, 1) and "Traceback" not in chat.stderr
 
 
+@pytest.mark.process
 def test_pulling_again_checks_the_cached_file_without_downloading_it(
         hub: StandInHub, tmp_path: Path, model_bytes: bytes) -> None:
     hub.repos["org/Tiny-GGUF"] = HubRepo({"tiny.gguf": model_bytes})
@@ -92,6 +94,7 @@ def test_pulling_again_checks_the_cached_file_without_downloading_it(
     assert [m for m, path, _ in hub.requests if path.endswith("/tiny.gguf")] == ["HEAD", "HEAD"]
 
 
+@pytest.mark.process
 def test_a_connection_broken_mid_file_is_resumed_where_it_broke(
         hub: StandInHub, tmp_path: Path) -> None:
     # bigger than the client's 10 MiB read, so some of it has arrived when the cut comes
@@ -109,6 +112,7 @@ def test_a_connection_broken_mid_file_is_resumed_where_it_broke(
     assert "warning" in run.stderr  # random bytes: pulled and checked, but no GGUF header
 
 
+@pytest.mark.process
 def test_a_download_that_does_not_match_the_hubs_sha256_is_refused_and_deleted(
         hub: StandInHub, tmp_path: Path, model_bytes: bytes) -> None:
     hub.repos["org/Tiny-GGUF"] = HubRepo({"tiny.gguf": model_bytes}, corrupt={"tiny.gguf"})
@@ -122,6 +126,7 @@ def test_a_download_that_does_not_match_the_hubs_sha256_is_refused_and_deleted(
     assert json.loads(toolwire(hub, tmp_path, "models", "--json").stdout) == []
 
 
+@pytest.mark.process
 @pytest.mark.parametrize(("source", "extra", "message"), [
     ("org/Absent-GGUF", [], "org/Absent-GGUF: no such model repository on "),
     ("org/Absent-GGUF:m.gguf", [], "org/Absent-GGUF: no such model repository on "),
@@ -142,6 +147,7 @@ def test_what_is_not_there_is_a_one_line_input_error(
     assert blobs(tmp_path) == []
 
 
+@pytest.mark.process
 def test_an_unreachable_hub_is_a_one_line_failure(tmp_path: Path) -> None:
     nobody = f"http://127.0.0.1:{free_port()}"  # nothing listens there
     run = toolwire(nobody, tmp_path, "pull", "org/Tiny-GGUF:tiny.gguf")
@@ -151,6 +157,7 @@ def test_an_unreachable_hub_is_a_one_line_failure(tmp_path: Path) -> None:
     assert "Traceback" not in run.stderr
 
 
+@pytest.mark.process
 def test_a_split_model_is_pulled_whole_and_listed_once(
         hub: StandInHub, tmp_path: Path, model_bytes: bytes) -> None:
     hub.repos["org/Split-GGUF"] = HubRepo({
@@ -165,6 +172,7 @@ def test_a_split_model_is_pulled_whole_and_listed_once(
     assert row["size"] == len(model_bytes) + len(b"second shard")
 
 
+@pytest.mark.process
 def test_several_models_and_no_preferred_one_ask_the_user_to_name_one(
         hub: StandInHub, tmp_path: Path, model_bytes: bytes) -> None:
     hub.repos["org/Tiny-GGUF"] = HubRepo({"tiny-Q8_0.gguf": model_bytes,
@@ -177,6 +185,7 @@ def test_several_models_and_no_preferred_one_ask_the_user_to_name_one(
     assert blobs(tmp_path) == []
 
 
+@pytest.mark.process
 def test_without_huggingface_hub_pull_names_the_extra(tmp_path: Path) -> None:
     script = ("import sys; sys.modules['huggingface_hub'] = None; "
               "from toolwire.apps.cli.main import main; "

@@ -14,11 +14,13 @@ import pytest
 
 from tests.support.openai_wire_server import Stream, WireServer, reply_chunks
 from tests.support.terminal import Terminal
+from tests.support.tiers import needs
 
 PROMPT = "> "
 
 
 @pytest.fixture
+@needs("process")
 def terminal(server: WireServer, workspace: Path, tmp_path: Path) -> Iterator[Terminal]:
     env = {**os.environ, "TOOLWIRE_LOAD_PLUGINS": "", "HOME": str(tmp_path),
            "TOOLWIRE_HISTORY_FILE": str(tmp_path / "history"), "TERM": "dumb"}
@@ -213,6 +215,7 @@ def test_ctrl_c_at_the_question_refuses_and_cancels_the_reply(
     server.enqueue(calls(WRITE), answer("After."))
     terminal.line("write it")
     terminal.expect("[a]lways for write_file: ")
+    terminal.wait_for_input()  # the question is shown and read: now Ctrl-C is seen at once
     terminal.type("\x03")
     terminal.expect("(cancelled)")
     terminal.expect(PROMPT)
@@ -223,6 +226,7 @@ def test_ctrl_c_at_the_question_refuses_and_cancels_the_reply(
     assert replayed[-2]["role"] == "tool" and "did not allow" in replayed[-2]["content"]
 
 
+@pytest.mark.process
 def test_read_only_on_releases_a_tool_choice_it_no_longer_offers(
         server: WireServer, workspace: Path, tmp_path: Path) -> None:
     env = {**os.environ, "TOOLWIRE_LOAD_PLUGINS": "", "HOME": str(tmp_path),

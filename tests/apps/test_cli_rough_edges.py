@@ -18,16 +18,15 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.cli import CliRun, run_cli
 from tests.support.openai_wire_server import Fail, Stream, WireServer, reply_chunks
 from tests.support.templates import shared_template, template_path
 from toolwire.apps.cli.main import COMMANDS
 
 
 def toolwire(*args: str, stdin: str | None = "", cwd: Path | None = None,
-             env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    full = {**os.environ, "TOOLWIRE_LOAD_PLUGINS": "", **(env or {})}
-    return subprocess.run([sys.executable, "-m", "toolwire", *args], input=stdin,
-                          capture_output=True, text=True, timeout=180, env=full, cwd=cwd)
+             env: dict[str, str] | None = None) -> CliRun:
+    return run_cli(*args, stdin=stdin or "", env={**os.environ, **(env or {})}, cwd=cwd)
 
 
 @pytest.fixture
@@ -50,6 +49,7 @@ def qwen() -> Path:
 # -- output piped to a reader that goes away -----------------------------------------------
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("args", [["plugins"], ["plugins", "--json"], ["detect", "QWEN"],
                                   ["tools", "--json"]])
 def test_a_closed_pipe_ends_quietly_without_a_traceback(args: list[str]) -> None:
@@ -64,6 +64,7 @@ def test_a_closed_pipe_ends_quietly_without_a_traceback(args: list[str]) -> None
     assert err == ""
 
 
+@pytest.mark.process
 def test_piping_into_head_prints_no_error() -> None:
     shell = subprocess.run(
         ["bash", "-c", f"'{sys.executable}' -m toolwire plugins | head -1; "
@@ -220,6 +221,7 @@ def start_serve(*args: str) -> subprocess.Popen[str]:
                             env={**os.environ, "TOOLWIRE_LOAD_PLUGINS": ""})
 
 
+@pytest.mark.process
 def test_serve_port_0_shows_the_port_it_really_listens_on(server: WireServer,
                                                          workspace: Path) -> None:
     pytest.importorskip("uvicorn")
@@ -265,6 +267,7 @@ def post_when_listening(port: int, path: str, body: object,
             time.sleep(0.1)
 
 
+@pytest.mark.process
 def test_serve_keeps_its_own_key_apart_from_the_providers(server: WireServer,
                                                            workspace: Path) -> None:
     pytest.importorskip("uvicorn")
@@ -380,6 +383,7 @@ def test_conformance_checks_the_derived_parser_when_asked() -> None:
     assert row[:2] == ["Qwen3.5-4B.jinja", "derived"] and "FAIL" not in row
 
 
+@pytest.mark.model
 def test_demo_leaves_no_temporary_folder_behind(tmp_path: Path) -> None:
     pytest.importorskip("llama_cpp")
     temp = tmp_path / "tmp"
@@ -389,6 +393,7 @@ def test_demo_leaves_no_temporary_folder_behind(tmp_path: Path) -> None:
     assert list(temp.iterdir()) == []
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
 def test_serve_demo_removes_its_temporary_folder_when_it_stops(tmp_path: Path,
                                                                 stop: signal.Signals) -> None:
@@ -442,6 +447,7 @@ def test_api_key_env_names_the_variable_holding_the_key(server: WireServer,
     assert server.requests[0].headers["authorization"] == "Bearer sk-team-123"
 
 
+@pytest.mark.model
 def test_local_flags_reach_llama_cpp_and_the_template_file_is_used(tmp_path: Path) -> None:
     pytest.importorskip("llama_cpp")
     from toolwire.testing.tiny_gguf import write_tiny_gguf

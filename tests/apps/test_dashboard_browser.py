@@ -34,6 +34,7 @@ from toolwire.testing import ScriptedBackend, isolated_plugin_manager  # noqa: E
 from toolwire.vocabulary.cancel import CancelToken  # noqa: E402
 
 
+@pytest.mark.model
 def test_demo_reply_shows_the_tool_call_its_result_and_the_answer(
         page: Page, tmp_path: Path) -> None:
     pytest.importorskip("llama_cpp")

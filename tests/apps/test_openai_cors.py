@@ -112,6 +112,7 @@ def test_what_is_not_an_origin_is_refused(text: str) -> None:
         parse_origin(text)
 
 
+@pytest.mark.process
 def test_serve_refuses_a_malformed_allow_origin_as_an_input_error() -> None:
     proc = subprocess.run([sys.executable, "-m", "toolwire", "serve", "--demo", "--port", "0",
                            "--allow-origin", "*"], capture_output=True, text=True, timeout=60)

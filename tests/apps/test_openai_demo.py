@@ -22,6 +22,7 @@ import openai
 import pytest
 
 from tests.apps.test_server import json_request, request, sse_items, wait_for
+from tests.support.tiers import needs
 from toolwire.apps.cli.demo import EXAMPLE_TEXT
 
 pytest.importorskip("llama_cpp")
@@ -52,6 +53,7 @@ def toolwire(*args: str, cwd: Path | None = None,
 
 
 @pytest.fixture(scope="module")
+@needs("process")
 def demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """``serve --demo --functions mine.py --max-tool-iters 2``; yields the base URL."""
     folder = tmp_path_factory.mktemp("demo")
@@ -139,6 +141,7 @@ def test_the_chat_route_calls_the_users_function_and_stops_at_max_tool_iters(dem
     assert items[-1]["type"] == "done" and items[-1]["turns"] <= 2
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("option", [["--workspace", "/tmp"], ["--ctx-size", "512"],
                                     ["--temperature", "0.2"], ["--family", "qwen_xml"],
                                     ["--base-url", "http://127.0.0.1:1"],
@@ -149,6 +152,7 @@ def test_options_the_stand_in_cannot_use_are_input_errors(option: list[str]) -> 
     assert option[0] in run.stderr and "--demo" in run.stderr and "Traceback" not in run.stderr
 
 
+@pytest.mark.model
 def test_no_tools_and_read_only_are_honoured() -> None:
     import argparse
 
@@ -165,6 +169,7 @@ def test_no_tools_and_read_only_are_honoured() -> None:
     assert list(chat.registry) == [] and chat.read_only and chat.max_tool_iters == 3
 
 
+@pytest.mark.process
 def test_serve_help_prints_its_limits_as_integers() -> None:
     run = toolwire("serve", "--help")
     assert run.returncode == 0

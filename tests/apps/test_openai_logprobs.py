@@ -27,6 +27,7 @@ from hypothesis import strategies as st
 
 from tests.apps.test_server import running_server, scripted_app, serving_backend
 from tests.support.templates import shared_template
+from tests.support.tiers import needs
 from toolwire import CancelToken, ModelRequest, TurnEnd
 from toolwire.apps.server.completion_stream import CompletionBuilder
 from toolwire.events import (
@@ -68,6 +69,7 @@ def _serve(path: Path, **options: Any) -> Iterator[Served]:
 
 
 @pytest.fixture(scope="module")
+@needs("model")
 def tiny(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     """The tiny model (ChatML) at temperature 1.0."""
     path = write_tiny_gguf(tmp_path_factory.mktemp("logprobs") / "tiny.gguf")
@@ -75,6 +77,7 @@ def tiny(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
 
 
 @pytest.fixture(scope="module")
+@needs("model")
 def tiny_qwen(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     """The tiny model under Qwen2.5's real template (its calls in <tool_call> markup)."""
     source = shared_template("Qwen-Qwen2.5-7B-Instruct.jinja")
@@ -195,6 +198,7 @@ def test_raw_sse_chunks_carry_logprobs_content_and_a_null_refusal(tiny: Served) 
 # -- the same numbers as llama.cpp's ---------------------------------------------------------------
 
 
+@pytest.mark.model
 def test_the_logprobs_are_llama_cpps_for_the_same_prompt(tiny: Served) -> None:
     answer = sdk(tiny.base).chat.completions.create(
         model=MODEL_ID, messages=MESSAGES, logprobs=True, top_logprobs=4, temperature=0,
@@ -292,6 +296,8 @@ def test_a_backend_that_cannot_give_logprobs_answers_400_naming_logprobs() -> No
 # -- across the model worker -----------------------------------------------------------------------
 
 
+@pytest.mark.model
+@pytest.mark.process
 def test_token_logprobs_cross_the_model_worker(tiny: Served) -> None:
     from toolwire.apps.server.model_worker import WorkerBackend, WorkerSpec
     from toolwire.hooks.manager import default_plugin_manager

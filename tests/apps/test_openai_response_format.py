@@ -22,6 +22,7 @@ from pydantic import BaseModel, Field
 from tests.apps.test_server import running_server, scripted_app, serving_backend
 from tests.support.openai_clients import every_reading
 from tests.support.templates import shared_template
+from tests.support.tiers import needs
 from toolwire.testing import ScriptedBackend, write_tiny_gguf
 from toolwire.testing.tiny_gguf import TINY_BACKEND_OPTIONS
 from toolwire.vocabulary.backend import ResponseFormat
@@ -44,6 +45,7 @@ class Person(BaseModel):
 
 
 @pytest.fixture(scope="module")
+@needs("model")
 def tiny_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     source = shared_template("Qwen-Qwen2.5-7B-Instruct.jinja")
     extra = sorted({c for c in source if ord(c) > 127})

@@ -23,6 +23,7 @@ from toolwire.testing import ScriptedBackend, write_tiny_gguf
 from toolwire.testing.tiny_gguf import TINY_BACKEND_OPTIONS
 
 pytest.importorskip("llama_cpp")
+from tests.support.tiers import needs
 from toolwire.plugins.llama_cpp import LlamaCppBackend
 
 MODEL_ID = "tiny-sampling"
@@ -32,6 +33,7 @@ OWN_MAX_TOKENS = 64  # the greedy reply (119 tokens) is longer
 
 
 @pytest.fixture(scope="module")
+@needs("model")
 def tiny_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """The tiny model, sampling at 1.0 with a random seed, behind ``create_app``."""
     path: Path = write_tiny_gguf(tmp_path_factory.mktemp("sampling") / "tiny.gguf")

@@ -37,6 +37,7 @@ from tests.apps.test_server import (
     wait_for,
 )
 from tests.support.paths import DOCS
+from tests.support.tiers import needs
 from toolwire.apps.server.app import create_app
 from toolwire.apps.server.served_model import LoadedModel, ServedModel
 from toolwire.events import ErrorEvent, Event, TextEvent
@@ -68,6 +69,7 @@ def free_port() -> int:
 
 
 @pytest.fixture(scope="module")
+@needs("process")
 def demo_server() -> Iterator[str]:
     """``toolwire serve --demo`` with ``TOOLWIRE_SERVE_API_KEY`` set; yields the base URL."""
     pytest.importorskip("llama_cpp")
@@ -502,6 +504,7 @@ def test_shutdown_cancels_generations_in_flight() -> None:
     assert backend.tokens[0].reason == "shutdown"
 
 
+@pytest.mark.process
 def test_the_documented_client_example_runs(demo_server: str) -> None:
     example = DOCS / "examples" / "openai_client.py"
     env = {**os.environ, "TOOLWIRE_URL": demo_server + "/v1", "TOOLWIRE_SERVE_API_KEY": KEY}

@@ -19,6 +19,7 @@ import pytest
 
 from tests.apps.test_server import running_server
 from tests.support.templates import shared_template
+from tests.support.tiers import needs
 from toolwire import Chat
 from toolwire.apps.server.app import create_app
 from toolwire.apps.server.call_id_forms import CallIdForm, with_template_ids
@@ -62,6 +63,7 @@ def tiny_backend(folder: Path, template: str) -> LlamaCppBackend:
 
 @pytest.fixture(scope="module", params=["Mistral-Small-3.2-24B-Instruct-2506.jinja",
                                         "NousResearch-Hermes-2-Pro-Llama-3-8B-tool_use.jinja"])
+@needs("model")
 def served(request: pytest.FixtureRequest,
            tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, LlamaCppBackend]]:
     backend = tiny_backend(tmp_path_factory.mktemp("template"), request.param)

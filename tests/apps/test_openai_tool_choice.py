@@ -20,6 +20,7 @@ import pytest
 
 from tests.apps.test_server import lookup, running_server, scripted_app, serving_backend
 from tests.support.templates import shared_template
+from tests.support.tiers import needs
 from toolwire.testing import ScriptedBackend, write_tiny_gguf
 from toolwire.testing.tiny_gguf import TINY_BACKEND_OPTIONS
 
@@ -44,6 +45,7 @@ REPLIES = 3
 
 
 @pytest.fixture(scope="module")
+@needs("model")
 def tiny_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """The tiny model behind ``create_app`` on a free loopback port."""
     source = shared_template("Qwen-Qwen2.5-7B-Instruct.jinja")

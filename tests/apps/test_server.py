@@ -221,6 +221,7 @@ def idle_base() -> Iterator[str]:
 # -- the stream -------------------------------------------------------------------------
 
 
+@pytest.mark.model
 def test_demo_model_streams_the_documented_events_in_order() -> None:
     pytest.importorskip("llama_cpp")
     parser = argparse.ArgumentParser()
@@ -585,6 +586,7 @@ sys.exit(args.run(args, PluginManager()))
 """
 
 
+@pytest.mark.process
 def test_serve_command_runs_the_demo_until_ctrl_c() -> None:
     pytest.importorskip("llama_cpp")
     with socket.socket() as probe:

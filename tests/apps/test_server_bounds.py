@@ -272,6 +272,7 @@ def _serve_args(*argv: str) -> argparse.Namespace:
     return parser.parse_args(["serve", *argv])
 
 
+@pytest.mark.process
 def test_a_non_loopback_host_without_a_key_is_refused_at_start(
         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("TOOLWIRE_SERVE_API_KEY", raising=False)
@@ -309,6 +310,7 @@ NOT_SERVING = ("limits", "http_input", "request_guard", "sse", "responses", "mod
                "chat_request", "completion_request", "dashboard", "uvicorn_server")
 
 
+@pytest.mark.process
 def test_modules_that_do_not_serve_do_not_import_starlette_or_uvicorn() -> None:
     script = ("import sys\n"
               + "".join(f"import toolwire.apps.server.{m}\n" for m in NOT_SERVING)
@@ -321,6 +323,7 @@ def test_modules_that_do_not_serve_do_not_import_starlette_or_uvicorn() -> None:
     assert out.strip() == "[]"
 
 
+@pytest.mark.process
 def test_create_app_names_the_serve_extra_when_starlette_is_missing() -> None:
     script = ("import sys\nsys.modules['starlette'] = None\n"
               "from toolwire.apps.server.app import create_app\n"

@@ -204,6 +204,7 @@ def test_registered_as_a_backend_plugin_with_its_options() -> None:
         create(base_url="http://x", colour="blue")
 
 
+@pytest.mark.process
 def test_importing_the_plugin_imports_neither_openai_nor_httpx2(tmp_path: Path) -> None:
     code = ("import json, sys, toolwire.plugins.completions, toolwire; "
             "toolwire.PluginManager(entry_points=False).backends(); "

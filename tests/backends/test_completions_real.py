@@ -14,9 +14,6 @@ result rendered into the next prompt -> the answer.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,6 +24,7 @@ import pytest
 pytest.importorskip("llama_cpp.server.app")
 
 import toolwire
+from tests.support.cli import run_cli
 from tests.support.llama_cpp_server import LlamaCppServer
 from tests.support.paths import MISSING_TEMPLATES, SHARED_TEMPLATES
 from toolwire import (
@@ -188,12 +186,9 @@ def test_cancel_mid_reply_stops_the_engine_and_the_session_goes_on(
 
 def test_toolwire_chat_drives_the_engine_from_the_command_line(
         engine: LlamaCppServer, model: Path, tmp_path: Path) -> None:
-    run = subprocess.run(
-        [sys.executable, "-m", "toolwire", "chat", "--provider", "completions",
-         "--base-url", f"{engine.root}/v1", "--model-file", str(model), "--n-ctx", str(N_CTX),
-         "--max-tokens", "8", "--no-tools", "--json", "--message", "hello"],
-        capture_output=True, text=True, timeout=120, cwd=tmp_path,
-        env={**os.environ, "TOOLWIRE_LOAD_PLUGINS": ""})
+    run = run_cli("chat", "--provider", "completions", "--base-url", f"{engine.root}/v1",
+                  "--model-file", str(model), "--n-ctx", str(N_CTX), "--max-tokens", "8",
+                  "--no-tools", "--json", "--message", "hello", cwd=tmp_path)
     events = [json.loads(line) for line in run.stdout.splitlines() if line.strip()]
     assert events and events[-1]["type"] == "done", run.stderr
     # random weights without a grammar: text until the token limit (exit 1), never a crash

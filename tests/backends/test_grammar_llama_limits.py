@@ -25,6 +25,7 @@ from hypothesis import strategies as st
 from tests.apps.test_server import running_server
 from tests.support.families import plugins
 from tests.support.templates import shared_template
+from tests.support.tiers import needs
 from toolwire import (
     CancelToken,
     Chat,
@@ -85,6 +86,7 @@ LARGE_BOUNDS = {
 
 
 @pytest.fixture(scope="module")
+@needs("model")
 def vocab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     backend = LlamaCppBackend(write_tiny_gguf(tmp_path_factory.mktemp("vocab") / "m.gguf"),
                               n_ctx=512, max_tokens=8, n_threads=1)
@@ -172,6 +174,7 @@ def test_a_call_count_llama_cpp_holds_is_kept_in_the_grammar() -> None:
 
 
 @pytest.fixture(scope="module")
+@needs("model")
 def backend(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LlamaCppBackend]:
     path = write_tiny_gguf(tmp_path_factory.mktemp("turns") / "m.gguf", sample_bytes=False)
     made = LlamaCppBackend(path, n_ctx=4096, max_tokens=60, temperature=1.0,
@@ -212,6 +215,7 @@ def test_a_thousand_optional_parameters_give_grammars_llama_cpp_accepts(vocab: A
         assert _refused_by_llama_cpp(vocab, texts) == []
 
 
+@pytest.mark.model
 def test_a_completions_request_with_a_thousand_optional_parameters_answers(
         tmp_path: Path) -> None:
     source = shared_template("Qwen-Qwen2.5-7B-Instruct.jinja")

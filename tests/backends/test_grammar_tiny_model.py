@@ -52,6 +52,8 @@ pytest.importorskip("llama_cpp")
 
 from toolwire.plugins.llama_cpp import LlamaCppBackend
 
+pytestmark = pytest.mark.model
+
 FAMILY_TEMPLATES = {
     "apertus": "Apertus-8B-Instruct.jinja",
     "apriel": "Apriel-1.6-15b-Thinker-fixed.jinja",

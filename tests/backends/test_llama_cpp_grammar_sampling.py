@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from tests.support.tiers import needs
 from toolwire.testing import write_tiny_gguf
 
 llama_cpp = pytest.importorskip("llama_cpp")
@@ -26,6 +27,7 @@ LIMIT = 150
 
 
 @pytest.fixture(scope="module")
+@needs("model")
 def llama(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     path = write_tiny_gguf(tmp_path_factory.mktemp("sampling") / "m.gguf", sample_bytes=False)
     backend = LlamaCppBackend(path, n_ctx=1024, max_tokens=200, n_threads=1)

@@ -596,6 +596,7 @@ def test_plugin_registers_the_backend_with_its_options(model_file: Path) -> None
     assert info.value.kind == "not_found" and "missing.gguf" in str(info.value)
 
 
+@pytest.mark.process
 def test_importing_the_plugin_does_not_import_llama_cpp() -> None:
     code = ("import sys, toolwire, toolwire.plugins.llama_cpp as p; "
             "toolwire.default_plugin_manager().backend('llama_cpp'); "

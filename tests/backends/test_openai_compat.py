@@ -818,6 +818,7 @@ def test_registered_as_a_backend_plugin(server: WireServer) -> None:
         spec.create(provider="custom", model="m", base_url=server.url, stop="</s>")
 
 
+@pytest.mark.process
 def test_importing_toolwire_does_not_import_openai() -> None:
     code = ("import sys, toolwire, toolwire.plugins.openai_compat; "
             "toolwire.default_plugin_manager().backend('openai_compat'); "

@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,6 +21,7 @@ from typing import Any
 import jsonschema
 import pytest
 
+from tests.support.cli import CliRun, run_cli
 from tests.support.templates import have_schemas, shared_schema
 from toolwire import (
     CancelToken,
@@ -198,11 +197,8 @@ def test_a_tool_result_goes_back_and_the_model_answers(backend: LlamaCppBackend)
     assert isinstance(done, DoneEvent) and done.reason in ("stop", "length") and done.turns >= 2
 
 
-def _toolwire(*argv: str, stdin: str = "", cwd: Path | None = None) -> Any:
-    env = {**os.environ, "TOOLWIRE_LOAD_PLUGINS": "", "NO_COLOR": "1"}
-    return subprocess.run([sys.executable, "-m", "toolwire", *argv], input=stdin,
-                          capture_output=True, text=True, timeout=600, cwd=cwd, env=env,
-                          check=False)
+def _toolwire(*argv: str, stdin: str = "", cwd: Path | None = None) -> CliRun:
+    return run_cli(*argv, stdin=stdin, cwd=cwd, env={**os.environ, "NO_COLOR": "1"})
 
 
 def test_toolwire_demo_real_runs_the_demo_on_the_real_model() -> None:
@@ -219,12 +215,22 @@ def test_toolwire_demo_real_runs_the_demo_on_the_real_model() -> None:
 
 
 def test_toolwire_chat_with_the_real_model_needs_no_other_flag(tmp_path: Path) -> None:
+    """No --family, --template or tool flag: the model's file is enough. What the model
+    says, and so whether it stops before the token limit, depends on the CPU's numerics
+    (with or without llama.cpp's repacking), so the test holds the exit status to how the
+    reply ended rather than to one ending; --max-tokens only bounds the test's time."""
     (tmp_path / "notes.md").write_text("Alex maintains the parsers.\n", encoding="utf-8")
-    run = _toolwire("chat", "--model", str(MODEL), stdin="Hello! Who are you?\n", cwd=tmp_path)
-    assert run.returncode == 0, run.stdout + run.stderr
-    lines = run.stdout.splitlines()
-    assert not any(line.startswith(("note:", "error (")) for line in lines), run.stdout
-    assert any(line.startswith("(default_tool_template:") for line in lines), run.stdout
+    run = _toolwire("chat", "--model", str(MODEL), "--json", "--max-tokens", "48",
+                    stdin="Hello! Who are you?\n", cwd=tmp_path)
+    events = [json.loads(line) for line in run.stdout.splitlines() if line.startswith("{")]
+    assert events and events[-1]["type"] == "done", run.stdout + run.stderr
+    kinds = [e["type"] for e in events]
+    assert "no_parser" not in kinds, run.stdout
+    # the one error a reply may end with here is the token limit's
+    assert all(e["kind"] == "length" for e in events if e["type"] == "error"), run.stdout
+    assert any(e.get("code") == "default_tool_template" for e in events), run.stdout
     assert "Traceback" not in run.stderr
-    answer = [line for line in lines if line and not line.startswith(("(", "loading"))]
-    assert answer, run.stdout  # the model answered in text
+    assert "".join(e["text"] for e in events if e["type"] == "text").strip(), run.stdout
+    reason = events[-1]["reason"]
+    assert reason in ("stop", "length")
+    assert run.returncode == (0 if reason == "stop" else 1), run.stderr

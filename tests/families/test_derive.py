@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tests.support.cli import run_cli
 from tests.support.paths import MISSING_TEMPLATES
 from tests.support.templates import (
     SHARED_TEMPLATES,
@@ -115,15 +114,13 @@ def test_template_without_call_rendering_reports_what_was_seen() -> None:
 def test_detect_derive_prints_the_record(tmp_path: Path) -> None:
     path = tmp_path / "custom.jinja"
     path.write_text(CUSTOM_TEMPLATE)
-    run = subprocess.run([sys.executable, "-m", "toolwire", "detect", "--derive", str(path)],
-                         capture_output=True, text=True, timeout=60)
+    run = run_cli("detect", "--derive", str(path))
     assert run.returncode == 0, run.stderr
     # the output is Python a plugin can paste: it evaluates to the derived record
     namespace: dict[str, Any] = {}
     exec(run.stdout, namespace)
     assert namespace["DERIVED_FORMAT"] == derive_format(CUSTOM_TEMPLATE)
-    as_json = subprocess.run([sys.executable, "-m", "toolwire", "detect", "--derive", "--json",
-                              str(path)], capture_output=True, text=True, timeout=60)
+    as_json = run_cli("detect", "--derive", "--json", str(path))
     assert json.loads(as_json.stdout)["call_open"] == ["[[invoke"]
 
 
@@ -278,6 +275,7 @@ def lookup(query: str) -> str:
     return f"found {query}"
 
 
+@pytest.mark.model
 def test_local_model_with_an_unknown_family_runs_its_calls(tmp_path: Path) -> None:
     pytest.importorskip("llama_cpp")
     from toolwire.plugins.llama_cpp.backend import LlamaCppBackend

@@ -155,6 +155,7 @@ def test_a_reply_ending_in_a_backslash_inside_a_string_loses_nothing(cut: int | 
     assert streamed == "a.txt', cont}\\"
 
 
+@pytest.mark.process
 def test_model_text_that_is_not_a_literal_prints_no_warning() -> None:
     import subprocess
     import sys

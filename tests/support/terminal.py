@@ -22,6 +22,10 @@ from collections.abc import Mapping, Sequence
 
 __all__ = ["Terminal"]
 
+_READING = ("poll_schedule_timeout", "do_select", "core_sys_select", "n_tty_read",
+            "wait_woken", "do_sys_poll")
+"""Kernel wait channels of a process blocked reading its terminal."""
+
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b[()][A-Z0-9]|\r")
 
 
@@ -89,6 +93,30 @@ class Terminal:
                     continue
                 raise AssertionError(f"{needle!r} did not appear; output since the last "
                                      f"match:\n{text[self._seen:]}")
+
+    def wait_for_input(self, timeout: float = 60.0) -> None:
+        """Wait until the process sleeps reading the terminal (Linux: its main thread's
+        ``/proc`` wait channel is a select, poll or tty read).
+
+        A prompt on the screen is not enough before Ctrl-C: CPython's readline shows the
+        prompt, then enters ``select``; a SIGINT in between is only looked at after the
+        next key, so a Ctrl-C typed at once would wait for good.
+
+        :raises AssertionError: it did not start reading in time.
+        """
+        deadline = time.monotonic() + timeout
+        channel = ""
+        while time.monotonic() < deadline:
+            try:
+                with open(f"/proc/{self.pid}/wchan", encoding="ascii") as wchan:
+                    channel = wchan.read()
+            except OSError as exc:
+                raise AssertionError(f"cannot see whether the process reads: {exc}") from None
+            if channel.startswith(_READING):
+                return
+            self._read(0.01)
+        raise AssertionError(f"the process did not wait for input (it waits in {channel!r}); "
+                             f"output:\n{self.text}")
 
     def type(self, text: str) -> None:
         """Type ``text`` (use ``\\n`` for Enter, ``\\x03`` for Ctrl-C, ``\\x04`` for Ctrl-D)."""

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import shlex
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -20,6 +19,7 @@ import pytest
 
 pytest.importorskip("mcp")
 
+from tests.support.cli import CliRun, run_cli
 from tests.support.mcp_fixtures import SCRIPT, http_server, logged
 from tests.support.openai_wire_server import Stream, WireServer, reply_chunks
 from toolwire import ToolCall
@@ -32,11 +32,8 @@ TOOLS_SERVER = shlex.join([sys.executable, SCRIPT, "tools"])
 OTHER_SERVER = shlex.join([sys.executable, SCRIPT, "other"])
 
 
-def toolwire(*args: str, cwd: Path | None = None,
-             env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    full_env = {**os.environ, "TOOLWIRE_LOAD_PLUGINS": "", **(env or {})}
-    return subprocess.run([sys.executable, "-m", "toolwire", *args], capture_output=True,
-                          text=True, timeout=240, env=full_env, cwd=cwd)
+def toolwire(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None) -> CliRun:
+    return run_cli(*args, env={**os.environ, **(env or {})}, cwd=cwd)
 
 
 @pytest.fixture
@@ -53,6 +50,7 @@ def config(tmp_path: Path) -> Path:
     return path
 
 
+@pytest.mark.process
 def test_tools_lists_every_tool_with_its_source_access_and_schema(tmp_path: Path) -> None:
     run = toolwire("tools", "--mcp", TOOLS_SERVER, "--mcp-trust", "mcp_servers", "--json",
                    cwd=tmp_path)
@@ -70,6 +68,7 @@ def test_tools_lists_every_tool_with_its_source_access_and_schema(tmp_path: Path
     assert "read_file" not in text.stdout and "save_note" not in text.stdout
 
 
+@pytest.mark.process
 def test_an_untrusted_servers_hints_make_no_tool_read_only_and_a_note_says_so(
         tmp_path: Path) -> None:
     run = toolwire("tools", "--mcp", TOOLS_SERVER, "--no-tools", "--json", cwd=tmp_path)
@@ -92,6 +91,7 @@ def test_trusting_a_server_that_is_not_there_is_an_input_error(tmp_path: Path) -
     assert "cannot trust 'mcp_server'" in run.stderr and "'mcp_servers'" in run.stderr
 
 
+@pytest.mark.process
 def test_tools_call_runs_one_call_through_dispatch(config: Path, tmp_path: Path) -> None:
     ok = toolwire("tools", "--mcp-config", str(config), "--call", "add",
                   "--args", '{"a": 40, "b": 2}', cwd=tmp_path)
@@ -112,6 +112,7 @@ def test_tools_call_runs_one_call_through_dispatch(config: Path, tmp_path: Path)
     assert refused.returncode == 1 and "read-only" in refused.stdout
 
 
+@pytest.mark.process
 def test_tools_call_over_streamable_http(tmp_path: Path) -> None:
     with http_server() as (url, _process):
         run = toolwire("tools", "--mcp-url", url, "--call", "refuse",
@@ -140,6 +141,7 @@ def test_a_bad_mcp_configuration_is_a_usage_error_naming_the_file(tmp_path: Path
     assert unbalanced.returncode == 2 and "cannot split the MCP command" in unbalanced.stderr
 
 
+@pytest.mark.process
 def test_a_server_that_fails_to_start_is_reported_and_the_rest_still_listed(
         tmp_path: Path) -> None:
     run = toolwire("tools", "--mcp", "/nonexistent/mcp-server", "--json", cwd=tmp_path)
@@ -148,6 +150,7 @@ def test_a_server_that_fails_to_start_is_reported_and_the_rest_still_listed(
     assert "read_file" in {row["name"] for row in json.loads(run.stdout)}
 
 
+@pytest.mark.process
 def test_chat_offers_mcp_tools_to_the_model_and_runs_its_call_on_the_server(
         config: Path, tmp_path: Path) -> None:
     with WireServer() as wire:
@@ -173,6 +176,7 @@ def test_chat_offers_mcp_tools_to_the_model_and_runs_its_call_on_the_server(
          "tool": "lookup_city", "arguments": {"city": "Vienna"}}]
 
 
+@pytest.mark.process
 def test_serve_builds_its_chats_with_the_mcp_tools(tmp_path: Path) -> None:
     args = _parser()[0].parse_args(["serve", "--model", "stand-in.gguf", "--mcp", OTHER_SERVER,
                                     "--no-tools", "--workspace", str(tmp_path)])

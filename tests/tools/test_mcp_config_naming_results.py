@@ -301,6 +301,7 @@ def run_python(code: str) -> subprocess.CompletedProcess[str]:
                           text=True, cwd=REPO, timeout=120)
 
 
+@pytest.mark.process
 def test_the_plugin_imports_and_loads_without_the_sdk() -> None:
     done = run_python(
         "import json, toolwire\n"
@@ -313,6 +314,7 @@ def test_the_plugin_imports_and_loads_without_the_sdk() -> None:
     assert json.loads(done.stdout) == [True, []]
 
 
+@pytest.mark.process
 def test_using_a_server_without_the_sdk_names_the_extra() -> None:
     done = run_python(
         "from toolwire.plugins.mcp_tools import MCPNotInstalledError, MCPServers\n"

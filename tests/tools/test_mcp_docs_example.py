@@ -18,6 +18,8 @@ from tests.support.mcp_fixtures import SCRIPT
 from tests.support.paths import DOCS
 from toolwire.testing.scripted import ScriptedBackend
 
+pytestmark = pytest.mark.process
+
 CALL = ("<tool_call>\n<function=add>\n<parameter=a>\n19\n</parameter>\n<parameter=b>\n23\n"
         "</parameter>\n</function>\n</tool_call>")
 

@@ -26,6 +26,8 @@ from toolwire import Dispatcher, DispatchResult, ToolCall, ToolRegistry
 from toolwire.plugins.mcp_tools import MCPServerError, MCPServers, ServerConfig
 from toolwire.vocabulary.tools import Tool
 
+pytestmark = pytest.mark.process
+
 START = 90.0
 MiB = 2**20
 NOTE = "[result cut: the MCP server's answer was "

@@ -31,6 +31,7 @@ from tests.support.mcp_fixtures import (
     wait_until,
 )
 from tests.support.paths import REPO
+from tests.support.tiers import needs
 from toolwire import (
     Approval,
     ApprovalRequest,
@@ -72,6 +73,7 @@ def servers(log: Path) -> Iterator[MCPServers]:
 
 
 @pytest.fixture(scope="module")
+@needs("process")
 def tools(servers: MCPServers) -> list[Tool]:
     return servers.tools(strict=True)
 
@@ -117,6 +119,7 @@ def test_a_read_only_session_offers_only_hinted_tools_and_refuses_the_rest_by_na
     assert logged(log, tool="save_note") == []
 
 
+@pytest.mark.process
 def test_an_untrusted_servers_read_only_hints_make_write_tools_with_a_note() -> None:
     with MCPServers([stdio_server("tools"), stdio_server("other")], trusted=["other"],
                     connect_timeout=START) as owner:
@@ -146,6 +149,7 @@ def test_an_untrusted_servers_read_only_hints_make_write_tools_with_a_note() -> 
         assert asked == ["add"]  # the trusted server's read-only tool ran without asking
 
 
+@pytest.mark.process
 def test_a_config_files_trust_entry_and_the_trusted_option_are_the_same_trust(
         tmp_path: Path) -> None:
     config = tmp_path / "mcp.json"
@@ -278,6 +282,7 @@ def test_the_chat_loop_runs_an_mcp_tool_like_any_other(tools: list[Tool]) -> Non
 # -- failures of a whole server --------------------------------------------------------------
 
 
+@pytest.mark.process
 def test_a_server_that_crashes_mid_call_is_reported_restarted_once_then_given_up(
         tmp_path: Path) -> None:
     log = tmp_path / "calls.jsonl"
@@ -300,6 +305,7 @@ def test_a_server_that_crashes_mid_call_is_reported_restarted_once_then_given_up
         assert run(tools, "archive_size").content == "42"  # the other server is untouched
 
 
+@pytest.mark.process
 def test_a_server_that_never_answers_the_handshake_fails_alone_and_is_stopped() -> None:
     marker = f"mute-{uuid.uuid4().hex}"
     with MCPServers([stdio_server("mute", marker=marker), stdio_server("other")],
@@ -314,6 +320,7 @@ def test_a_server_that_never_answers_the_handshake_fails_alone_and_is_stopped() 
         assert processes_with(marker) == []  # the hung process was killed, not left behind
 
 
+@pytest.mark.process
 def test_closing_while_a_server_starts_stops_it_without_waiting_for_the_handshake() -> None:
     marker = f"mute-{uuid.uuid4().hex}"
     owner = MCPServers([stdio_server("mute", marker=marker)], connect_timeout=START)
@@ -331,11 +338,13 @@ def test_closing_while_a_server_starts_stops_it_without_waiting_for_the_handshak
     assert processes_with(marker) == []
 
 
+@pytest.mark.process
 def test_a_server_that_cannot_be_started_is_a_clear_error_from_mcp_tools() -> None:
     with pytest.raises(MCPServerError, match=r"could not be started: FileNotFoundError"):
         mcp_tools("/nonexistent/mcp-server --stdio")
 
 
+@pytest.mark.process
 def test_two_servers_with_a_colliding_tool_name_both_get_their_server_prefix() -> None:
     with MCPServers([stdio_server("tools"), stdio_server("other")],
                     connect_timeout=START) as owner:
@@ -353,6 +362,7 @@ def test_two_servers_with_a_colliding_tool_name_both_get_their_server_prefix() -
                    for note in owner.notes)
 
 
+@pytest.mark.process
 def test_closing_stops_every_server_process() -> None:
     owner = MCPServers([stdio_server("tools"), stdio_server("tools", "twin")],
                        connect_timeout=START)
@@ -366,6 +376,7 @@ def test_closing_stops_every_server_process() -> None:
     owner.close()  # idempotent
 
 
+@pytest.mark.process
 def test_an_owner_left_open_is_closed_when_the_interpreter_exits(tmp_path: Path) -> None:
     script = tmp_path / "leave_open.py"
     script.write_text(
@@ -385,6 +396,7 @@ def test_an_owner_left_open_is_closed_when_the_interpreter_exits(tmp_path: Path)
 # -- streamable HTTP -------------------------------------------------------------------------
 
 
+@pytest.mark.process
 def test_a_streamable_http_server_lists_validates_and_runs_calls(tmp_path: Path) -> None:
     log = tmp_path / "calls.jsonl"
     with http_server(log=log) as (url, _process), \
@@ -402,6 +414,7 @@ def test_a_streamable_http_server_lists_validates_and_runs_calls(tmp_path: Path)
         assert [e["arguments"] for e in logged(log, tool="add")] == [{"a": 20, "b": 22}]
 
 
+@pytest.mark.process
 def test_an_http_server_that_goes_away_becomes_tool_results_and_the_chat_goes_on() -> None:
     with http_server() as (url, process), MCPServers([url], connect_timeout=10) as owner:
         tools = owner.tools(strict=True)
@@ -425,6 +438,7 @@ def test_an_http_server_that_goes_away_becomes_tool_results_and_the_chat_goes_on
 # -- asyncio ---------------------------------------------------------------------------------
 
 
+@pytest.mark.process
 def test_the_async_context_manager_owns_the_connections() -> None:
     async def session() -> tuple[int, str]:
         async with MCPServers([stdio_server("tools")], connect_timeout=START) as owner:

@@ -6,9 +6,7 @@ it reordered (bidi overrides). Through the real entry point and a real server.""
 from __future__ import annotations
 
 import json
-import os
 import shlex
-import subprocess
 import sys
 from pathlib import Path
 
@@ -16,6 +14,7 @@ import pytest
 
 pytest.importorskip("mcp")
 
+from tests.support.cli import CliRun, run_cli
 from tests.support.mcp_terminal_server import (
     DESCRIPTION,
     NEVER_SENT,
@@ -25,14 +24,13 @@ from tests.support.mcp_terminal_server import (
 )
 from toolwire.apps.cli.terminal_text import terminal_safe
 
+pytestmark = pytest.mark.process
+
 SERVER = shlex.join([sys.executable, SCRIPT])
 
 
-def toolwire(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "TOOLWIRE_LOAD_PLUGINS": ""}
-    return subprocess.run([sys.executable, "-m", "toolwire", "tools", "--mcp", SERVER,
-                           "--no-tools", *args], capture_output=True, text=True,
-                          timeout=120, env=env, cwd=cwd)
+def toolwire(*args: str, cwd: Path) -> CliRun:
+    return run_cli("tools", "--mcp", SERVER, "--no-tools", *args, cwd=cwd)
 
 
 def assert_nothing_reaches_the_terminal(shown: str) -> None:

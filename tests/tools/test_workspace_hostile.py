@@ -39,6 +39,7 @@ def run(d: Dispatcher, name: str, **args: object) -> tuple[str, bool]:
 # -- regular expressions: bounded in time, never stalling other threads ----------------------
 
 
+@pytest.mark.process
 def test_backtracking_regex_is_stopped_and_other_threads_keep_running(
         dispatcher: Dispatcher, workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TOOLWIRE_REGEX_TIMEOUT", "1")
@@ -67,6 +68,7 @@ def test_backtracking_regex_is_stopped_and_other_threads_keep_running(
     assert ticks > elapsed * 30
 
 
+@pytest.mark.process
 def test_a_killed_matcher_leaves_no_process_behind(workspace: Path) -> None:
     matcher = regex_search.RegexMatcher("(a+)+$", budget=0.5)
     process = matcher._worker.process  # type: ignore[union-attr]
@@ -75,6 +77,7 @@ def test_a_killed_matcher_leaves_no_process_behind(workspace: Path) -> None:
     assert process.poll() is not None
 
 
+@pytest.mark.process
 def test_the_search_after_a_timeout_works_again(dispatcher: Dispatcher, workspace: Path,
                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TOOLWIRE_REGEX_TIMEOUT", "0.5")

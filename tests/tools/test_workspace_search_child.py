@@ -28,8 +28,8 @@ from toolwire.plugins.workspace_tools.regex_worker import read_frame, write_fram
 BACKTRACKING = "(a+)+$"
 EVIL_LINE = "a" * 40 + "!\n"
 
-pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"),
-                                reason="reads children from /proc")
+pytestmark = [pytest.mark.skipif(not sys.platform.startswith("linux"),
+                                 reason="reads children from /proc"), pytest.mark.process]
 
 
 @pytest.fixture

@@ -359,6 +359,7 @@ def test_a_file_name_given_as_text_is_refused(bracket_calls: ModuleType) -> None
         check_parser(bracket_calls, str(BRACKET_TEMPLATE), examples=1)
 
 
+@pytest.mark.process
 def test_testing_package_and_pytest_plugin_import_without_hypothesis(tmp_path: Path) -> None:
     blocker = (
         "import sys\n"

@@ -267,6 +267,7 @@ def test_hung_tools_do_not_delay_later_calls() -> None:
         release.set()
 
 
+@pytest.mark.process
 def test_a_hung_tool_does_not_keep_the_process_from_exiting() -> None:
     script = textwrap.dedent("""
         import threading

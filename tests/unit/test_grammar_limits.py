@@ -21,6 +21,7 @@ import pytest
 
 from tests.support.families import plugins
 from tests.support.gbnf_sampler import GbnfSampler
+from tests.support.tiers import needs
 from toolwire import grammar_for
 from toolwire.grammar import (
     GrammarFormatError,
@@ -72,6 +73,7 @@ def test_a_keyword_no_grammar_can_write_is_an_error_naming_tool_path_and_keyword
 
 
 @pytest.fixture(scope="module")
+@needs("model")
 def llama_vocab(tmp_path_factory: pytest.TempPathFactory) -> Any:
     llama_cpp = pytest.importorskip("llama_cpp")
     from toolwire.plugins.llama_cpp import LlamaCppBackend

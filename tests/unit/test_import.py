@@ -25,6 +25,7 @@ def run_python(code: str, cwd: Path) -> str:
     return done.stdout
 
 
+@pytest.mark.process
 def test_import_toolwire_does_not_import_heavy_backends(tmp_path: Path) -> None:
     out = run_python(
         "import json, sys, toolwire; "
@@ -32,6 +33,7 @@ def test_import_toolwire_does_not_import_heavy_backends(tmp_path: Path) -> None:
     assert json.loads(out) == []
 
 
+@pytest.mark.process
 def test_loading_the_builtin_plugins_does_not_import_heavy_backends(tmp_path: Path) -> None:
     out = run_python(
         "import json, sys, toolwire; "
@@ -41,6 +43,7 @@ def test_loading_the_builtin_plugins_does_not_import_heavy_backends(tmp_path: Pa
     assert json.loads(out) == []
 
 
+@pytest.mark.process
 def test_only_toolwire_is_installed_at_the_top_level(tmp_path: Path) -> None:
     out = run_python(
         "import importlib.util, json, toolwire.plugins.qwen_xml as q; "
@@ -89,6 +92,7 @@ def test_every_public_name_exists() -> None:
     assert len(set(toolwire.__all__)) == len(toolwire.__all__)
 
 
+@pytest.mark.process
 def test_command_line_runs_as_a_module(tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, "-m", "toolwire", "plugins", "--json"],
                           capture_output=True, text=True, cwd=tmp_path, timeout=60,

@@ -96,6 +96,7 @@ def test_property_names_are_matched_by_the_bounded_engine_too() -> None:
         dispatcher.check(ToolCall("c3", "matcher", {"m": {"x" + "y" * 60 + "!": 1, "z": 2}}))
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("kind", ["nested", "redos"])
 def test_an_mcp_servers_pattern_tool_is_left_out_or_bounded(kind: str) -> None:
     pytest.importorskip("mcp")

@@ -268,6 +268,7 @@ def test_a_40_level_chain_in_a_completions_request_is_a_400_naming_the_tool(
     assert status == 200
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("keyword", KEYWORDS)
 def test_an_mcp_servers_hostile_tool_is_left_out_with_a_note_and_its_others_offered(
         keyword: str) -> None:

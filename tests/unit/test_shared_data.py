@@ -10,34 +10,36 @@ from __future__ import annotations
 
 import os
 import re
+import runpy
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 from tests.support.paths import MISSING_TEMPLATES, REPO, SHARED_TEMPLATES
 
 ONE_PLACE = "tests/support/paths.py"
 SHARED = "shared"
 NAMES_THE_SHARED_FOLDER = re.compile(
-    # a path written out (../shared, shared/templates, shared/schemas), or one built in code
+    # the folder's path written out (beside the checkout, or its two subfolders), or built in code
     rf"""\.\./{SHARED}\b|\b{SHARED}/(?:templates|schemas)\b"""
     rf"""|(?:\.parent|parents\[\d\])\s*/\s*["']{SHARED}["']""")
 
 
-def _python(code: str, **environ: str) -> str:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TOOLWIRE_TEST_")}
-    run = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True,
-                         text=True, env={**env, **environ}, timeout=60, check=True)
-    return run.stdout.strip()
+_NOT_THE_REPOSITORY = {".git", ".venv", "build", "dist", ".hypothesis", ".pytest_cache", ".nox",
+                       ".mypy_cache", ".ruff_cache", "__pycache__", "node_modules",
+                       "toolwire.egg-info", ".cache"}
+"""What tools made or installed beside the checkout's own files."""
 
 
 def _repository_files() -> list[str]:
-    listed = subprocess.run(["git", "ls-files", "-z"], cwd=REPO, capture_output=True,
-                            check=False)
-    if listed.returncode == 0:
-        return [name for name in listed.stdout.decode().split("\0") if name]
-    return [str(p.relative_to(REPO)) for p in REPO.rglob("*")  # not a git checkout
-            if p.is_file() and ".git" not in p.parts and ".venv" not in p.parts]
+    """Every file of the checkout (its own, not what tools made or installed beside it)."""
+    found = []
+    for folder, subfolders, files in os.walk(REPO):
+        subfolders[:] = sorted(d for d in subfolders if d not in _NOT_THE_REPOSITORY)
+        found += [os.path.relpath(os.path.join(folder, f), REPO) for f in sorted(files)]
+    return found
 
 
 def test_only_the_paths_module_says_where_the_shared_folder_is() -> None:
@@ -63,18 +65,27 @@ def test_the_rule_finds_a_path_written_or_built() -> None:
     assert not NAMES_THE_SHARED_FOLDER.search("the shared data folder; sharedness")
 
 
-def test_the_folders_follow_the_environment(tmp_path: Path) -> None:
-    show = ("from tests.support.paths import SHARED_SCHEMAS, SHARED_TEMPLATES; "
-            "print(SHARED_TEMPLATES, SHARED_SCHEMAS)")
-    assert _python(show) == f"{REPO.parent / SHARED / 'templates'} " \
-                            f"{REPO.parent / SHARED / 'schemas'}"
-    assert _python(show, TOOLWIRE_TEST_SHARED=str(tmp_path)) == \
+def _paths(monkeypatch: pytest.MonkeyPatch, **environ: str) -> str:
+    for name in [n for n in os.environ if n.startswith("TOOLWIRE_TEST_")]:
+        monkeypatch.delenv(name)
+    for name, value in environ.items():
+        monkeypatch.setenv(name, value)
+    found = runpy.run_path(str(REPO / ONE_PLACE))  # the module as a fresh import reads it
+    return f"{found['SHARED_TEMPLATES']} {found['SHARED_SCHEMAS']}"
+
+
+def test_the_folders_follow_the_environment(tmp_path: Path,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    assert _paths(monkeypatch) == f"{REPO.parent / SHARED / 'templates'} " \
+                                  f"{REPO.parent / SHARED / 'schemas'}"
+    assert _paths(monkeypatch, TOOLWIRE_TEST_SHARED=str(tmp_path)) == \
         f"{tmp_path / 'templates'} {tmp_path / 'schemas'}"
-    assert _python(show, TOOLWIRE_TEST_SHARED=str(tmp_path),
-                   TOOLWIRE_TEST_TEMPLATES=str(tmp_path / "mine")) == \
+    assert _paths(monkeypatch, TOOLWIRE_TEST_SHARED=str(tmp_path),
+                  TOOLWIRE_TEST_TEMPLATES=str(tmp_path / "mine")) == \
         f"{tmp_path / 'mine'} {tmp_path / 'schemas'}"
 
 
+@pytest.mark.process
 def test_without_the_templates_a_test_that_needs_them_skips_with_the_one_reason(
         tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("TOOLWIRE_TEST_")}

@@ -16,6 +16,8 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
+
 from tests.support.paths import REPO
 from toolwire.extras import extra_hint
 
@@ -63,6 +65,7 @@ def test_the_docs_install_extras_from_the_source_too() -> None:
             if "toolwire[" in line] == []
 
 
+@pytest.mark.process
 def test_a_plugin_missing_its_extra_says_the_shared_hint() -> None:
     """The real import failure, in a fresh interpreter: the openai package is hidden."""
     script = ("import sys; sys.modules['openai'] = None\n"
