@@ -12,9 +12,11 @@ EDITABLE = ("-e", ".[dev,local,remote]", "--config-settings", "editable_mode=str
 
 @nox.session
 def tests(session: nox.Session) -> None:
-    """The whole test suite (the same command CI runs)."""
+    """The whole test suite, on every core (scripts/test, which CI runs, adds the second
+    pass in a fresh clone)."""
     session.install(*EDITABLE)
-    session.run("python", "-m", "pytest", "-q", *session.posargs)
+    session.run("python", "-m", "pytest", "-q", "-n", "auto", "--dist", "worksteal",
+                *session.posargs)
 
 
 @nox.session
