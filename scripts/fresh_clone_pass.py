@@ -90,7 +90,7 @@ def main(argv: list[str]) -> int:
             return 0
         print(f"== the {len(selected)} tests and modules that read the shared data, without it",
               flush=True)
-        return subprocess.run([*python, "-q", *selected], cwd=clone, env=env,
+        return subprocess.run([*python, "-q", "-rfE", *selected], cwd=clone, env=env,
                               check=False).returncode
 
 
