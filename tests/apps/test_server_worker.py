@@ -38,6 +38,7 @@ from toolwire import (
     ErrorEvent,
     Message,
     ModelRequest,
+    ReasoningRequest,
     SamplingOverrides,
     TextEvent,
     Tool,
@@ -108,9 +109,10 @@ def test_a_request_crosses_the_pipe_whole_but_for_the_tools_functions() -> None:
          Message.tool_result(call, "a colleague", is_error=False)),
         (LOOKUP,), final_turn=True,
         tool_choice={"type": "function", "function": {"name": "lookup"}},
-        parallel_tool_calls=False, sampling=SamplingOverrides(temperature=0.2, seed=-5),
+        parallel_tool_calls=False,
+        sampling=SamplingOverrides(temperature=0.2, seed=-5, top_k=7),
         response_format=ResponseFormat("json_schema", {"type": "object"}, "answer", True),
-        logprobs=3)
+        logprobs=3, reasoning=ReasoningRequest(enabled=True, effort="low", budget=64))
     back = decode_request(json.loads(json.dumps(encode_request(request))))
     assert [t.schema for t in back.tools] == [t.schema for t in request.tools]
     assert back.tools[0].read_only
