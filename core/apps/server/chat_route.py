@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from ...conversation.approval import ApprovalGate
-from ...events import ApprovalRequestEvent, DoneEvent, ErrorEvent
+from ...events import ApprovalRequestEvent, DiagnosticEvent, DoneEvent, ErrorEvent, Event
 from ...vocabulary.cancel import CancelToken
 from .approvals import ReplyApprovals, with_approval_requests
 from .chat_options import apply_chat_options, parse_chat_options
@@ -99,6 +99,19 @@ class _EventStream:
         await self._send(send, {"type": "http.response.body", "body": event_frame(payload),
                                 "more_body": True})
 
+    def _observe(self, event: Event) -> None:
+        """The loop's parser diagnostics and tokens, for ``/metrics``."""
+        metrics = self.state.metrics
+        if metrics is None:
+            return
+        if isinstance(event, DiagnosticEvent):
+            metrics.observe_diagnostics((event.code,))
+        elif isinstance(event, DoneEvent):
+            usage = event.usage or {}
+            metrics.observe_turn("chat", prompt_tokens=int(usage.get("prompt_tokens") or 0),
+                                 completion_tokens=int(usage.get("completion_tokens") or 0),
+                                 first_token=None, generation=None)
+
     async def _reply(self, send: Send) -> None:
         if not await self.ticket.wait_turn(self.token) or self.token.cancelled:
             # cancelled (or the client left) while it waited
@@ -115,6 +128,7 @@ class _EventStream:
                 async with contextlib.aclosing(stream) as items:
                     async for event in items:
                         done = done or isinstance(event, DoneEvent)
+                        self._observe(event)
                         await self._emit(send, event.to_dict())
         except Exception as exc:
             logger.exception("reply %s failed", self.chat_id)
