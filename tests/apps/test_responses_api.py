@@ -306,3 +306,24 @@ def test_the_agents_sdk_default_model_runs_a_tool_and_answers_with_its_result(
     assert ran == ["alex"]
     assert result.final_output == "Found: alex maintains the parsers"
     assert backend.requests[1].messages[-1].role == "tool"
+
+
+def test_the_documented_agents_sdk_example_runs(
+        server: tuple[str, ScriptedBackend, list[Any]], monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    import runpy
+
+    from tests.support.paths import DOCS
+
+    pytest.importorskip("agents")
+    base, backend, replies = server
+    replies += ['<tool_call>\n<function=search_text>\n<parameter=pattern>\nAlex\n</parameter>\n'
+                '</function>\n</tool_call>',
+                lambda request: f"The notes say: {request.messages[-1].content}"]
+    monkeypatch.setenv("TOOLWIRE_URL", base + "/v1")
+    monkeypatch.setenv("TOOLWIRE_MODEL", "m")
+    runpy.run_path(str(DOCS / "examples" / "agents_sdk_client.py"), run_name="__main__")
+    assert capsys.readouterr().out.strip() == (
+        "The notes say: notes/people.md:3: Alex: maintains the parser plugins; prefers Qwen3.5.")
+    assert [m.role for m in backend.requests[1].messages] == ["system", "user", "assistant",
+                                                               "tool"]
