@@ -80,6 +80,16 @@ def test_tool_choice_any_and_tool_are_enforced_on_every_turn(demo: str) -> None:
     assert answer.stop_reason == "end_turn" and "No tool is offered" in answer.content[0].text  # type: ignore[union-attr]
 
 
+def test_tool_choice_any_is_enforced_streamed_too(demo: str) -> None:
+    with claude(demo).messages.stream(model="toolwire-demo", max_tokens=200, messages=ASK,
+                                      tools=[NOTES, WEATHER],
+                                      tool_choice={"type": "any"}) as stream:
+        kinds = [event.type for event in stream]
+        message = stream.get_final_message()
+    assert kinds[0] == "message_start" and message.stop_reason == "tool_use"
+    assert [b.name for b in message.content if b.type == "tool_use"] == ["search_text"]  # type: ignore[union-attr]
+
+
 def test_count_tokens_counts_exactly_the_prompt_a_turn_renders_tool_block_included(
         demo: str) -> None:
     client = claude(demo)

@@ -20,7 +20,7 @@ import anthropic
 import pytest
 
 from tests.apps.test_server import json_request, request, running_server, sse_items
-from toolwire import CancelToken, ErrorEvent, TextEvent, TurnEnd
+from toolwire import CancelToken, ErrorEvent, ReasoningEvent, TextEvent, TurnEnd
 from toolwire.apps.server.app import create_app
 from toolwire.testing import ScriptedBackend
 from toolwire.vocabulary.backend import ModelRequest
@@ -101,12 +101,21 @@ def test_the_stream_sends_the_documented_events_and_joins_to_the_whole_message(
         [b.model_dump(exclude={"id"}) for b in whole.content]
 
 
+def ask_claude(client: anthropic.Anthropic, stream: bool, **body: Any) -> Any:
+    """``messages.create``, or the final message of ``messages.stream``."""
+    if not stream:
+        return client.messages.create(**body)
+    with client.messages.stream(**body) as events:
+        return events.get_final_message()
+
+
+@pytest.mark.parametrize("stream", [False, True])
 def test_a_tool_result_round_trip_reaches_the_model_as_the_calls_result(
-        server: tuple[str, ScriptedBackend, list[Any]]) -> None:
+        server: tuple[str, ScriptedBackend, list[Any]], stream: bool) -> None:
     base, backend, replies = server
     replies += [THINK_AND_CALL, ANSWER]
     client = sdk(base)
-    first = client.messages.create(model="m", max_tokens=200, messages=ASK, tools=[LOOKUP])
+    first = ask_claude(client, stream, model="m", max_tokens=200, messages=ASK, tools=[LOOKUP])
     call = first.content[-1]
     follow = [*ASK, {"role": "assistant", "content": [b.model_dump(exclude_none=True)
                                                        for b in first.content]},
@@ -114,7 +123,8 @@ def test_a_tool_result_round_trip_reaches_the_model_as_the_calls_result(
                   {"type": "tool_result", "tool_use_id": call.id,  # type: ignore[union-attr]
                    "content": [{"type": "text", "text": "no such person"}], "is_error": True},
                   {"type": "text", "text": "Try again?"}]}]
-    second = client.messages.create(model="m", max_tokens=200, messages=follow, tools=[LOOKUP])
+    second = ask_claude(client, stream, model="m", max_tokens=200, messages=follow,
+                        tools=[LOOKUP])
     assert second.stop_reason == "end_turn" and second.content[0].text == ANSWER  # type: ignore[union-attr]
     messages = backend.requests[1].messages
     assert [m.role for m in messages] == ["user", "assistant", "tool", "user"]
@@ -160,17 +170,19 @@ def test_thinking_maps_onto_the_templates_switch_and_its_budget(
     assert (reasoning.enabled, reasoning.budget) == (enabled, budget)
 
 
+@pytest.mark.parametrize("stream", [False, True])
 @pytest.mark.parametrize(("choice", "expected", "parallel"), [
     ({"type": "any"}, "required", True), ({"type": "auto"}, "auto", True),
     ({"type": "tool", "name": "lookup", "disable_parallel_tool_use": True},
      {"type": "function", "function": {"name": "lookup"}}, False)])
 def test_tool_choice_maps_onto_the_choice_every_route_enforces(
         server: tuple[str, ScriptedBackend, list[Any]], choice: Any, expected: Any,
-        parallel: bool) -> None:
+        parallel: bool, stream: bool) -> None:
     base, backend, replies = server
     replies.append(THINK_AND_CALL)
-    sdk(base).messages.create(model="m", max_tokens=64, messages=ASK, tools=[LOOKUP],
-                              tool_choice=choice)
+    message = ask_claude(sdk(base), stream, model="m", max_tokens=64, messages=ASK,
+                         tools=[LOOKUP], tool_choice=choice)
+    assert message.stop_reason == "tool_use"
     sent = backend.requests[0]
     assert sent.tool_choice == expected and sent.parallel_tool_calls is parallel
 
@@ -282,20 +294,18 @@ def test_an_error_before_the_first_event_has_its_real_status_streamed_or_not() -
 
 
 class SlowCall(ScriptedBackend):
-    """Writes some text, then waits (writing a long call, which goes out whole) until told.
-
-    The text is two events: the latest text is held one item (it may turn out to be
-    markup), so the first one starts the stream."""
+    """Reasons a little (which starts the stream: text would be held one item, as it may
+    turn out to be markup), then waits (writing a long call, which goes out whole) until
+    told."""
 
     def __init__(self) -> None:
         super().__init__([])
         self.resume = threading.Event()
 
     def stream_turn(self, request: ModelRequest, cancel: CancelToken) -> Iterator[Any]:
-        yield TextEvent("Work")
-        yield TextEvent("ing")
+        yield ReasoningEvent("Working it out.")
         self.resume.wait(30)
-        yield TextEvent(" done.")
+        yield TextEvent("Done.")
         yield TurnEnd("stop", usage={"prompt_tokens": 3, "completion_tokens": 2})
 
 
@@ -311,7 +321,6 @@ def test_a_quiet_stream_sends_pings_until_the_model_writes_again() -> None:
             if event["type"] == "ping":
                 backend.resume.set()
         conn.close()
-    assert "ping" in seen
+    assert "ping" in seen and backend.resume.is_set()
     assert seen[0] == "message_start" and seen[-1] == "message_stop"
-    text_at = seen.index("content_block_delta")
-    assert text_at < seen.index("ping")  # pings come once the stream has started
+    assert seen.index("content_block_delta") < seen.index("ping")  # once the stream started

@@ -9,6 +9,7 @@ was sent.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Iterator
 from typing import Any
@@ -71,20 +72,29 @@ def test_a_function_call_comes_back_as_an_item_with_typed_arguments_and_its_reas
     assert [t.name for t in sent.tools] == ["lookup"]
 
 
+def ask(client: openai.OpenAI, stream: bool, **body: Any) -> Any:
+    """``responses.create``, or the final response of ``responses.stream``."""
+    if not stream:
+        return client.responses.create(**body)
+    with client.responses.stream(**body) as events:
+        return events.get_final_response()
+
+
+@pytest.mark.parametrize("stream", [False, True])
 def test_a_function_call_output_round_trip_reaches_the_model_as_the_calls_result(
-        server: tuple[str, ScriptedBackend, list[Any]]) -> None:
+        server: tuple[str, ScriptedBackend, list[Any]], stream: bool) -> None:
     base, backend, replies = server
     replies += [THINK_AND_CALL, ANSWER]
     client = sdk(base)
-    first = client.responses.create(model="m", instructions="Be brief.", input=ASK,
-                                    tools=[LOOKUP], store=False)
+    first = ask(client, stream, model="m", instructions="Be brief.", input=ASK, tools=[LOOKUP],
+                store=False)
     call = first.output[-1]
     follow = [{"role": "user", "content": ASK},
               *[item.model_dump(exclude_none=True) for item in first.output],
               {"type": "function_call_output", "call_id": call.call_id,  # type: ignore[union-attr]
                "output": "alex: a colleague"}]
-    second = client.responses.create(model="m", instructions="Be brief.", input=follow,
-                                     tools=[LOOKUP], store=False)
+    second = ask(client, stream, model="m", instructions="Be brief.", input=follow,
+                 tools=[LOOKUP], store=False)
     assert second.output_text == ANSWER and second.status == "completed"
     messages = backend.requests[1].messages
     assert [m.role for m in messages] == ["system", "user", "assistant", "tool"]
@@ -126,14 +136,15 @@ def test_the_stream_sends_every_typed_event_in_order_and_joins_to_the_whole_resp
     assert final.usage is not None and final.usage.output_tokens > 0
 
 
+@pytest.mark.parametrize("stream", [False, True])
 def test_a_json_schema_text_format_reaches_the_model_as_its_response_format(
-        server: tuple[str, ScriptedBackend, list[Any]]) -> None:
+        server: tuple[str, ScriptedBackend, list[Any]], stream: bool) -> None:
     base, backend, replies = server
     replies.append('{"city": "Paris"}')
     schema = {"type": "object", "properties": {"city": {"type": "string"}},
               "required": ["city"], "additionalProperties": False}
-    response = sdk(base).responses.create(
-        model="m", input="Where?",
+    response = ask(
+        sdk(base), stream, model="m", input="Where?",
         text={"format": {"type": "json_schema", "name": "place", "schema": schema,
                          "strict": True}})
     assert json.loads(response.output_text) == {"city": "Paris"}
@@ -278,8 +289,9 @@ def test_a_wrong_model_is_a_404_in_openais_shape(
     assert missing.value.body["code"] == "model_not_found"  # type: ignore[index]
 
 
+@pytest.mark.parametrize("stream", [False, True])
 def test_the_agents_sdk_default_model_runs_a_tool_and_answers_with_its_result(
-        server: tuple[str, ScriptedBackend, list[Any]]) -> None:
+        server: tuple[str, ScriptedBackend, list[Any]], stream: bool) -> None:
     agents = pytest.importorskip("agents")
     base, backend, replies = server
     replies += ['<tool_call>\n<function=lookup_person>\n<parameter=name>\nalex\n</parameter>\n'
@@ -302,7 +314,16 @@ def test_the_agents_sdk_default_model_runs_a_tool_and_answers_with_its_result(
     model = agents.OpenAIResponsesModel(model="m", openai_client=client)
     agent = agents.Agent(name="helper", instructions="Use the tools.", model=model,
                          tools=[lookup_person])
-    result = agents.Runner.run_sync(agent, "Who is alex?")
+    if stream:
+        async def streamed() -> Any:
+            run = agents.Runner.run_streamed(agent, "Who is alex?")
+            kinds = [event.type async for event in run.stream_events()]
+            assert "raw_response_event" in kinds
+            return run
+
+        result = asyncio.run(streamed())
+    else:
+        result = agents.Runner.run_sync(agent, "Who is alex?")
     assert ran == ["alex"]
     assert result.final_output == "Found: alex maintains the parsers"
     assert backend.requests[1].messages[-1].role == "tool"
