@@ -131,7 +131,7 @@ def _round(port: int, pid: int, api: str) -> tuple[float, float]:
 
 
 def _added_cost_rows(quick: bool) -> list[dict[str, Any]]:
-    tokens = 500 if quick else 2_000
+    tokens = 2_000 if quick else 8_000
     port = _free_port()
     proc = subprocess.Popen([sys.executable, "-m", "benchmarks.agent_apis", "--serve", str(port),
                              str(tokens)], cwd=ROOT, env={**os.environ,
@@ -142,14 +142,14 @@ def _added_cost_rows(quick: bool) -> list[dict[str, Any]]:
         _wait_listening(port, proc)
         for api in APIS:  # warm up every route
             _round(port, proc.pid, api)
-        rounds = 3 if quick else 10
+        rounds = 3 if quick else 7
         for n in range(rounds):
             for api in APIS[n % 3:] + APIS[:n % 3]:  # each API first in turn
                 seconds, elapsed = _round(port, proc.pid, api)
                 cpu[api].append(seconds)
                 wall[api].append(elapsed)
     finally:
-        proc.send_signal(signal.SIGINT)
+        proc.terminate()
         proc.wait(30)
     streamed = tokens * CLIENTS
     base = statistics.median(cpu["chat_completions"]) / streamed * 1e6

@@ -150,6 +150,24 @@ def test_a_turn_in_the_worker_gives_what_the_same_backend_gives_in_process(
     assert worker.make_call_id(0).startswith("call_")  # qwen_xml's ids, as in-process
 
 
+def test_the_worker_counts_a_prompts_tokens_as_the_backend_does_in_process(
+        worker: WorkerBackend, model: Path) -> None:
+    from toolwire.plugins.llama_cpp import LlamaCppBackend
+
+    local = LlamaCppBackend(model, **OPTIONS)
+    try:
+        request = ModelRequest((Message.system("be brief"), Message.user("who is alex?")),
+                               (LOOKUP,))
+        here, there = local.prompt_tokens(request), worker.prompt_tokens(request)
+        bare = worker.prompt_tokens(ModelRequest(request.messages))
+        turn = list(worker.stream_turn(request, CancelToken()))
+    finally:
+        local.close()
+    assert worker.counts_tokens and here == there > bare  # the tool block counts
+    assert isinstance(turn[-1], TurnEnd) and turn[-1].usage is not None
+    assert turn[-1].usage["prompt_tokens"] == there
+
+
 def test_a_crash_ends_that_turn_with_a_model_crashed_error_and_the_worker_restarts(
         worker: WorkerBackend) -> None:
     _ready(worker)

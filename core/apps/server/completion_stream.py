@@ -35,6 +35,7 @@ from .reply_assembly import (
     ReplyCall,
     ReplyPiece,
     ReplyReasoning,
+    ReplyText,
     StopMatcher,
 )
 from .responses import JsonResponse, openai_error_body, turn_error_status
@@ -168,9 +169,13 @@ class CompletionBuilder:
 
     def feed(self, item: Event | TurnEnd) -> list[dict[str, Any]]:
         """Take one item of the turn; return the chunks it adds (often one, maybe none)."""
-        return [self._chunk(piece) for piece in self.reply.feed(item)]
+        pieces = self.reply.feed(item)
+        return [self._chunk(piece) for piece in pieces] if pieces else []
 
     def _chunk(self, piece: ReplyPiece) -> dict[str, Any]:
+        if type(piece) is str:
+            self._content.append(piece)
+            return self.chunk({"content": piece})
         if isinstance(piece, ReplyCall):
             function = {"name": piece.name, "arguments": piece.arguments}
             if self.legacy_functions:
@@ -180,10 +185,10 @@ class CompletionBuilder:
         if isinstance(piece, ReplyReasoning):
             self._reasoning.append(piece.text)
             return self.chunk({"reasoning_content": piece.text, "reasoning": piece.text})
+        assert isinstance(piece, ReplyText)
         self._content.append(piece.text)
         chunk = self.chunk({"content": piece.text})
-        if piece.logprobs is not None:
-            chunk["choices"][0]["logprobs"] = {"content": piece.logprobs, "refusal": None}
+        chunk["choices"][0]["logprobs"] = {"content": piece.logprobs, "refusal": None}
         return chunk
 
     # -- the end -------------------------------------------------------------------------

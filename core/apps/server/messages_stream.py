@@ -88,6 +88,7 @@ class MessageWriter:
                                     parallel_tool_calls=parallel_tool_calls)
         self.content: list[dict[str, Any]] = []
         self._open: str | None = None  # the kind of the block being written
+        self._parts: list[str] = []  # its text so far, joined when it closes
 
     # -- events --------------------------------------------------------------------------
 
@@ -123,6 +124,7 @@ class MessageWriter:
             events.append({"type": "content_block_stop", "index": index + 1})
             return
         kind = "thinking" if isinstance(piece, ReplyReasoning) else "text"
+        text = piece if type(piece) is str else piece.text  # type: ignore[union-attr]
         if self._open != kind:
             self._close(events)
             self._open = kind
@@ -132,9 +134,9 @@ class MessageWriter:
             self.content.append(dict(start))
             events.append({"type": "content_block_start", "index": index,
                            "content_block": start})
-        self.content[index][kind] += piece.text
-        delta = {"type": "thinking_delta", "thinking": piece.text} if kind == "thinking" \
-            else {"type": "text_delta", "text": piece.text}
+        self._parts.append(text)
+        delta = {"type": "thinking_delta", "thinking": text} if kind == "thinking" \
+            else {"type": "text_delta", "text": text}
         events.append({"type": "content_block_delta", "index": index, "delta": delta})
 
     def _close(self, events: list[dict[str, Any]]) -> None:
@@ -142,8 +144,9 @@ class MessageWriter:
         if kind is None:
             return
         index = len(self.content) - 1
+        block = self.content[index]
+        block[kind], self._parts = "".join(self._parts), []
         if kind == "thinking":
-            block = self.content[index]
             block["signature"] = thinking_signature(block["thinking"])
             events.append({"type": "content_block_delta", "index": index,
                            "delta": {"type": "signature_delta",

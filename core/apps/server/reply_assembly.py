@@ -55,14 +55,14 @@ _GIVEN_BACK: Final = frozenset({"truncated_call", "unclosed_call", "malformed_ca
 
 
 class ReplyText(NamedTuple):
-    """A piece of the reply's visible text.
+    """A piece of the reply's visible text, with ``logprobs`` asked (without them, a
+    text piece is the plain ``str``: the common case, kept cheap).
 
-    :ivar logprobs: with ``logprobs`` asked, the entries (OpenAI's shape) of the
-        tokens this piece completes; else ``None``.
+    :ivar logprobs: the entries (OpenAI's shape) of the tokens this piece completes.
     """
 
     text: str
-    logprobs: list[dict[str, Any]] | None = None
+    logprobs: list[dict[str, Any]]
 
 
 class ReplyReasoning(NamedTuple):
@@ -86,8 +86,9 @@ class ReplyCall(NamedTuple):
     arguments: str
 
 
-ReplyPiece = ReplyText | ReplyReasoning | ReplyCall
-"""What :meth:`ReplyAssembler.feed` hands a writer."""
+ReplyPiece = str | ReplyText | ReplyReasoning | ReplyCall
+"""What :meth:`ReplyAssembler.feed` hands a writer: text (a ``str``, or a
+:class:`ReplyText` with its log probabilities), reasoning or a call."""
 
 
 class StopMatcher:
@@ -262,6 +263,17 @@ class ReplyAssembler:
 
     def feed(self, item: Event | TurnEnd) -> list[ReplyPiece]:
         """Take one item of the turn; return the pieces it adds (often one, maybe none)."""
+        if type(item) is TextEvent and self._ledger is None and not self.should_stop:
+            # the common case, on its own path: the held text goes out, this one is held
+            held, self._tail = self._tail, item.text
+            if self._suspect:
+                held, self._suspect = self._suspect + held, ""
+            if not held:
+                return []
+            text = self._stop.feed(held)
+            if self._stop.matched:
+                self.should_stop = True
+            return [text] if text else []
         if isinstance(item, TurnEnd):
             self.end = item
             return []
@@ -309,13 +321,14 @@ class ReplyAssembler:
     def _text(self, text: str) -> list[ReplyPiece]:
         pieces: list[ReplyPiece] = []
         if text:
-            entries = None
-            if self._ledger is not None:
+            if self._ledger is None:
+                pieces.append(text)
+            else:
                 entries = self._ledger.release(text)
                 if self._stop.matched:  # nothing more comes: the cut tokens too
                     entries.extend(self._ledger.finish())
                 self.logprobs.extend(entries)
-            pieces.append(ReplyText(text, entries))
+                pieces.append(ReplyText(text, entries))
         if self._stop.matched:
             self.should_stop = True
         return pieces

@@ -37,7 +37,7 @@ from typing import Any
 from ...events import ErrorEvent, Event
 from ...vocabulary.backend import TurnEnd
 from .completion_stream import openai_error_response
-from .reply_assembly import ReplyAssembler, ReplyCall, ReplyPiece, ReplyReasoning
+from .reply_assembly import ReplyAssembler, ReplyCall, ReplyPiece, ReplyReasoning, ReplyText
 from .responses import JsonResponse
 from .responses_request import ToolNames
 from .sse import event_frame
@@ -136,21 +136,21 @@ class ResponseWriter:
             self._call(piece, events)
             return
         kind = "reasoning" if isinstance(piece, ReplyReasoning) else "message"
+        text = piece if type(piece) is str else piece.text  # type: ignore[union-attr]
         item = self._open
         if item is None or item.kind != kind:
             self._close(events)
             item = self._begin(kind, events)
-        item.parts.append(piece.text)
+        item.parts.append(text)
         if kind == "reasoning":
             events.append(self._event("response.reasoning_summary_text.delta", item_id=item.id,
-                                      output_index=item.index, summary_index=0,
-                                      delta=piece.text))
+                                      output_index=item.index, summary_index=0, delta=text))
         else:
-            entries = getattr(piece, "logprobs", None) or []
+            entries = piece.logprobs if isinstance(piece, ReplyText) else []
             self._logprobs.extend(entries)
             events.append(self._event("response.output_text.delta", item_id=item.id,
                                       output_index=item.index, content_index=0,
-                                      delta=piece.text, logprobs=entries))
+                                      delta=text, logprobs=entries))
 
     def _begin(self, kind: str, events: list[dict[str, Any]]) -> _Item:
         item = self._open = _Item(kind, len(self.output))
