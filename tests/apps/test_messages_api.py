@@ -324,3 +324,15 @@ def test_a_quiet_stream_sends_pings_until_the_model_writes_again() -> None:
     assert "ping" in seen and backend.resume.is_set()
     assert seen[0] == "message_start" and seen[-1] == "message_stop"
     assert seen.index("content_block_delta") < seen.index("ping")  # once the stream started
+
+
+def test_the_anthropic_sdk_lists_the_served_model_in_its_shape(
+        server: tuple[str, ScriptedBackend, list[Any]]) -> None:
+    base, _, _ = server
+    client = sdk(base)
+    assert [m.id for m in client.models.list()] == ["m"]
+    assert client.models.retrieve("m").type == "model"
+    with pytest.raises(anthropic.NotFoundError):
+        client.models.retrieve("claude-x")
+    status, body = json_request(base, "GET", "/v1/models")  # no anthropic-version: OpenAI's
+    assert status == 200 and body["object"] == "list"

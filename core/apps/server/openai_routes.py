@@ -20,9 +20,17 @@ from ...events import ErrorEvent
 from ...vocabulary.backend import Backend
 from .completion_request import CompletionRequest, parse_completion_request
 from .completion_stream import CompletionBuilder, openai_error_response
-from .http_input import RequestError
+from .http_input import RequestError, header_value
 from .model_route import ModelRoute, model_request_for
-from .responses import JsonResponse, Receive, Scope, Send, error_response, openai_error_body
+from .responses import (
+    JsonResponse,
+    Receive,
+    Scope,
+    Send,
+    anthropic_error_body,
+    error_response,
+    openai_error_body,
+)
 
 if TYPE_CHECKING:
     from .app import ServerState
@@ -36,7 +44,13 @@ def _openai_error(status: int, message: str, code: str | None = None,
 
 
 class ModelsEndpoint:
-    """``GET /v1/models`` and ``GET /v1/models/{model_id}`` (an ASGI app)."""
+    """``GET /v1/models`` and ``GET /v1/models/{model_id}`` (an ASGI app).
+
+    The same path serves OpenAI's and Anthropic's clients: a request with the
+    ``anthropic-version`` header (the Anthropic SDKs send it) gets Anthropic's shapes
+    (``{"type": "model", "id", "display_name", "created_at"}``, a page with
+    ``has_more``) and errors.
+    """
 
     def __init__(self, state: ServerState) -> None:
         self.state = state
@@ -46,17 +60,29 @@ class ModelsEndpoint:
         return {"id": self.state.model.model_id, "object": "model",
                 "created": self.state.started, "owned_by": "toolwire"}
 
+    def anthropic_entry(self) -> dict[str, Any]:
+        """The served model as an Anthropic ``model`` object."""
+        model_id = self.state.model.model_id
+        created = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.state.started))
+        return {"type": "model", "id": model_id, "display_name": model_id,
+                "created_at": created}
+
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """List the model, or describe the one named in the path."""
         asked = scope.get("path_params", {}).get("model_id")
-        if asked is None:
+        anthropic = header_value(scope["headers"], b"anthropic-version") is not None
+        served = self.state.model.model_id
+        if asked is None and anthropic:
+            response = JsonResponse(200, {"data": [self.anthropic_entry()], "has_more": False,
+                                          "first_id": served, "last_id": served})
+        elif asked is None:
             response = JsonResponse(200, {"object": "list", "data": [self.entry()]})
-        elif asked == self.state.model.model_id:
-            response = JsonResponse(200, self.entry())
+        elif asked == served:
+            response = JsonResponse(200, self.anthropic_entry() if anthropic else self.entry())
         else:
-            response = _openai_error(404, f"the model {asked!r} does not exist here; this "
-                                          f"server serves {self.state.model.model_id!r}",
-                                     "model_not_found")
+            message = f"the model {asked!r} does not exist here; this server serves {served!r}"
+            response = JsonResponse(404, anthropic_error_body(404, message)) if anthropic \
+                else _openai_error(404, message, "model_not_found")
         await response(scope, receive, send)
 
 
