@@ -3,14 +3,12 @@ item 6), as docs/openai-server.md's table is for chat completions."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 
-from tests.apps.test_openai_docs import ReadFields
-from tests.support.paths import DOCS
+from tests.apps.test_openai_docs import ReadFields, documented_fields
 from toolwire.apps.server import messages_request, responses_request
 from toolwire.apps.server.http_input import RequestError
 from toolwire.apps.server.limits import ServerLimits
@@ -29,26 +27,13 @@ REFUSED_VALUES = {"responses": {"previous_response_id": "resp_1", "conversation"
                                "mcp_servers": [{"type": "url", "url": "https://x"}]}}
 
 
-def documented_fields(heading: str) -> dict[str, str]:
-    """``field -> status`` from the table under ``heading`` in docs/agents.md."""
-    text = (DOCS / "agents.md").read_text(encoding="utf-8")
-    section = text.split(heading, 1)[1].split("\n#", 1)[0]
-    table: dict[str, str] = {}
-    for line in section.splitlines():
-        cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if len(cells) >= 2 and cells[0].startswith("`"):
-            for name in re.findall(r"`([a-z_]+)`", cells[0]):
-                table[name] = cells[1]
-    return table
-
-
 @pytest.mark.parametrize("api", sorted(APIS))
 def test_every_field_the_parser_reads_is_in_the_table_with_its_status(api: str) -> None:
     heading, fields, parse, minimal = APIS[api]
     body = ReadFields(dict(minimal))
     parse(body, ServerLimits())
     assert body.asked == set(fields)
-    assert documented_fields(heading) == fields
+    assert documented_fields("agents.md", heading) == fields
     assert set(fields.values()) <= {"supported", "mapped", "no effect", "refused"}
 
 

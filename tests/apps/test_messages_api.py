@@ -36,29 +36,14 @@ ASK: Any = [{"role": "user", "content": "Who is Alex?"}]
 KEY = "sk-local"
 
 
-@pytest.fixture
-def server() -> Iterator[tuple[str, ScriptedBackend, list[Any]]]:
-    """A server whose model gives, turn by turn, the replies a test appends; yields
-    (base URL, the backend, the replies)."""
-    replies: list[Any] = []
-
-    def next_reply(request: ModelRequest) -> str:
-        reply = replies.pop(0)
-        return str(reply(request) if callable(reply) else reply)
-
-    backend = ScriptedBackend([next_reply] * 40)
-    with running_server(create_app(lambda h, s: None, backend=backend, model="m")) as base:
-        yield base, backend, replies
-
-
 def sdk(base: str, **options: Any) -> anthropic.Anthropic:
     return anthropic.Anthropic(base_url=base, api_key=options.pop("api_key", "none"),
                                max_retries=0, timeout=30, **options)
 
 
 def test_a_tool_use_block_comes_back_with_its_input_after_the_thinking_and_text(
-        server: tuple[str, ScriptedBackend, list[Any]]) -> None:
-    base, backend, replies = server
+        replying_server: tuple[str, ScriptedBackend, list[Any]]) -> None:
+    base, backend, replies = replying_server
     replies.append(THINK_AND_CALL)
     message = sdk(base).messages.create(model="m", max_tokens=200, messages=ASK, tools=[LOOKUP])
     assert message.stop_reason == "tool_use"
@@ -72,8 +57,8 @@ def test_a_tool_use_block_comes_back_with_its_input_after_the_thinking_and_text(
 
 
 def test_the_stream_sends_the_documented_events_and_joins_to_the_whole_message(
-        server: tuple[str, ScriptedBackend, list[Any]]) -> None:
-    base, _, replies = server
+        replying_server: tuple[str, ScriptedBackend, list[Any]]) -> None:
+    base, _, replies = replying_server
     replies += [THINK_AND_CALL] * 3
     client = sdk(base)
     whole = client.messages.create(model="m", max_tokens=200, messages=ASK, tools=[LOOKUP])
@@ -111,8 +96,8 @@ def ask_claude(client: anthropic.Anthropic, stream: bool, **body: Any) -> Any:
 
 @pytest.mark.parametrize("stream", [False, True])
 def test_a_tool_result_round_trip_reaches_the_model_as_the_calls_result(
-        server: tuple[str, ScriptedBackend, list[Any]], stream: bool) -> None:
-    base, backend, replies = server
+        replying_server: tuple[str, ScriptedBackend, list[Any]], stream: bool) -> None:
+    base, backend, replies = replying_server
     replies += [THINK_AND_CALL, ANSWER]
     client = sdk(base)
     first = ask_claude(client, stream, model="m", max_tokens=200, messages=ASK, tools=[LOOKUP])
@@ -135,8 +120,8 @@ def test_a_tool_result_round_trip_reaches_the_model_as_the_calls_result(
 
 
 def test_the_system_prompt_folds_in_system_role_messages_in_their_order(
-        server: tuple[str, ScriptedBackend, list[Any]]) -> None:
-    base, backend, replies = server
+        replying_server: tuple[str, ScriptedBackend, list[Any]]) -> None:
+    base, backend, replies = replying_server
     replies.append(ANSWER)
     status, _ = json_request(base, "POST", "/v1/messages?beta=true", {
         "model": "m", "max_tokens": 64,
@@ -161,9 +146,10 @@ def test_the_system_prompt_folds_in_system_role_messages_in_their_order(
     ({"type": "enabled", "budget_tokens": 1024}, True, 1024),
     ({"type": "disabled"}, False, None), ({"type": "adaptive"}, None, None)])
 def test_thinking_maps_onto_the_templates_switch_and_its_budget(
-        server: tuple[str, ScriptedBackend, list[Any]], thinking: Any, enabled: bool | None,
+        replying_server: tuple[str, ScriptedBackend, list[Any]], thinking: Any,
+        enabled: bool | None,
         budget: int | None) -> None:
-    base, backend, replies = server
+    base, backend, replies = replying_server
     replies.append(ANSWER)
     sdk(base).messages.create(model="m", max_tokens=2048, messages=ASK, thinking=thinking)
     reasoning = backend.requests[0].reasoning
@@ -176,9 +162,9 @@ def test_thinking_maps_onto_the_templates_switch_and_its_budget(
     ({"type": "tool", "name": "lookup", "disable_parallel_tool_use": True},
      {"type": "function", "function": {"name": "lookup"}}, False)])
 def test_tool_choice_maps_onto_the_choice_every_route_enforces(
-        server: tuple[str, ScriptedBackend, list[Any]], choice: Any, expected: Any,
+        replying_server: tuple[str, ScriptedBackend, list[Any]], choice: Any, expected: Any,
         parallel: bool, stream: bool) -> None:
-    base, backend, replies = server
+    base, backend, replies = replying_server
     replies.append(THINK_AND_CALL)
     message = ask_claude(sdk(base), stream, model="m", max_tokens=64, messages=ASK,
                          tools=[LOOKUP], tool_choice=choice)
@@ -187,8 +173,9 @@ def test_tool_choice_maps_onto_the_choice_every_route_enforces(
     assert sent.tool_choice == expected and sent.parallel_tool_calls is parallel
 
 
-def test_tool_choice_none_offers_no_tools(server: tuple[str, ScriptedBackend, list[Any]]) -> None:
-    base, backend, replies = server
+def test_tool_choice_none_offers_no_tools(
+        replying_server: tuple[str, ScriptedBackend, list[Any]]) -> None:
+    base, backend, replies = replying_server
     replies.append(ANSWER)
     sdk(base).messages.create(model="m", max_tokens=64, messages=ASK, tools=[LOOKUP],
                               tool_choice={"type": "none"})
@@ -196,8 +183,8 @@ def test_tool_choice_none_offers_no_tools(server: tuple[str, ScriptedBackend, li
 
 
 def test_a_stop_sequence_ends_the_text_and_is_named(
-        server: tuple[str, ScriptedBackend, list[Any]]) -> None:
-    base, _, replies = server
+        replying_server: tuple[str, ScriptedBackend, list[Any]]) -> None:
+    base, _, replies = replying_server
     replies.append("Alex is a colleague. END and more")
     message = sdk(base).messages.create(model="m", max_tokens=64, messages=ASK,
                                         stop_sequences=["END"])
@@ -205,8 +192,9 @@ def test_a_stop_sequence_ends_the_text_and_is_named(
     assert message.content[0].text == "Alex is a colleague. "  # type: ignore[union-attr]
 
 
-def test_sampling_fields_reach_the_model(server: tuple[str, ScriptedBackend, list[Any]]) -> None:
-    base, backend, replies = server
+def test_sampling_fields_reach_the_model(
+        replying_server: tuple[str, ScriptedBackend, list[Any]]) -> None:
+    base, backend, replies = replying_server
     replies.append(ANSWER)
     json_request(base, "POST", "/v1/messages", {"model": "m", "max_tokens": 64, "messages": ASK,
                                                 "temperature": 0.5, "top_p": 0.8, "top_k": 5})
@@ -229,8 +217,8 @@ def test_a_call_the_token_limit_cut_is_never_a_tool_use() -> None:
 
 
 def test_errors_are_anthropics_shape_with_its_status_codes(
-        server: tuple[str, ScriptedBackend, list[Any]]) -> None:
-    base, backend, _ = server
+        replying_server: tuple[str, ScriptedBackend, list[Any]]) -> None:
+    base, backend, _ = replying_server
     image = {"role": "user", "content": [{"type": "image", "source": {
         "type": "base64", "media_type": "image/png", "data": "AAAA"}}]}
     for body, status, kind in (
@@ -249,8 +237,8 @@ def test_errors_are_anthropics_shape_with_its_status_codes(
 
 
 def test_an_anthropic_built_in_tool_is_left_out_and_naming_it_is_a_400(
-        server: tuple[str, ScriptedBackend, list[Any]]) -> None:
-    base, backend, replies = server
+        replying_server: tuple[str, ScriptedBackend, list[Any]]) -> None:
+    base, backend, replies = replying_server
     replies.append(ANSWER)
     search = {"type": "web_search_20250305", "name": "web_search", "max_uses": 2}
     status, body = json_request(base, "POST", "/v1/messages", {
@@ -327,8 +315,8 @@ def test_a_quiet_stream_sends_pings_until_the_model_writes_again() -> None:
 
 
 def test_the_anthropic_sdk_lists_the_served_model_in_its_shape(
-        server: tuple[str, ScriptedBackend, list[Any]]) -> None:
-    base, _, _ = server
+        replying_server: tuple[str, ScriptedBackend, list[Any]]) -> None:
+    base, _, _ = replying_server
     client = sdk(base)
     assert [m.id for m in client.models.list()] == ["m"]
     assert client.models.retrieve("m").type == "model"

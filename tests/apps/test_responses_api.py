@@ -35,28 +35,13 @@ LOOKUP: Any = {"type": "function", "name": "lookup", "description": "Look a pers
 ASK = "Who is Alex?"
 
 
-@pytest.fixture
-def server() -> Iterator[tuple[str, ScriptedBackend, list[Any]]]:
-    """A server whose model gives, turn by turn, the replies a test appends; yields
-    (base URL, the backend, the replies)."""
-    replies: list[Any] = []
-
-    def next_reply(request: ModelRequest) -> str:
-        reply = replies.pop(0)
-        return str(reply(request) if callable(reply) else reply)
-
-    backend = ScriptedBackend([next_reply] * 40)
-    with running_server(create_app(lambda h, s: None, backend=backend, model="m")) as base:
-        yield base, backend, replies
-
-
 def sdk(base: str) -> openai.OpenAI:
     return openai.OpenAI(base_url=base + "/v1", api_key="none", max_retries=0, timeout=30)
 
 
 def test_a_function_call_comes_back_as_an_item_with_typed_arguments_and_its_reasoning(
-        server: tuple[str, ScriptedBackend, list[Any]]) -> None:
-    base, backend, replies = server
+        replying_server: tuple[str, ScriptedBackend, list[Any]]) -> None:
+    base, backend, replies = replying_server
     replies.append(THINK_AND_CALL)
     response = sdk(base).responses.create(model="m", input=ASK, tools=[LOOKUP])
     assert response.status == "completed"
@@ -82,8 +67,8 @@ def ask(client: openai.OpenAI, stream: bool, **body: Any) -> Any:
 
 @pytest.mark.parametrize("stream", [False, True])
 def test_a_function_call_output_round_trip_reaches_the_model_as_the_calls_result(
-        server: tuple[str, ScriptedBackend, list[Any]], stream: bool) -> None:
-    base, backend, replies = server
+        replying_server: tuple[str, ScriptedBackend, list[Any]], stream: bool) -> None:
+    base, backend, replies = replying_server
     replies += [THINK_AND_CALL, ANSWER]
     client = sdk(base)
     first = ask(client, stream, model="m", instructions="Be brief.", input=ASK, tools=[LOOKUP],
@@ -107,8 +92,8 @@ def test_a_function_call_output_round_trip_reaches_the_model_as_the_calls_result
 
 
 def test_the_stream_sends_every_typed_event_in_order_and_joins_to_the_whole_response(
-        server: tuple[str, ScriptedBackend, list[Any]]) -> None:
-    base, _, replies = server
+        replying_server: tuple[str, ScriptedBackend, list[Any]]) -> None:
+    base, _, replies = replying_server
     replies += [THINK_AND_CALL, THINK_AND_CALL]
     client = sdk(base)
     whole = client.responses.create(model="m", input=ASK, tools=[LOOKUP])
@@ -138,8 +123,8 @@ def test_the_stream_sends_every_typed_event_in_order_and_joins_to_the_whole_resp
 
 @pytest.mark.parametrize("stream", [False, True])
 def test_a_json_schema_text_format_reaches_the_model_as_its_response_format(
-        server: tuple[str, ScriptedBackend, list[Any]], stream: bool) -> None:
-    base, backend, replies = server
+        replying_server: tuple[str, ScriptedBackend, list[Any]], stream: bool) -> None:
+    base, backend, replies = replying_server
     replies.append('{"city": "Paris"}')
     schema = {"type": "object", "properties": {"city": {"type": "string"}},
               "required": ["city"], "additionalProperties": False}
@@ -154,8 +139,8 @@ def test_a_json_schema_text_format_reaches_the_model_as_its_response_format(
 
 
 def test_a_namespace_is_flattened_and_its_calls_come_back_with_their_names(
-        server: tuple[str, ScriptedBackend, list[Any]]) -> None:
-    base, backend, replies = server
+        replying_server: tuple[str, ScriptedBackend, list[Any]]) -> None:
+    base, backend, replies = replying_server
     replies.append('<tool_call>\n<function=agents__spawn>\n<parameter=task>\nlook\n'
                    '</parameter>\n</function>\n</tool_call>')
     spawn = {"type": "function", "name": "spawn", "strict": False,
@@ -177,8 +162,8 @@ def test_a_namespace_is_flattened_and_its_calls_come_back_with_their_names(
 
 
 def test_a_built_in_tool_is_left_out_and_reported_and_naming_it_is_a_400(
-        server: tuple[str, ScriptedBackend, list[Any]]) -> None:
-    base, backend, replies = server
+        replying_server: tuple[str, ScriptedBackend, list[Any]]) -> None:
+    base, backend, replies = replying_server
     replies.append(ANSWER)
     tools: Any = [LOOKUP, {"type": "web_search", "external_web_access": False}]
     status, body = json_request(base, "POST", "/v1/responses",
@@ -193,8 +178,8 @@ def test_a_built_in_tool_is_left_out_and_reported_and_naming_it_is_a_400(
 
 
 def test_previous_response_id_is_a_clear_400_since_nothing_is_stored(
-        server: tuple[str, ScriptedBackend, list[Any]]) -> None:
-    base, backend, _ = server
+        replying_server: tuple[str, ScriptedBackend, list[Any]]) -> None:
+    base, backend, _ = replying_server
     with pytest.raises(openai.BadRequestError) as refused:
         sdk(base).responses.create(model="m", input="hi", previous_response_id="resp_1")
     assert refused.value.body["param"] == "previous_response_id"  # type: ignore[index]
@@ -230,8 +215,8 @@ def test_a_call_the_token_limit_cut_is_never_a_call_and_the_response_is_incomple
 
 
 def test_reasoning_effort_and_sampling_reach_the_model_and_unknown_fields_are_accepted(
-        server: tuple[str, ScriptedBackend, list[Any]]) -> None:
-    base, backend, replies = server
+        replying_server: tuple[str, ScriptedBackend, list[Any]]) -> None:
+    base, backend, replies = replying_server
     replies += [ANSWER, ANSWER]
     status, body = json_request(base, "POST", "/v1/responses", {
         "model": "m", "input": [{"type": "message", "role": "developer",
@@ -255,8 +240,8 @@ def test_reasoning_effort_and_sampling_reach_the_model_and_unknown_fields_are_ac
 
 
 def test_an_image_part_is_refused_clearly_as_the_model_reads_text_only(
-        server: tuple[str, ScriptedBackend, list[Any]]) -> None:
-    base, backend, _ = server
+        replying_server: tuple[str, ScriptedBackend, list[Any]]) -> None:
+    base, backend, _ = replying_server
     status, body = json_request(base, "POST", "/v1/responses", {"model": "m", "input": [
         {"role": "user", "content": [{"type": "input_image", "image_url": "data:x"}]}]})
     assert status == 400 and body["error"]["param"] == "input"
@@ -282,8 +267,8 @@ def test_an_error_before_the_first_event_has_its_real_status_streamed_or_not() -
 
 
 def test_a_wrong_model_is_a_404_in_openais_shape(
-        server: tuple[str, ScriptedBackend, list[Any]]) -> None:
-    base, _, _ = server
+        replying_server: tuple[str, ScriptedBackend, list[Any]]) -> None:
+    base, _, _ = replying_server
     with pytest.raises(openai.NotFoundError) as missing:
         sdk(base).responses.create(model="gpt-5", input="hi")
     assert missing.value.body["code"] == "model_not_found"  # type: ignore[index]
@@ -291,9 +276,9 @@ def test_a_wrong_model_is_a_404_in_openais_shape(
 
 @pytest.mark.parametrize("stream", [False, True])
 def test_the_agents_sdk_default_model_runs_a_tool_and_answers_with_its_result(
-        server: tuple[str, ScriptedBackend, list[Any]], stream: bool) -> None:
+        replying_server: tuple[str, ScriptedBackend, list[Any]], stream: bool) -> None:
     agents = pytest.importorskip("agents")
-    base, backend, replies = server
+    base, backend, replies = replying_server
     replies += ['<tool_call>\n<function=lookup_person>\n<parameter=name>\nalex\n</parameter>\n'
                 '</function>\n</tool_call>',
                 lambda request: f"Found: {request.messages[-1].content}"]
@@ -330,14 +315,14 @@ def test_the_agents_sdk_default_model_runs_a_tool_and_answers_with_its_result(
 
 
 def test_the_documented_agents_sdk_example_runs(
-        server: tuple[str, ScriptedBackend, list[Any]], monkeypatch: pytest.MonkeyPatch,
+        replying_server: tuple[str, ScriptedBackend, list[Any]], monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:
     import runpy
 
     from tests.support.paths import DOCS
 
     pytest.importorskip("agents")
-    base, backend, replies = server
+    base, backend, replies = replying_server
     replies += ['<tool_call>\n<function=search_text>\n<parameter=pattern>\nAlex\n</parameter>\n'
                 '</function>\n</tool_call>',
                 lambda request: f"The notes say: {request.messages[-1].content}"]

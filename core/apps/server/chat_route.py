@@ -25,7 +25,7 @@ from ...vocabulary.cancel import CancelToken
 from .approvals import ReplyApprovals, with_approval_requests
 from .chat_options import apply_chat_options, parse_chat_options
 from .chat_request import parse_chat_request
-from .http_input import ClientGone, RequestError, decode_json_body, read_body
+from .http_input import ClientGone, RequestError, decode_json_body, disconnected, read_body
 from .http_input import require_json_media_type as require_json
 from .model_queue import QueueFullError, QueueTicket
 from .responses import ASGIApp, JsonResponse, Receive, Scope, Send
@@ -79,12 +79,9 @@ class _EventStream:
             self.state.approvals.pop(self.chat_id, None)
 
     async def _watch_disconnect(self, receive: Receive) -> None:
-        while True:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                self.client_gone = True
-                self.token.cancel("disconnected")
-                return
+        await disconnected(receive)
+        self.client_gone = True
+        self.token.cancel("disconnected")
 
     async def _send(self, send: Send, message: dict[str, Any]) -> None:
         if self.client_gone:

@@ -41,6 +41,7 @@ from .limits import ServerLimits
 from .request_fields import bad_value as _bad
 from .request_fields import read_boolean as _boolean
 from .request_fields import read_integer as _integer
+from .request_fields import read_model
 from .request_fields import read_number as _number
 
 __all__ = [
@@ -355,12 +356,22 @@ def _messages(value: Any, limits: ServerLimits) -> tuple[Message, ...]:
     check_request_size(value, limits)
     records = [{**r, "role": "system"} if isinstance(r, Mapping) and r.get("role") == "developer"
                else r for r in value]
+    return read_conversation(records, "messages")
+
+
+def read_conversation(records: Sequence[Any], param: str) -> tuple[Message, ...]:
+    """OpenAI chat messages (what every API's conversation is read into) as toolwire
+    messages (:func:`~toolwire.vocabulary.openai_messages.messages_from_openai`).
+
+    :raises RequestError: ``400`` naming ``param``: a malformed message, or a call's
+        arguments nesting thousands of levels.
+    """
     try:
         return tuple(messages_from_openai(records))
     except ValueError as exc:
-        raise _bad("messages", str(exc)) from None
+        raise _bad(param, str(exc)) from None
     except RecursionError:  # a call's arguments text nesting thousands of levels
-        raise _bad("messages", "a tool call's arguments nest too deeply") from None
+        raise _bad(param, "a tool call's arguments nest too deeply") from None
 
 
 def parse_completion_request(data: Any, limits: ServerLimits) -> CompletionRequest:
@@ -369,11 +380,7 @@ def parse_completion_request(data: Any, limits: ServerLimits) -> CompletionReque
     :raises RequestError: ``400`` naming the field that is wrong; ``413`` when
         the messages exceed the server's caps.
     """
-    if not isinstance(data, Mapping):
-        raise RequestError(400, "the body must be a JSON object", code="invalid_value")
-    model = data.get("model")
-    if not isinstance(model, str) or not model:
-        raise _bad("model", "must name the model (GET /v1/models lists it)")
+    model = read_model(data)
     _refuse_unsupported(data)
     records = data.get("messages")
     functions, function_call = data.get("functions"), data.get("function_call")

@@ -36,6 +36,7 @@ from ...parse.protocol import merge_events
 from ...vocabulary.backend import ModelRequest, TurnEnd
 from ...vocabulary.cancel import CancelToken
 from .backend_thread import stream_backend_turn
+from .http_input import disconnected
 from .model_queue import QueueTicket
 from .reply_assembly import ReplyAssembler
 from .responses import ASGIApp, JsonResponse, Receive, Scope, Send
@@ -121,12 +122,9 @@ class Generation:
 
     async def watch_disconnect(self, receive: Receive) -> None:
         """Cancel the generation when the client disconnects."""
-        while True:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                self.client_gone = True
-                self.token.cancel("disconnected")
-                return
+        await disconnected(receive)
+        self.client_gone = True
+        self.token.cancel("disconnected")
 
     async def run(self, emit: Callable[[Payloads], Awaitable[None]] | None = None, *,
                   idle: Callable[[], Awaitable[None]] | None = None,

@@ -38,13 +38,25 @@ from typing import Any, Final
 import attrs
 
 from ...vocabulary.backend import ReasoningRequest, ResponseFormat
-from ...vocabulary.openai_messages import messages_from_openai
 from ...vocabulary.tools import Tool
 from .chat_request import check_request_size
-from .completion_request import CompletionRequest, read_response_format, read_stop, read_tool
+from .completion_request import (
+    CompletionRequest,
+    read_conversation,
+    read_response_format,
+    read_stop,
+    read_tool,
+)
 from .http_input import RequestError
 from .limits import ServerLimits
-from .request_fields import bad_value, read_boolean, read_integer, read_number, read_string
+from .request_fields import (
+    bad_value,
+    read_boolean,
+    read_integer,
+    read_model,
+    read_number,
+    read_string,
+)
 
 __all__ = ["MAX_STOP_SEQUENCES", "REQUEST_FIELDS", "MessagesRequest", "parse_messages_request"]
 
@@ -338,11 +350,7 @@ def parse_messages_request(data: Any, limits: ServerLimits, *, counting: bool = 
     :raises RequestError: ``400`` naming the field that is wrong; ``413`` when the
         conversation exceeds the server's caps.
     """
-    if not isinstance(data, Mapping):
-        raise RequestError(400, "the body must be a JSON object", code="invalid_value")
-    model = data.get("model")
-    if not isinstance(model, str) or not model:
-        raise bad_value("model", "must name the model (GET /v1/models lists it)")
+    model = read_model(data)
     _refuse_unsupported(data)
     max_tokens = read_integer(data, "max_tokens", 1)
     if max_tokens is None and not counting:
@@ -351,12 +359,7 @@ def parse_messages_request(data: Any, limits: ServerLimits, *, counting: bool = 
     choice, offered, parallel = _tool_choice(data.get("tool_choice"), offered, deferred, ignored)
     records = _records(data, limits)
     check_request_size(records, limits)
-    try:
-        messages = tuple(messages_from_openai(records))
-    except ValueError as exc:
-        raise bad_value("messages", str(exc)) from None
-    except RecursionError:
-        raise bad_value("messages", "a tool call's input nests too deeply") from None
+    messages = read_conversation(records, "messages")
     effort, response_format = _output_config(data)
     reasoning = _thinking(data.get("thinking"), effort)
     metadata = data.get("metadata")

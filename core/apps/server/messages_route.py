@@ -23,16 +23,16 @@ from typing import Any
 from ...errors import TemplateError, ToolwireError
 from ...vocabulary.backend import Backend
 from .completion_request import CompletionRequest
-from .http_input import ClientGone, RequestError
+from .http_input import RequestError
 from .messages_request import MessagesRequest, parse_messages_request
 from .messages_stream import MessageWriter, new_message_id
-from .model_queue import QueueFullError
-from .model_route import ModelRoute, id_form, model_request_for
+from .model_route import Admitted, ModelRoute
 from .model_worker import CRASH_KIND
 from .responses import (
     ANTHROPIC_OVERLOADED,
     ASGIApp,
     JsonResponse,
+    Receive,
     Scope,
     anthropic_error_body,
     anthropic_status,
@@ -84,34 +84,27 @@ class CountTokensEndpoint(MessagesEndpoint):
         """The body of a Messages request without ``max_tokens``."""
         return parse_messages_request(data, self.state.limits, counting=True)
 
-    async def respond(self, scope: Scope, receive: Any) -> ASGIApp:
+    def check(self, parsed: CompletionRequest, backend: Backend) -> None:
+        """Refuse a backend that cannot count a prompt's tokens (a remote provider).
+
+        :raises RequestError: ``400`` with code ``count_unsupported``.
+        """
+        if not callable(getattr(backend, "prompt_tokens", None)):
+            raise RequestError(400, f"the {backend.name} backend this server runs cannot "
+                                    "count a prompt's tokens (a local model can)",
+                               code="count_unsupported")
+
+    async def respond(self, scope: Scope, receive: Receive) -> ASGIApp:
         """Count the prompt's tokens, in line with the turns at the model."""
-        waiting = self.unavailable(scope)
-        if waiting is not None:
-            return waiting
-        state = self.state
+        admitted = await self.admit(scope, receive)
+        if not isinstance(admitted, Admitted):
+            return admitted
+        count = admitted.backend.prompt_tokens  # type: ignore[attr-defined]
         try:
-            parsed, _ = self.parse(await self.read(scope, receive), scope)
-            self.check_model(parsed.model)
-            backend = state.model.backend()
-            count = getattr(backend, "prompt_tokens", None)
-            if count is None:
-                raise RequestError(400, f"the {backend.name} backend this server runs cannot "
-                                        "count a prompt's tokens (a local model can)",
-                                   code="count_unsupported")
-            ticket = state.queue.join()
-        except ClientGone:
-            return JsonResponse(400, {})  # never sent: nobody listens
-        except RequestError as exc:
-            return self.refuse(scope, exc)
-        except QueueFullError as exc:
-            return self.refuse(scope, RequestError(429, str(exc), code="queue_full"),
-                               (("Retry-After", "1"),))
-        request = model_request_for(parsed, id_form(state, backend))
-        try:
-            if not await ticket.wait_turn():
-                return JsonResponse(499, {})
-            tokens = await asyncio.get_running_loop().run_in_executor(None, count, request)
+            if not await admitted.ticket.wait_turn():
+                return JsonResponse(499, {})  # never sent: the server is stopping
+            tokens = await asyncio.get_running_loop().run_in_executor(None, count,
+                                                                      admitted.request)
         except TemplateError as exc:
             return self.refuse(scope, RequestError(400, f"the chat template failed: {exc}"))
         except Exception as exc:  # a backend's failure: the error, never a traceback
@@ -119,5 +112,5 @@ class CountTokensEndpoint(MessagesEndpoint):
             return self.refuse(scope, RequestError(503 if crashed else 500,
                                                    f"could not count the prompt: {exc}"))
         finally:
-            ticket.release()
+            admitted.ticket.release()
         return JsonResponse(200, {"input_tokens": int(tokens)})

@@ -31,11 +31,9 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
-from ...events import ErrorEvent, Event
-from ...vocabulary.backend import TurnEnd
-from .reply_assembly import ReplyAssembler, ReplyCall, ReplyPiece, ReplyReasoning
+from ...events import ErrorEvent
+from .reply_assembly import EventWriter, ReplyAssembler, ReplyCall, ReplyPiece, ReplyReasoning
 from .responses import JsonResponse, anthropic_error_body, turn_error_status
-from .sse import event_frame
 
 __all__ = ["PING_FRAME", "STOP_REASONS", "MessageWriter", "anthropic_error", "new_message_id",
            "thinking_signature"]
@@ -65,7 +63,7 @@ def anthropic_error(error: ErrorEvent) -> JsonResponse:
                         (("Retry-After", "1"),) if status == 503 else ())
 
 
-class MessageWriter:
+class MessageWriter(EventWriter):
     """Writes one message (see the module).
 
     :param message_id: the ``msg_...`` id.
@@ -92,10 +90,6 @@ class MessageWriter:
 
     # -- events --------------------------------------------------------------------------
 
-    def frames(self, payloads: list[dict[str, Any]]) -> bytes:
-        """Events as named server-sent events."""
-        return b"".join(event_frame(p, compact=True) for p in payloads)
-
     def opening(self) -> list[dict[str, Any]]:
         """``message_start``, its message empty."""
         return [{"type": "message_start", "message": {
@@ -103,14 +97,8 @@ class MessageWriter:
             "content": [], "stop_reason": None, "stop_sequence": None,
             "usage": {"input_tokens": 0, "output_tokens": 0}}}]
 
-    def feed(self, item: Event | TurnEnd) -> list[dict[str, Any]]:
-        """Take one item of the turn; return the events it adds."""
-        events: list[dict[str, Any]] = []
-        for piece in self.reply.feed(item):
-            self._piece(piece, events)
-        return events
-
-    def _piece(self, piece: ReplyPiece, events: list[dict[str, Any]]) -> None:
+    def piece(self, piece: ReplyPiece, events: list[dict[str, Any]]) -> None:
+        """Add the events of one piece of the reply to ``events``."""
         index = len(self.content) - 1
         if isinstance(piece, ReplyCall):
             self._close(events)
@@ -170,7 +158,7 @@ class MessageWriter:
     def _settle(self) -> list[dict[str, Any]]:
         events: list[dict[str, Any]] = []
         for piece in self.reply.settle():
-            self._piece(piece, events)
+            self.piece(piece, events)
         self._close(events)
         return events
 

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Final
 
+import attrs
+
 from ...vocabulary.backend import Backend, ModelRequest, SamplingOverrides
 from ...vocabulary.tool_choice import TOOL_CHOICE_MODES, named_tool_choice
 from .call_id_forms import CallIdForm, with_template_ids
@@ -21,13 +23,13 @@ from .completion_request import CompletionRequest
 from .generation import Generation, ReplyWriter, StreamAnswer
 from .http_input import ClientGone, RequestError, decode_json_body, read_body
 from .http_input import require_json_media_type as require_json
-from .model_queue import QueueFullError
+from .model_queue import QueueFullError, QueueTicket
 from .responses import ASGIApp, JsonResponse, Receive, Scope, Send
 
 if TYPE_CHECKING:
     from .app import ServerState
 
-__all__ = ["ModelRoute", "model_request_for"]
+__all__ = ["Admitted", "ModelRoute", "id_form", "model_request_for"]
 
 _ID_FORMS: Final = "call_id_forms"
 
@@ -70,6 +72,24 @@ def id_form(state: ServerState, backend: Backend) -> CallIdForm | None:
     if known is None or known[0] is not backend:
         known = forms[id(backend)] = (backend, CallIdForm.of(backend.make_call_id))
     return known[1]
+
+
+@attrs.frozen
+class Admitted:
+    """A request read, checked and in line for the model.
+
+    :ivar parsed: the checked request.
+    :ivar extra: what else the route's writer needs from the body.
+    :ivar backend: the served model's backend.
+    :ivar ticket: the request's place in line (release it when done).
+    :ivar request: the backend turn it asks for.
+    """
+
+    parsed: CompletionRequest
+    extra: Any
+    backend: Backend
+    ticket: QueueTicket
+    request: ModelRequest
 
 
 class ModelRoute:
@@ -154,8 +174,8 @@ class ModelRoute:
             raise RequestError(404, f"the model {asked!r} does not exist here; this server "
                                     f"serves {served!r}", param="model", code="model_not_found")
 
-    async def respond(self, scope: Scope, receive: Receive) -> ASGIApp:
-        """The answer to one request (checked, queued and generated)."""
+    async def admit(self, scope: Scope, receive: Receive) -> Admitted | ASGIApp:
+        """Read, check and queue the request: its place in line, or the refusal to send."""
         waiting = self.unavailable(scope)
         if waiting is not None:
             return waiting
@@ -173,9 +193,17 @@ class ModelRoute:
         except QueueFullError as exc:
             return self.refuse(scope, RequestError(429, str(exc), code="queue_full"),
                                (("Retry-After", "1"),))
-        generation = Generation(state, ticket,
-                                model_request_for(parsed, id_form(state, backend)),
-                                self.writer(parsed, extra, backend), self.api)
+        return Admitted(parsed, extra, backend, ticket,
+                        model_request_for(parsed, id_form(state, backend)))
+
+    async def respond(self, scope: Scope, receive: Receive) -> ASGIApp:
+        """The answer to one request (checked, queued and generated)."""
+        admitted = await self.admit(scope, receive)
+        if not isinstance(admitted, Admitted):
+            return admitted
+        parsed = admitted.parsed
+        generation = Generation(self.state, admitted.ticket, admitted.request,
+                                self.writer(parsed, admitted.extra, admitted.backend), self.api)
         if parsed.stream:
             return StreamAnswer(generation, self.ping_interval)
         return await generation.complete(receive)

@@ -45,10 +45,10 @@ from ...events import (
 )
 from ...vocabulary.backend import TurnEnd
 from .completion_logprobs import TokenLedger
-from .sse import json_text
+from .sse import event_frame, json_text
 
-__all__ = ["DroppedCall", "ReplyAssembler", "ReplyCall", "ReplyPiece", "ReplyReasoning",
-           "ReplyText", "StopMatcher"]
+__all__ = ["DroppedCall", "EventWriter", "ReplyAssembler", "ReplyCall", "ReplyPiece",
+           "ReplyReasoning", "ReplyText", "StopMatcher"]
 
 _GIVEN_BACK: Final = frozenset({"truncated_call", "unclosed_call", "malformed_call"})
 """The diagnostics of markup a parser gave back as text (``raw`` is that text)."""
@@ -397,3 +397,25 @@ class ReplyAssembler:
         rest = self._ledger.finish()
         self.logprobs.extend(rest)
         return rest
+
+
+class EventWriter:
+    """The base of a writer whose stream is named events (the Responses and Messages
+    APIs): each piece the :attr:`reply` assembler reads goes to :meth:`piece`."""
+
+    reply: ReplyAssembler
+
+    def feed(self, item: Event | TurnEnd) -> list[dict[str, Any]]:
+        """Take one item of the turn; return the events it adds."""
+        events: list[dict[str, Any]] = []
+        for piece in self.reply.feed(item):
+            self.piece(piece, events)
+        return events
+
+    def piece(self, piece: ReplyPiece, events: list[dict[str, Any]]) -> None:
+        """Add the events of one piece of the reply to ``events``."""
+        raise NotImplementedError
+
+    def frames(self, payloads: list[dict[str, Any]]) -> bytes:
+        """Events as named server-sent events (``event: <type>``, compact JSON data)."""
+        return b"".join(event_frame(p, compact=True) for p in payloads)

@@ -14,7 +14,8 @@ from typing import Any
 
 from .http_input import RequestError
 
-__all__ = ["bad_value", "read_boolean", "read_integer", "read_number", "read_string"]
+__all__ = ["bad_value", "read_boolean", "read_integer", "read_model", "read_number",
+           "read_string"]
 
 
 def bad_value(param: str, message: str) -> RequestError:
@@ -65,3 +66,16 @@ def read_string(data: Mapping[str, Any], key: str, param: str | None = None) -> 
     if value is not None and not isinstance(value, str):
         raise bad_value(param or key, "must be a string")
     return value
+
+
+def read_model(data: Any) -> str:
+    """The ``model`` a body names (every model API's first field).
+
+    :raises RequestError: ``400``: the body is not a JSON object, or names no model.
+    """
+    if not isinstance(data, Mapping):
+        raise RequestError(400, "the body must be a JSON object", code="invalid_value")
+    model = data.get("model")
+    if not isinstance(model, str) or not model:
+        raise bad_value("model", "must name the model (GET /v1/models lists it)")
+    return model

@@ -36,13 +36,25 @@ from typing import Any, Final
 import attrs
 
 from ...vocabulary.backend import REASONING_EFFORTS, ReasoningRequest
-from ...vocabulary.openai_messages import messages_from_openai
 from ...vocabulary.tools import Tool
 from .chat_request import check_request_size
-from .completion_request import MAX_TOP_LOGPROBS, CompletionRequest, read_response_format, read_tool
+from .completion_request import (
+    MAX_TOP_LOGPROBS,
+    CompletionRequest,
+    read_conversation,
+    read_response_format,
+    read_tool,
+)
 from .http_input import RequestError
 from .limits import ServerLimits
-from .request_fields import bad_value, read_boolean, read_integer, read_number, read_string
+from .request_fields import (
+    bad_value,
+    read_boolean,
+    read_integer,
+    read_model,
+    read_number,
+    read_string,
+)
 
 __all__ = ["BUILT_IN_TOOLS", "REQUEST_FIELDS", "ResponsesRequest", "ToolNames",
            "parse_responses_request"]
@@ -383,11 +395,7 @@ def parse_responses_request(data: Any, limits: ServerLimits,
     :raises RequestError: ``400`` naming the field that is wrong; ``413`` when the
         conversation exceeds the server's caps.
     """
-    if not isinstance(data, Mapping):
-        raise RequestError(400, "the body must be a JSON object", code="invalid_value")
-    model = data.get("model")
-    if not isinstance(model, str) or not model:
-        raise bad_value("model", "must name the model (GET /v1/models lists it)")
+    model = read_model(data)
     _refuse_unsupported(data)
     tools, names, ignored = _tools(data.get("tools"), limits)
     choice, offered = _tool_choice(data.get("tool_choice"), tools, names, ignored)
@@ -407,12 +415,7 @@ def parse_responses_request(data: Any, limits: ServerLimits,
     if not conversation.records:
         raise bad_value("input", "must hold the conversation (or send instructions)")
     check_request_size(conversation.records, limits)
-    try:
-        messages = tuple(messages_from_openai(conversation.records))
-    except ValueError as exc:
-        raise bad_value("input", str(exc)) from None
-    except RecursionError:
-        raise bad_value("input", "a call's arguments nest too deeply") from None
+    messages = read_conversation(conversation.records, "input")
     for field in ("prompt_cache_key", "safety_identifier", "service_tier", "user", "truncation",
                   "prompt_cache_retention"):
         read_string(data, field)

@@ -34,13 +34,18 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from ...events import ErrorEvent, Event
-from ...vocabulary.backend import TurnEnd
+from ...events import ErrorEvent
 from .completion_stream import openai_error_response
-from .reply_assembly import ReplyAssembler, ReplyCall, ReplyPiece, ReplyReasoning, ReplyText
+from .reply_assembly import (
+    EventWriter,
+    ReplyAssembler,
+    ReplyCall,
+    ReplyPiece,
+    ReplyReasoning,
+    ReplyText,
+)
 from .responses import JsonResponse
 from .responses_request import ToolNames
-from .sse import event_frame
 
 __all__ = ["ResponseWriter", "responses_usage"]
 
@@ -68,7 +73,7 @@ class _Item:
         self.parts: list[str] = []
 
 
-class ResponseWriter:
+class ResponseWriter(EventWriter):
     """Writes one response (see the module).
 
     :param response_id: the ``resp_...`` id.
@@ -113,24 +118,14 @@ class ResponseWriter:
         self._sequence += 1
         return payload
 
-    def frames(self, payloads: list[dict[str, Any]]) -> bytes:
-        """Events as named server-sent events (``event: response.output_text.delta``...)."""
-        return b"".join(event_frame(p, compact=True) for p in payloads)
-
     def opening(self) -> list[dict[str, Any]]:
         """``response.created`` and ``response.in_progress``."""
         snapshot = self.body("in_progress")
         return [{"type": "response.created", "sequence_number": 0, "response": snapshot},
                 {"type": "response.in_progress", "sequence_number": 1, "response": snapshot}]
 
-    def feed(self, item: Event | TurnEnd) -> list[dict[str, Any]]:
-        """Take one item of the turn; return the events it adds."""
-        events: list[dict[str, Any]] = []
-        for piece in self.reply.feed(item):
-            self._piece(piece, events)
-        return events
-
-    def _piece(self, piece: ReplyPiece, events: list[dict[str, Any]]) -> None:
+    def piece(self, piece: ReplyPiece, events: list[dict[str, Any]]) -> None:
+        """Add the events of one piece of the reply to ``events``."""
         if isinstance(piece, ReplyCall):
             self._close(events)
             self._call(piece, events)
@@ -227,7 +222,7 @@ class ResponseWriter:
     def _settle(self) -> list[dict[str, Any]]:
         events: list[dict[str, Any]] = []
         for piece in self.reply.settle():
-            self._piece(piece, events)
+            self.piece(piece, events)
         rest = self.reply.finish_logprobs()
         if rest and self._open is not None and self._open.kind == "message":
             self._logprobs.extend(rest)
