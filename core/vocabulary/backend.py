@@ -65,20 +65,21 @@ class SamplingOverrides:
 
     :ivar temperature: the sampling temperature (``0``: greedy), at least 0.
     :ivar top_p: nucleus sampling, between 0 and 1.
-    :ivar top_k: sample only from the ``top_k`` most likely tokens, at least 1.
     :ivar max_tokens: the most tokens this reply may take, at least 1. A local
         backend caps the reply at the smaller of this and its own ``max_tokens``
         (its prompt budget is ``n_ctx`` minus its own), a remote one sends it.
     :ivar seed: the sampling seed: the same seed, prompt and settings give the
         same reply where the backend can promise it (llama.cpp does).
+    :ivar top_k: sample only from the ``top_k`` most likely tokens, at least 1
+        (last: the record's positional order is kept).
     :raises ValueError: a value is out of range or of the wrong type.
     """
 
     temperature: float | None = attrs.field(default=None, validator=_optional_range(0.0, None))
     top_p: float | None = attrs.field(default=None, validator=_optional_range(0.0, 1.0))
-    top_k: int | None = attrs.field(default=None, validator=_optional_int(1))
     max_tokens: int | None = attrs.field(default=None, validator=_optional_int(1))
     seed: int | None = attrs.field(default=None, validator=_optional_int(-(2 ** 63)))
+    top_k: int | None = attrs.field(default=None, validator=_optional_int(1))
 
     @property
     def is_empty(self) -> bool:
