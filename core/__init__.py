@@ -92,7 +92,14 @@ from .parse.record import (
     TaggedArguments,
 )
 from .templates.chat_template import ChatTemplate, get_chat_template
-from .vocabulary.backend import Backend, BackendSpec, ModelRequest, SamplingOverrides, TurnEnd
+from .vocabulary.backend import (
+    Backend,
+    BackendSpec,
+    ModelRequest,
+    ReasoningRequest,
+    SamplingOverrides,
+    TurnEnd,
+)
 from .vocabulary.cancel import CancelToken
 from .vocabulary.history import (
     Message,
@@ -153,6 +160,7 @@ __all__ = [
     "PromptState",
     "PythonicCalls",
     "ReasoningEvent",
+    "ReasoningRequest",
     "ReplyPipeline",
     "SamplingOverrides",
     "StreamFilter",

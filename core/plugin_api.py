@@ -93,7 +93,14 @@ from .parse.streaming import HeldWhitespace, partial_tag_start
 from .parse.values import json_arguments
 from .templates.chat_template import ChatTemplate, get_chat_template
 from .templates.default_template import DEFAULT_CHAT_TEMPLATE, JSON_TOOLS_TEMPLATE
-from .vocabulary.backend import Backend, BackendSpec, ModelRequest, SamplingOverrides, TurnEnd
+from .vocabulary.backend import (
+    Backend,
+    BackendSpec,
+    ModelRequest,
+    ReasoningRequest,
+    SamplingOverrides,
+    TurnEnd,
+)
 from .vocabulary.call_ids import default_call_id, nine_char_call_id
 from .vocabulary.cancel import CancelToken
 from .vocabulary.history import Message, ToolCall, to_openai_messages
@@ -145,6 +152,7 @@ __all__ = [
     "PythonicCalls",
     "ReaderBase",
     "ReasoningEvent",
+    "ReasoningRequest",
     "RegisterBackend",
     "RegisterParser",
     "RegisterStreamFilter",

@@ -50,6 +50,7 @@ from ..events import (
     ErrorEvent,
     Event,
     NoParserEvent,
+    ReasoningEvent,
     TokenLogprobEvent,
     ToolCallEndEvent,
 )
@@ -60,7 +61,7 @@ from ..hooks.manager import PluginManager, default_plugin_manager
 from ..parse.protocol import ParserSpec
 from ..templates.chat_template import ChatTemplate, get_chat_template
 from ..templates.history_shape import HistoryShape, apply_history_shape, history_shape
-from ..vocabulary.backend import ModelRequest, TurnEnd
+from ..vocabulary.backend import ModelRequest, ReasoningRequest, TurnEnd
 from ..vocabulary.call_ids import default_call_id
 from ..vocabulary.cancel import CancelToken
 from ..vocabulary.history import Message, to_template_messages
@@ -82,6 +83,8 @@ PROMPT_TAIL_CHARS: Final = 64
 """How much of the prompt's end the stream filters see (an open ``<think>``)."""
 
 _UNKNOWN: Final = object()
+_REASONING_BUDGET: Final = "reasoning_budget"
+"""The diagnostic (and cancel reason) of a reply stopped at its reasoning budget."""
 
 
 @attrs.frozen
@@ -308,20 +311,34 @@ class TemplatedBackend:
     # -- the prompt ----------------------------------------------------------------------
 
     def render(self, messages: Sequence[Message], tools: Sequence[Mapping[str, Any]] | None,
-               choice: TemplateChoice | None = None) -> str:
-        """The prompt text for ``messages`` (template errors propagate)."""
+               choice: TemplateChoice | None = None,
+               reasoning: ReasoningRequest | None = None) -> str:
+        """The prompt text for ``messages`` (template errors propagate).
+
+        :param reasoning: the turn's reasoning switches (default: the backend's own).
+        """
         choice = choice or self._choices[bool(tools)]
         records = to_template_messages(messages)
         if any(m.tool_calls for m in messages):
             records = apply_history_shape(records, self._history_shape(choice))
-        return self._render_template(choice, records, list(tools) if tools else None)
+        return self._render_template(choice, records, list(tools) if tools else None,
+                                     self._switches(reasoning))
+
+    def _switches(self, reasoning: ReasoningRequest | None) -> dict[str, Any]:
+        """The template's reasoning variables for a turn: the backend's
+        ``enable_thinking``, replaced by what the turn asks (``thinking`` too, the
+        name some templates read, and ``reasoning_effort``)."""
+        switches: dict[str, Any] = {"enable_thinking": self.enable_thinking}
+        if reasoning is not None:
+            switches.update(reasoning.template_switches())
+        return switches
 
     def _render_template(self, choice: TemplateChoice, messages: list[dict[str, Any]],
-                         tools: list[Any] | None) -> str:
+                         tools: list[Any] | None, switches: Mapping[str, Any]) -> str:
         try:
             return choice.template.render(
                 messages, tools=tools, add_generation_prompt=True, bos_token=self.bos_token,
-                eos_token=self.eos_token, enable_thinking=self.enable_thinking)
+                eos_token=self.eos_token, **switches)
         except TemplateResourceError:
             raise
         except TemplateError:
@@ -331,7 +348,7 @@ class TemplatedBackend:
             # variant) renders a turn without tools with an empty list instead of none
             return choice.template.render(
                 messages, tools=[], add_generation_prompt=True, bos_token=self.bos_token,
-                eos_token=self.eos_token, enable_thinking=self.enable_thinking)
+                eos_token=self.eos_token, **switches)
 
     def _history_shape(self, choice: TemplateChoice) -> HistoryShape:
         """How ``choice``'s template wants earlier calls (probed once per template)."""
@@ -365,9 +382,12 @@ class TemplatedBackend:
                 self._specials, choice.source)
         return rules
 
-    def fit_prompt(self, request: ModelRequest,
-                   cancel: CancelToken | None = None) -> tuple[PruneResult, EncodedPrompt]:
+    def fit_prompt(self, request: ModelRequest, cancel: CancelToken | None = None, *,
+                   whole: bool = False) -> tuple[PruneResult, EncodedPrompt]:
         """Render, count and prune ``request`` to the prompt budget.
+
+        With ``whole``, the whole conversation is rendered and counted, and
+        nothing is pruned (what a client asks when it counts its prompt's tokens).
 
         Each message is converted (and its special-token text shielded) once;
         only the prompts pruning tries are rendered, and those are bounded by the
@@ -389,6 +409,7 @@ class TemplatedBackend:
             template_tools = shield.shield(template_tools)
         converted: dict[int, dict[str, Any]] = {}
         encoded: dict[tuple[int, ...], EncodedPrompt] = {}
+        switches = self._switches(request.reasoning)
 
         def template_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
             out = []
@@ -409,7 +430,7 @@ class TemplatedBackend:
             if key not in encoded:
                 try:
                     rendered = self._render_template(choice, template_messages(messages),
-                                                     template_tools)
+                                                     template_tools, switches)
                 except TemplateResourceError:
                     return None  # too large to render: too large to fit
                 pieces = (PromptPiece(rendered),) if shield is None else shield.pieces(rendered)
@@ -419,6 +440,14 @@ class TemplatedBackend:
         final_prompt = (request.final_turn and len(request.messages) >= 2
                         and request.messages[-1].role == "user"
                         and request.messages[-2].role == "tool")
+        if whole:
+            total = count(request.messages)
+            if total is None:
+                raise TemplateResourceError(
+                    f"the chat template ({choice.key}) cannot render the conversation "
+                    "within its bounds")
+            return PruneResult(tuple(request.messages), total, self.prompt_budget), \
+                encoded[tuple(id(m) for m in request.messages)]
         result = prune_history(request.messages, count, self.prompt_budget,
                                final_answer_prompt=final_prompt, cancel=cancel)
         key = tuple(id(m) for m in result.messages)
@@ -427,6 +456,16 @@ class TemplatedBackend:
                 f"the chat template ({choice.key}) cannot render even the messages that "
                 "are never dropped within its bounds")
         return result, encoded[key]
+
+    def prompt_tokens(self, request: ModelRequest) -> int:
+        """The tokens of the prompt ``request`` renders: the whole conversation with its
+        tools and the turn's reasoning switches, exactly as a turn renders it, nothing
+        pruned (a prompt over the budget is counted in full).
+
+        :raises TemplateError: the template failed (or cannot render within its bounds).
+        """
+        with self._turn_lock:
+            return self.fit_prompt(request, whole=True)[1].n_tokens
 
     # -- one turn ------------------------------------------------------------------------
 
@@ -540,6 +579,8 @@ class TemplatedBackend:
         end = GenerationEnd("error", error="the runtime ended without saying why")
         generation_started = time.perf_counter()
         repeats = RepeatedCallStop(cancel)  # a call the reply already holds ends it
+        budget = request.reasoning.budget
+        reasoning_tokens = 0
         for piece in self.generate(prompt, request, options, repeats.token):
             if isinstance(piece, GenerationEnd):
                 end = piece
@@ -547,11 +588,26 @@ class TemplatedBackend:
             if isinstance(piece, TokenLogprobEvent):  # asked for: before its text's events
                 yield piece
                 continue
+            reasoned = False
             for event in repeats.feed(pipeline.feed(piece)):
                 called = called or isinstance(event, ToolCallEndEvent)
+                reasoned = reasoned or isinstance(event, ReasoningEvent)
                 yield event
+            if reasoned:  # a runtime's piece is one token's text
+                reasoning_tokens += 1
+                if budget is not None and reasoning_tokens >= budget \
+                        and not repeats.token.cancelled:
+                    repeats.token.cancel(_REASONING_BUDGET)
         ended = time.perf_counter()
         usage["completion_tokens"] = end.completion_tokens
+        if reasoning_tokens:
+            usage["reasoning_tokens"] = reasoning_tokens
+        if end.reason == "cancelled" and repeats.token.reason == _REASONING_BUDGET \
+                and not cancel.cancelled and not repeats.stopped:
+            yield DiagnosticEvent(_REASONING_BUDGET,
+                                  f"the reply reasoned for its whole budget ({budget} tokens) "
+                                  "and was stopped there, as at max_tokens")
+            end = attrs.evolve(end, reason="length")
         first = end.first_token_at or ended
         timings: dict[str, Any] = {"render": round(render_seconds, 6),
                                    "prompt": round(first - generation_started, 6),

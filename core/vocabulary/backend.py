@@ -7,9 +7,11 @@ and the tools on offer) and iterates what it yields: the reply's events
 the finish reason and usage. A backend checks the cancel token between deltas
 and, when it is set, closes its stream and returns.
 
-A request may carry :class:`SamplingOverrides` (the OpenAI-compatible endpoint's
-``temperature``, ``top_p``, ``max_tokens`` and ``seed``): each field that is set
-replaces the backend's own setting for that turn only.
+A request may carry :class:`SamplingOverrides` (the served APIs' ``temperature``,
+``top_p``, ``top_k``, ``max_tokens`` and ``seed``): each field that is set
+replaces the backend's own setting for that turn only; and a
+:class:`ReasoningRequest` (the APIs' reasoning switches: on or off, an effort, a
+budget), which a templated backend hands to the chat template's own switch.
 """
 
 from __future__ import annotations
@@ -26,8 +28,8 @@ from .history import Message
 from .tool_choice import ToolChoice
 from .tools import Tool
 
-__all__ = ["Backend", "BackendSpec", "ModelRequest", "ResponseFormat", "SamplingOverrides",
-           "TurnEnd"]
+__all__ = ["REASONING_EFFORTS", "Backend", "BackendSpec", "ModelRequest", "ReasoningRequest",
+           "ResponseFormat", "SamplingOverrides", "TurnEnd"]
 
 
 def _optional_range(low: float, high: float | None) -> Callable[[Any, Any, Any], None]:
@@ -68,6 +70,8 @@ class SamplingOverrides:
         (its prompt budget is ``n_ctx`` minus its own), a remote one sends it.
     :ivar seed: the sampling seed: the same seed, prompt and settings give the
         same reply where the backend can promise it (llama.cpp does).
+    :ivar top_k: sample only from the ``top_k`` most likely tokens, at least 1
+        (last: the record's positional order is kept).
     :raises ValueError: a value is out of range or of the wrong type.
     """
 
@@ -75,6 +79,7 @@ class SamplingOverrides:
     top_p: float | None = attrs.field(default=None, validator=_optional_range(0.0, 1.0))
     max_tokens: int | None = attrs.field(default=None, validator=_optional_int(1))
     seed: int | None = attrs.field(default=None, validator=_optional_int(-(2 ** 63)))
+    top_k: int | None = attrs.field(default=None, validator=_optional_int(1))
 
     @property
     def is_empty(self) -> bool:
@@ -87,6 +92,44 @@ class SamplingOverrides:
 
 
 _NO_OVERRIDES: Final = SamplingOverrides()
+
+REASONING_EFFORTS: Final = ("low", "medium", "high")
+"""The efforts a chat template's ``reasoning_effort`` switch takes (gpt-oss's)."""
+
+
+@attrs.frozen
+class ReasoningRequest:
+    """What a turn asks of the model's reasoning, where its chat template has a switch.
+
+    The default asks nothing: the backend's own setting holds (``enable_thinking``
+    of a templated backend).
+
+    :ivar enabled: ``True``/``False`` turn the template's reasoning switch on or off
+        (``enable_thinking`` and ``thinking``, the names templates read); ``None``:
+        the backend's own setting.
+    :ivar effort: ``low``, ``medium`` or ``high``: the template's ``reasoning_effort``
+        (gpt-oss's Harmony template reads it); ``None``: not passed.
+    :ivar budget: the most tokens the reply may spend reasoning; a templated backend
+        stops a reply whose reasoning reaches it (as a reply stops at ``max_tokens``).
+    :raises ValueError: an effort other than those, or a budget below 1.
+    """
+
+    enabled: bool | None = None
+    effort: str | None = attrs.field(
+        default=None, validator=attrs.validators.optional(attrs.validators.in_(REASONING_EFFORTS)))
+    budget: int | None = attrs.field(default=None, validator=_optional_int(1))
+
+    def template_switches(self) -> dict[str, Any]:
+        """The chat-template variables this request sets (none by default)."""
+        switches: dict[str, Any] = {}
+        if self.enabled is not None:
+            switches["enable_thinking"] = switches["thinking"] = self.enabled
+        if self.effort is not None:
+            switches["reasoning_effort"] = self.effort
+        return switches
+
+
+_NO_REASONING: Final = ReasoningRequest()
 
 RESPONSE_FORMAT_TYPES: Final = ("json_object", "json_schema")
 
@@ -134,6 +177,8 @@ class ModelRequest:
         with this many most likely alternatives (0 to 20): a backend that can give
         them (its ``token_logprobs`` attribute is ``True``) yields a
         :class:`~toolwire.events.TokenLogprobEvent` per token; others ignore it.
+    :ivar reasoning: the reasoning switch, effort and budget asked for (the default
+        leaves the backend's own setting).
     """
 
     messages: tuple[Message, ...]
@@ -144,6 +189,7 @@ class ModelRequest:
     sampling: SamplingOverrides = _NO_OVERRIDES
     response_format: ResponseFormat | None = None
     logprobs: int | None = attrs.field(default=None, validator=_optional_int(0))
+    reasoning: ReasoningRequest = _NO_REASONING
 
     @property
     def offered_tools(self) -> tuple[Tool, ...]:

@@ -391,13 +391,15 @@ class CompletionsBackend(TemplatedBackend):
         chosen = {"temperature": self.temperature, "top_p": self.top_p, "seed": self.seed}
         chosen.update({key: value for key, value in
                        (("temperature", asked.temperature), ("top_p", asked.top_p),
-                        ("seed", asked.seed)) if value is not None})
+                        ("seed", asked.seed), ("top_k", asked.top_k)) if value is not None})
         return {key: value for key, value in chosen.items() if value is not None}
 
     def _completions_opener(self, prompt: str, grammar: Mapping[str, Any],
                             request: ModelRequest) -> Callable[[], OpenedStream]:
         extra = {**special_token_fields(self.engine, self._special), **grammar}
         sampling = self._sampling(request)
+        if "top_k" in sampling:  # not a field of OpenAI's completions: the engines read it here
+            extra["top_k"] = sampling.pop("top_k")
         limit = self.reply_limit(request)
 
         def open_stream() -> OpenedStream:

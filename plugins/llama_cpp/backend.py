@@ -74,6 +74,9 @@ __all__ = [
     "tools_unsupported",
 ]
 
+DEFAULT_TOP_K: Final = 40
+"""The sampler's ``top_k`` unless a turn asks for another (llama-cpp-python's default)."""
+
 DEFAULT_N_CTX_CAP: Final = 8192
 """``n_ctx`` defaults to the model's trained context length, capped at this."""
 
@@ -296,7 +299,7 @@ class _Runtime:
         return tuple(found)
 
     def generate(self, tokens: list[int], *, temperature: float, top_p: float,
-                 seed: int | None, grammar: Any) -> Iterator[int]:
+                 seed: int | None, grammar: Any, top_k: int = DEFAULT_TOP_K) -> Iterator[int]:
         """Start sampling after ``tokens``; ``seed`` (``None``: the model's own)
         seeds this generation's sampler, which ``Llama.generate`` builds afresh."""
         self.check_open()
@@ -309,7 +312,7 @@ class _Runtime:
             elif self._seed_before is not None:
                 set_seed(self._seed_before)
                 self._seed_before = None
-        self._sampling = {"temp": temperature, "top_p": top_p, "top_k": 40, "min_p": 0.05,
+        self._sampling = {"temp": temperature, "top_p": top_p, "top_k": top_k, "min_p": 0.05,
                           "repeat_penalty": 1.0}
         stream: Iterator[int] = self.model.generate(tokens, grammar=grammar, **self._sampling)
         return stream
@@ -776,8 +779,9 @@ class LlamaCppBackend(TemplatedBackend):
                  cancel: CancelToken) -> Iterator[str | TokenLogprobEvent | GenerationEnd]:
         """Sample token by token until an end-of-generation token, the limit or a cancel.
 
-        ``request.sampling`` replaces :attr:`temperature`, :attr:`top_p` and
-        :attr:`seed` for this turn and may lower :attr:`max_tokens`
+        ``request.sampling`` replaces :attr:`temperature`, :attr:`top_p`,
+        :attr:`seed` and the sampler's ``top_k`` (:data:`DEFAULT_TOP_K`) for this turn
+        and may lower :attr:`max_tokens`
         (:meth:`reply_limit`). ``request.logprobs`` adds each token's
         :class:`~toolwire.plugin_api.TokenLogprobEvent` before its text.
         """
@@ -796,6 +800,7 @@ class LlamaCppBackend(TemplatedBackend):
                 temperature=self.temperature if sampling.temperature is None
                 else sampling.temperature,
                 top_p=self.top_p if sampling.top_p is None else sampling.top_p,
+                top_k=DEFAULT_TOP_K if sampling.top_k is None else sampling.top_k,
                 seed=None if sampling.seed is None else llama_seed(sampling.seed),
                 grammar=options.start if isinstance(options, LazyCalls) else options)
             for token in stream:

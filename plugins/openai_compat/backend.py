@@ -415,11 +415,14 @@ class OpenAICompatBackend:
         if self._stream_options:
             kwargs["stream_options"] = {"include_usage": True}
         sampling = self._sampling_fields(request)
+        top_k = sampling.pop("top_k", None)
         kwargs.update(sampling)
         # the turn's own settings win over the same fields of extra_body
         replaced = set(sampling) | ({"max_tokens", "max_completion_tokens"}
                                     if request.sampling.max_tokens is not None else set())
         extra = {k: v for k, v in self.extra_body.items() if k not in replaced}
+        if top_k is not None and not self.connection.is_openai:
+            extra["top_k"] = top_k  # not an OpenAI field: the engines that take it read it there
         if extra:
             kwargs["extra_body"] = extra
         headers = self._request_headers()

@@ -33,10 +33,11 @@ class ReadFields(Mapping[str, Any]):
         return len(self.body)
 
 
-def documented_fields() -> dict[str, str]:
-    """``field -> status`` from the table under "## The request"."""
-    text = (DOCS / "openai-server.md").read_text(encoding="utf-8")
-    section = text.split("## The request", 1)[1].split("\n#", 1)[0]
+def documented_fields(page: str = "openai-server.md",
+                      heading: str = "## The request") -> dict[str, str]:
+    """``field -> status`` from the table under ``heading`` of ``docs/<page>``."""
+    text = (DOCS / page).read_text(encoding="utf-8")
+    section = text.split(heading, 1)[1].split("\n#", 1)[0]
     table: dict[str, str] = {}
     for line in section.splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split("|")]

@@ -38,6 +38,7 @@ from toolwire import (
     ErrorEvent,
     Message,
     ModelRequest,
+    ReasoningRequest,
     SamplingOverrides,
     TextEvent,
     Tool,
@@ -108,9 +109,10 @@ def test_a_request_crosses_the_pipe_whole_but_for_the_tools_functions() -> None:
          Message.tool_result(call, "a colleague", is_error=False)),
         (LOOKUP,), final_turn=True,
         tool_choice={"type": "function", "function": {"name": "lookup"}},
-        parallel_tool_calls=False, sampling=SamplingOverrides(temperature=0.2, seed=-5),
+        parallel_tool_calls=False,
+        sampling=SamplingOverrides(temperature=0.2, seed=-5, top_k=7),
         response_format=ResponseFormat("json_schema", {"type": "object"}, "answer", True),
-        logprobs=3)
+        logprobs=3, reasoning=ReasoningRequest(enabled=True, effort="low", budget=64))
     back = decode_request(json.loads(json.dumps(encode_request(request))))
     assert [t.schema for t in back.tools] == [t.schema for t in request.tools]
     assert back.tools[0].read_only
@@ -146,6 +148,24 @@ def test_a_turn_in_the_worker_gives_what_the_same_backend_gives_in_process(
     assert isinstance(there[-1], TurnEnd) and isinstance(here[-1], TurnEnd)
     assert there[-1].reason == here[-1].reason and there[-1].usage == here[-1].usage
     assert worker.make_call_id(0).startswith("call_")  # qwen_xml's ids, as in-process
+
+
+def test_the_worker_counts_a_prompts_tokens_as_the_backend_does_in_process(
+        worker: WorkerBackend, model: Path) -> None:
+    from toolwire.plugins.llama_cpp import LlamaCppBackend
+
+    local = LlamaCppBackend(model, **OPTIONS)
+    try:
+        request = ModelRequest((Message.system("be brief"), Message.user("who is alex?")),
+                               (LOOKUP,))
+        here, there = local.prompt_tokens(request), worker.prompt_tokens(request)
+        bare = worker.prompt_tokens(ModelRequest(request.messages))
+        turn = list(worker.stream_turn(request, CancelToken()))
+    finally:
+        local.close()
+    assert worker.counts_tokens and here == there > bare  # the tool block counts
+    assert isinstance(turn[-1], TurnEnd) and turn[-1].usage is not None
+    assert turn[-1].usage["prompt_tokens"] == there
 
 
 def test_a_crash_ends_that_turn_with_a_model_crashed_error_and_the_worker_restarts(

@@ -252,3 +252,16 @@ def test_the_real_engine_under_a_forcing_choice_writes_one_valid_call(
         assert isinstance(end, TurnEnd) and end.reason == "tool_calls", items
         assert len(calls) == 1 and calls[0].name in names, items
         jsonschema.validate(dict(calls[0].arguments), schemas[calls[0].name])
+
+
+def test_a_turns_top_k_reaches_both_engine_apis() -> None:
+    with EngineStandIn() as server:
+        backend = wire_backend(server)
+        server.enqueue(Stream(completion_chunks(["a"])))
+        run(backend, request(SamplingOverrides(top_k=5)))
+    assert server.requests[0].body["top_k"] == 5
+    with llama_server() as server:
+        backend = wire_backend(server, template=None, n_ctx=None)
+        server.enqueue(llama_stream(["z"], predicted=1))
+        run(backend, request(SamplingOverrides(top_k=5)))
+    assert server.requests[0].body["top_k"] == 5

@@ -86,3 +86,15 @@ def test_openai_itself_gets_the_cap_as_max_completion_tokens() -> None:
     kwargs = backend._request_kwargs(request(max_tokens=8, seed=1))
     assert (kwargs["max_completion_tokens"], kwargs["seed"]) == (8, 1)
     assert "max_tokens" not in kwargs and "extra_body" not in kwargs
+
+
+def test_a_turns_top_k_goes_to_a_provider_that_takes_it_never_to_openai(
+        server: WireServer) -> None:
+    server.enqueue(Stream(reply_chunks("ok")))
+    backend = backend_for(server, extra_body={"top_k": 7})
+    list(backend.stream_turn(request(top_k=3), CancelToken()))
+    assert server.bodies[0]["top_k"] == 3  # the turn's, over extra_body's
+    openai_backend = OpenAICompatBackend("openai", model="gpt-test", api_key="sk-test",
+                                         environ={})
+    kwargs = openai_backend._request_kwargs(request(top_k=3, seed=1))
+    assert "top_k" not in kwargs and "top_k" not in kwargs.get("extra_body", {})

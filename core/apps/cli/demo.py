@@ -175,7 +175,8 @@ def request_grammar(plugin_tools: Iterable[str] = ()) -> Callable[[ModelRequest]
     ``search_text`` (the demo's story: its notes mention Alex), else the first.
     With no tool offered (none sent, or ``tool_choice: "none"``) it answers in
     words, or with a JSON value the ``response_format`` admits; after a tool's
-    result it quotes the result.
+    result it quotes the result, unless the ``tool_choice`` demands a call
+    (``"required"`` or a named tool): then it calls again, on every turn.
     """
     theirs = frozenset(plugin_tools)
 
@@ -184,7 +185,9 @@ def request_grammar(plugin_tools: Iterable[str] = ()) -> Callable[[ModelRequest]
         from ...vocabulary.tool_choice import resolve_tool_choice
 
         last = request.messages[-1] if request.messages else None
-        if last is not None and last.role == "tool":
+        must_call = bool(request.offered_tools) and \
+            resolve_tool_choice(request.tool_choice).constrains_from_start
+        if last is not None and last.role == "tool" and not must_call:
             called = next((m.tool_calls[-1].name for m in reversed(request.messages)
                            if m.role == "assistant" and m.tool_calls), "the tool")
             if called == "search_text":

@@ -79,10 +79,12 @@ def register(
 ) -> argparse.ArgumentParser:
     """Add the ``serve`` command to the ``toolwire`` command line; return its parser."""
     p = subparsers.add_parser("serve", help="serve the chat over HTTP (SSE, a dashboard, "
-                                            "the OpenAI API)",
+                                            "the OpenAI and Anthropic APIs)",
                               description="Serve the chat over HTTP: an SSE event stream, the "
-                                          "reference dashboard page and the OpenAI-compatible "
-                                          "/v1/chat/completions.")
+                                          "reference dashboard page, the OpenAI-compatible "
+                                          "/v1/chat/completions and /v1/responses, and "
+                                          "Anthropic's /v1/messages (for agent clients: "
+                                          "Codex CLI, Claude Code).")
     add_chat_arguments(p)
     p.add_argument("--demo", action="store_true",
                    help="serve the tiny stand-in model of 'toolwire demo' (written to a "
@@ -294,7 +296,9 @@ def run_serve(args: argparse.Namespace, plugins: PluginManager,
     shown = f"[{args.host}]" if ":" in args.host else args.host
     print(f"toolwire serve: loading {source} ...\n  dashboard: http://{shown}:{port}/\n"
           f"  API: POST http://{shown}:{port}/v1/chat (server-sent events)\n"
-          f"  OpenAI API: http://{shown}:{port}/v1 (model {served.model_id!r})",
+          f"  OpenAI API: http://{shown}:{port}/v1 (model {served.model_id!r}; chat "
+          f"completions and responses)\n"
+          f"  Anthropic API: http://{shown}:{port} (POST /v1/messages)",
           file=sys.stderr, flush=True)
 
     class Server(uvicorn.Server):

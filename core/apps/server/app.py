@@ -8,16 +8,21 @@ made) with these routes (see ``docs/dashboard.md`` and ``docs/openai-server.md``
   write call waiting for approval (:mod:`.approvals`); ``GET /v1/tools``: the
   tools (:mod:`.tools_route`);
 * ``POST /v1/chat/completions``, ``GET /v1/models``: the OpenAI-compatible API
-  (:mod:`.openai_routes`);
+  (:mod:`.openai_routes`); ``POST /v1/responses``: OpenAI's Responses API
+  (:mod:`.responses_route`); ``POST /v1/messages``, ``POST
+  /v1/messages/count_tokens``: Anthropic's Messages API (:mod:`.messages_route`);
+  the three run the same path to the model (:mod:`.model_route`, :mod:`.generation`);
 * ``GET /``: the dashboard page, ``GET /static/vendor/{name}``: its vendored
-  scripts (:mod:`.dashboard`); ``GET /healthz``: liveness.
+  scripts (:mod:`.dashboard`); ``GET /healthz`` (and ``GET /health``): liveness;
+  ``GET /metrics``: the Prometheus figures (:mod:`.metrics`).
 
 Every request first passes :class:`.request_guard.RequestGuard` (``Host``
 allowlist, same-origin POSTs or the CORS origins allowed, the API key when one
-is set); unknown ``/v1`` routes and wrong methods answer OpenAI's error object
-(``404``, ``405``); bodies are read under
-the bounds of :class:`.limits.ServerLimits`. All routes share one model and its
-:class:`.model_queue.ModelQueue`: replies run one at a time, in arrival order.
+is set); unknown routes and wrong methods (``404``, ``405``) answer in the error
+shape of the API their path belongs to (:func:`.responses.api_of`); bodies are
+read under the bounds of :class:`.limits.ServerLimits`. All routes share one
+model and its :class:`.model_queue.ModelQueue`: replies run one at a time, in
+arrival order.
 """
 
 from __future__ import annotations
@@ -37,11 +42,13 @@ from .approvals import DEFAULT_APPROVAL_TIMEOUT, ReplyApprovals
 from .chat_request import ChatRequest, parse_chat_request
 from .chat_route import CHAT_ID_HEADER
 from .dashboard import dashboard_html, page_headers
+from .http_input import RequestError
 from .limits import ServerLimits
+from .metrics import ServerMetrics
 from .model_queue import ModelQueue
 from .model_worker import CrashIsUnavailable
 from .request_guard import LOOPBACK_HOSTS, HostPolicy, parse_origin
-from .responses import JsonResponse, Receive, Scope, Send, openai_error_body
+from .responses import JsonResponse, Receive, Scope, Send, error_response
 from .served_model import ChatFactory, LoadedModel, ServedModel
 
 if TYPE_CHECKING:
@@ -87,6 +94,15 @@ class ServerState:
         self.replies: dict[str, CancelToken] = {}
         self.generations: set[CancelToken] = set()
         self.started = int(time.time())
+        self.caches: dict[str, Any] = {}
+        """What the routes learn once per backend (the call-id form...)."""
+        self.metrics: ServerMetrics | None = None
+        """The figures ``/metrics`` shows (``None``: not counted)."""
+
+    def worker_restarts(self) -> int:
+        """Model workers started after a crash (``0`` without a worker)."""
+        status = self.model.worker_status() if self.model.loaded is not None else None
+        return int(status.get("restarts", 0)) if status else 0
 
     def cancel_all(self, reason: str) -> int:
         """Cancel every reply and generation; return how many ``/v1/chat`` replies."""
@@ -113,8 +129,9 @@ class _Page:
 
 
 class _Health:
-    """``GET /healthz``: ``ok`` (200) once the model is ready, else ``loading``/``failed``;
-    with a model worker, its state (``ready`` or ``restarting``) and restarts too."""
+    """``GET /healthz`` and ``GET /health``: ``ok`` (200) once the model is ready, else
+    ``loading``/``failed`` (503); with a model worker, its state (``ready`` or
+    ``restarting``) and restarts too."""
 
     def __init__(self, state: ServerState) -> None:
         self.state = state
@@ -137,24 +154,19 @@ class _Health:
         await response(scope, receive, send)
 
 
-_ROUTE_ERRORS = {404: ("not_found", "no route {method} {path} here (see GET /v1/models and "
-                                   "POST /v1/chat/completions)"),
+_ROUTE_ERRORS = {404: ("not_found", "no route {method} {path} here (see GET /v1/models; the "
+                                   "model APIs are POST /v1/chat/completions, /v1/responses "
+                                   "and /v1/messages)"),
                  405: ("method_not_allowed", "{path} does not answer {method}")}
 
 
 async def _route_error(request: Any, exc: Any) -> Any:
-    """Starlette's 404 and 405: OpenAI's error object under ``/v1`` (clients read it
-    as their typed errors), its plain text elsewhere."""
-    from starlette.responses import PlainTextResponse
-
+    """Starlette's 404 and 405, as JSON in the error shape of the API the path belongs
+    to (:func:`.responses.api_of`: clients read it as their typed errors)."""
     path, status = request.url.path, exc.status_code
-    headers = dict(exc.headers or {})
-    if path != "/v1" and not path.startswith("/v1/"):
-        return PlainTextResponse(exc.detail, status_code=status, headers=headers)
     code, message = _ROUTE_ERRORS[status]
-    body = openai_error_body(status, message.format(method=request.method, path=path),
-                             code=code)
-    return JsonResponse(status, body, tuple(headers.items()))
+    error = RequestError(status, message.format(method=request.method, path=path), code=code)
+    return error_response(path, error, tuple(dict(exc.headers or {}).items()))
 
 
 def _host_policy(allowed_hosts: Sequence[str] | HostPolicy | None) -> HostPolicy | None:
@@ -170,7 +182,8 @@ def create_app(make_chat: ChatFactory | None = None, *, model: str = "",
                model_id: str | None = None, api_key: str | None = None,
                concurrent_replies: int = 1, approvals: bool = False,
                approval_timeout: float = DEFAULT_APPROVAL_TIMEOUT,
-               allowed_origins: Sequence[str] = ()) -> Starlette:
+               allowed_origins: Sequence[str] = (),
+               ping_interval: float | None = None) -> Starlette:
     """The ``toolwire serve`` ASGI app.
 
     :param make_chat: builds the :class:`~toolwire.Chat` for one ``/v1/chat``
@@ -188,7 +201,8 @@ def create_app(make_chat: ChatFactory | None = None, *, model: str = "",
         (default: the one of ``make_chat``'s chats).
     :param model_id: the id OpenAI clients send as ``model`` (default ``model``,
         or ``toolwire``).
-    :param api_key: when set, every ``/v1`` route needs ``Authorization: Bearer <key>``.
+    :param api_key: when set, every ``/v1`` route and ``/metrics`` need it, as
+        ``Authorization: Bearer <key>`` or ``x-api-key: <key>``.
     :param concurrent_replies: replies that may use the backend at once (``1``
         for a local model, which has one context).
     :param approvals: each call of a tool that is not read-only waits for the
@@ -197,6 +211,8 @@ def create_app(make_chat: ChatFactory | None = None, *, model: str = "",
     :param approval_timeout: seconds such a call waits before it is denied.
     :param allowed_origins: browser origins (``https://app.example``) that may call
         the server across sites: CORS preflights and headers for them only.
+    :param ping_interval: seconds of quiet after which an Anthropic message stream
+        sends a ``ping`` (default :data:`.messages_route.PING_INTERVAL`).
     :raises ToolwireError: Starlette is not installed (the ``serve`` extra).
     :raises ValueError: an allowed origin is not ``scheme://host[:port]``.
     """
@@ -210,8 +226,11 @@ def create_app(make_chat: ChatFactory | None = None, *, model: str = "",
     from .approvals import ApprovalEndpoint
     from .chat_route import CancelEndpoint, ChatEndpoint
     from .dashboard import VendorEndpoint
+    from .messages_route import PING_INTERVAL, CountTokensEndpoint, MessagesEndpoint
+    from .metrics import MetricsEndpoint, MetricsMiddleware
     from .openai_routes import CompletionsEndpoint, ModelsEndpoint
     from .request_guard import RequestGuard
+    from .responses_route import ResponsesEndpoint, StoredResponseEndpoint
     from .tools_route import ToolsEndpoint
 
     if served is None:
@@ -224,17 +243,34 @@ def create_app(make_chat: ChatFactory | None = None, *, model: str = "",
         bounds = attrs.evolve(bounds, max_body_bytes=max_body_bytes)
     if approval_timeout <= 0:
         raise ValueError(f"approval_timeout must be positive, not {approval_timeout!r}")
-    state = ServerState(served, bounds, ModelQueue(concurrent_replies, bounds.max_waiting),
-                        ask_approval=approvals, approval_timeout=approval_timeout)
+    ping_interval = PING_INTERVAL if ping_interval is None else ping_interval
+    if ping_interval <= 0:
+        raise ValueError(f"ping_interval must be positive, not {ping_interval!r}")
+    queue = ModelQueue(concurrent_replies, bounds.max_waiting)
+    state = ServerState(served, bounds, queue, ask_approval=approvals,
+                        approval_timeout=approval_timeout)
+    metrics = state.metrics = ServerMetrics(
+        waiting=lambda: queue.waiting, active=lambda: queue.active,
+        restarts=state.worker_restarts)
     models = ModelsEndpoint(state)
+    health = _Health(state)
+    stored = StoredResponseEndpoint()
     app = Starlette(
         routes=[
             Route("/", _Page(), methods=["GET"]),
             Route("/static/vendor/{name}", VendorEndpoint(), methods=["GET"]),
-            Route("/healthz", _Health(state), methods=["GET"]),
+            Route("/healthz", health, methods=["GET"]),
+            Route("/health", health, methods=["GET"]),
+            Route("/metrics", MetricsEndpoint(metrics), methods=["GET"]),
             Route("/v1/chat", ChatEndpoint(state), methods=["POST"]),
             Route("/v1/chat/completions", CrashIsUnavailable(CompletionsEndpoint(state)),
                   methods=["POST"]),
+            Route("/v1/responses", CrashIsUnavailable(ResponsesEndpoint(state)),
+                  methods=["POST"]),
+            Route("/v1/responses/{response_id:path}", stored, methods=["GET", "DELETE"]),
+            Route("/v1/messages", MessagesEndpoint(state, ping_interval=ping_interval),
+                  methods=["POST"]),
+            Route("/v1/messages/count_tokens", CountTokensEndpoint(state), methods=["POST"]),
             Route("/v1/chat/{chat_id}/cancel", CancelEndpoint(state), methods=["POST"]),
             Route("/v1/chat/{chat_id}/approval", ApprovalEndpoint(state), methods=["POST"]),
             Route("/v1/tools", ToolsEndpoint(state), methods=["GET"]),
@@ -242,7 +278,8 @@ def create_app(make_chat: ChatFactory | None = None, *, model: str = "",
             Route("/v1/models/{model_id:path}", models, methods=["GET"]),
         ],
         exception_handlers={404: _route_error, 405: _route_error},
-        middleware=[Middleware(RequestGuard, hosts=_host_policy(allowed_hosts),
+        middleware=[Middleware(MetricsMiddleware, metrics=metrics),
+                    Middleware(RequestGuard, hosts=_host_policy(allowed_hosts),
                                api_key=api_key, max_header_bytes=bounds.max_header_bytes,
                                origins=tuple(parse_origin(o) for o in allowed_origins))],
     )

@@ -61,14 +61,52 @@ class _Handoff:
             return items, self.finished
 
 
-async def stream_backend_turn(backend: Backend, request: ModelRequest,
-                              cancel: CancelToken) -> AsyncGenerator[list[Item], None]:
+class _IdleTicker:
+    """Wakes the loop when ``idle`` seconds pass without an item (one timer, re-armed
+    only when it fires: an item costs a clock reading, not a timer)."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, handoff: _Handoff, idle: float) -> None:
+        self.loop = loop
+        self.handoff = handoff
+        self.idle = idle
+        self.last = loop.time()
+        self._timer = loop.call_later(idle, self._fire)
+
+    def _fire(self) -> None:
+        wait = self.last + self.idle - self.loop.time()
+        if wait <= 0:
+            self.handoff.ready.set()
+            wait = self.idle
+        self._timer = self.loop.call_later(wait, self._fire)
+
+    def active(self) -> None:
+        self.last = self.loop.time()
+
+    def due(self) -> bool:
+        """Whether the wake-up was the timer's (then the quiet time starts again)."""
+        if self.loop.time() - self.last < self.idle:
+            return False
+        self.last = self.loop.time()
+        return True
+
+    def stop(self) -> None:
+        self._timer.cancel()
+
+
+async def stream_backend_turn(backend: Backend, request: ModelRequest, cancel: CancelToken,
+                              *, idle: float | None = None,
+                              ) -> AsyncGenerator[list[Item], None]:
     """Yield ``backend.stream_turn(request, cancel)``'s items in batches, as they come.
 
     A backend that raises (it must not) ends with an ``error`` event and
     ``TurnEnd("error")``, as the protocol asks of it.
+
+    :param idle: when set, an empty batch is yielded whenever this many seconds
+        pass without an item (a stream that must show it is alive, with a ping).
     """
-    handoff = _Handoff(asyncio.get_running_loop())
+    loop = asyncio.get_running_loop()
+    handoff = _Handoff(loop)
+    ticker = _IdleTicker(loop, handoff, idle) if idle is not None else None
 
     def worker() -> None:
         stream = None
@@ -94,8 +132,14 @@ async def stream_backend_turn(backend: Backend, request: ModelRequest,
             await handoff.ready.wait()
             items, finished = handoff.take()
             if items:
+                if ticker is not None:
+                    ticker.active()
                 yield items
+            elif ticker is not None and not finished and ticker.due():
+                yield []
     finally:
+        if ticker is not None:
+            ticker.stop()
         if not finished:
             cancel.cancel(cancel.reason or "stopped")
             await asyncio.shield(asyncio.get_running_loop().run_in_executor(None, thread.join))

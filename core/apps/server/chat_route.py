@@ -20,12 +20,12 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from ...conversation.approval import ApprovalGate
-from ...events import ApprovalRequestEvent, DoneEvent, ErrorEvent
+from ...events import ApprovalRequestEvent, DiagnosticEvent, DoneEvent, ErrorEvent, Event
 from ...vocabulary.cancel import CancelToken
 from .approvals import ReplyApprovals, with_approval_requests
 from .chat_options import apply_chat_options, parse_chat_options
 from .chat_request import parse_chat_request
-from .http_input import ClientGone, RequestError, decode_json_body, read_body
+from .http_input import ClientGone, RequestError, decode_json_body, disconnected, read_body
 from .http_input import require_json_media_type as require_json
 from .model_queue import QueueFullError, QueueTicket
 from .responses import ASGIApp, JsonResponse, Receive, Scope, Send
@@ -79,12 +79,9 @@ class _EventStream:
             self.state.approvals.pop(self.chat_id, None)
 
     async def _watch_disconnect(self, receive: Receive) -> None:
-        while True:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                self.client_gone = True
-                self.token.cancel("disconnected")
-                return
+        await disconnected(receive)
+        self.client_gone = True
+        self.token.cancel("disconnected")
 
     async def _send(self, send: Send, message: dict[str, Any]) -> None:
         if self.client_gone:
@@ -98,6 +95,19 @@ class _EventStream:
     async def _emit(self, send: Send, payload: Mapping[str, Any]) -> None:
         await self._send(send, {"type": "http.response.body", "body": event_frame(payload),
                                 "more_body": True})
+
+    def _observe(self, event: Event) -> None:
+        """The loop's parser diagnostics and tokens, for ``/metrics``."""
+        metrics = self.state.metrics
+        if metrics is None:
+            return
+        if isinstance(event, DiagnosticEvent):
+            metrics.observe_diagnostics((event.code,))
+        elif isinstance(event, DoneEvent):
+            usage = event.usage or {}
+            metrics.observe_turn("chat", prompt_tokens=int(usage.get("prompt_tokens") or 0),
+                                 completion_tokens=int(usage.get("completion_tokens") or 0),
+                                 first_token=None, generation=None)
 
     async def _reply(self, send: Send) -> None:
         if not await self.ticket.wait_turn(self.token) or self.token.cancelled:
@@ -115,6 +125,7 @@ class _EventStream:
                 async with contextlib.aclosing(stream) as items:
                     async for event in items:
                         done = done or isinstance(event, DoneEvent)
+                        self._observe(event)
                         await self._emit(send, event.to_dict())
         except Exception as exc:
             logger.exception("reply %s failed", self.chat_id)

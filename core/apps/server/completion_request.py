@@ -21,7 +21,6 @@ generates and parses. A tool whose schema is over a schema budget
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
@@ -31,7 +30,7 @@ from jsonschema.exceptions import SchemaError
 from jsonschema.validators import validator_for
 
 from ...errors import ToolDefinitionError, ToolSchemaBudgetError
-from ...vocabulary.backend import ResponseFormat
+from ...vocabulary.backend import ReasoningRequest, ResponseFormat
 from ...vocabulary.history import Message
 from ...vocabulary.openai_messages import messages_from_openai
 from ...vocabulary.schema_budget import check_schema_budget
@@ -39,8 +38,20 @@ from ...vocabulary.tools import Tool
 from .chat_request import check_request_size
 from .http_input import RequestError
 from .limits import ServerLimits
+from .request_fields import bad_value as _bad
+from .request_fields import read_boolean as _boolean
+from .request_fields import read_integer as _integer
+from .request_fields import read_model
+from .request_fields import read_number as _number
 
-__all__ = ["REQUEST_FIELDS", "CompletionRequest", "parse_completion_request"]
+__all__ = [
+    "REQUEST_FIELDS",
+    "CompletionRequest",
+    "parse_completion_request",
+    "read_response_format",
+    "read_stop",
+    "read_tool",
+]
 
 TOOL_CHOICES = ("none", "auto", "required")
 MAX_STOP_SEQUENCES = 4
@@ -71,7 +82,9 @@ MAX_TOP_LOGPROBS: Final = 20
 
 @attrs.frozen
 class CompletionRequest:
-    """A checked chat-completions request.
+    """A checked request for one model turn: what every API the server speaks reads its
+    body into (chat completions here; :mod:`.responses_request` and
+    :mod:`.messages_request` the other two), so all of them run the same turn.
 
     :ivar model: the model id asked for.
     :ivar messages: the conversation.
@@ -90,6 +103,10 @@ class CompletionRequest:
         ``function_call``: answer with ``function_call``, one call at most.
     :ivar logprobs: ``None``, or report the content tokens' log probabilities,
         each with this many most likely alternatives (``top_logprobs``, 0 to 20).
+    :ivar top_k: sample from this many most likely tokens, if asked.
+    :ivar reasoning: the reasoning switch, effort and budget asked for.
+    :ivar max_calls: the most calls the reply may hold (its later calls are not
+        sent and generation stops), if asked.
     """
 
     model: str
@@ -107,6 +124,9 @@ class CompletionRequest:
     response_format: ResponseFormat | None = None
     legacy_functions: bool = False
     logprobs: int | None = None
+    top_k: int | None = None
+    reasoning: ReasoningRequest = attrs.field(factory=ReasoningRequest)
+    max_calls: int | None = None
 
     @property
     def offered_tools(self) -> tuple[Tool, ...]:
@@ -115,42 +135,7 @@ class CompletionRequest:
 
 
 def _never_called(**arguments: Any) -> Any:
-    raise RuntimeError("the chat-completions endpoint never runs a tool: the client does")
-
-
-def _bad(param: str, message: str) -> RequestError:
-    return RequestError(400, f"{param}: {message}", param=param, code="invalid_value")
-
-
-def _number(data: Mapping[str, Any], key: str, low: float, high: float) -> float | None:
-    value = data.get(key)
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise _bad(key, "must be a number")
-    if not low <= value <= high:
-        raise _bad(key, f"must be between {low:g} and {high:g}")
-    return float(value)
-
-
-def _integer(data: Mapping[str, Any], key: str, low: int) -> int | None:
-    value = data.get(key)
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise _bad(key, "must be an integer")
-    if value < low:
-        raise _bad(key, f"must be at least {low}")
-    return value
-
-
-def _boolean(data: Mapping[str, Any], key: str, default: bool) -> bool:
-    value = data.get(key, default)
-    if value is None:
-        return default
-    if not isinstance(value, bool):
-        raise _bad(key, "must be true or false")
-    return value
+    raise RuntimeError("the model APIs never run a tool: the client does")
 
 
 def _tools(value: Any, limits: ServerLimits, field: str = "tools") -> tuple[Tool, ...]:
@@ -172,18 +157,31 @@ def _tools(value: Any, limits: ServerLimits, field: str = "tools") -> tuple[Tool
         if not isinstance(entry, Mapping) or not isinstance(function, Mapping) or (
                 field == "tools" and entry.get("type") != "function"):
             raise _bad(where, f"must be {shape}")
-        try:
-            tool = Tool(schema=function, function=_never_called)
-        except ToolSchemaBudgetError as exc:
-            param = f"{where}.function.parameters" if field == "tools" else f"{where}.parameters"
-            raise RequestError(400, f"{where}: {exc}", param=param,
-                               code="tool_schema_too_complex") from None
-        except ToolDefinitionError as exc:
-            raise _bad(where, str(exc)) from None
+        tool = read_tool(function, where, f"{where}.function.parameters" if field == "tools"
+                         else f"{where}.parameters")
         if any(t.name == tool.name for t in tools):
             raise _bad(where, f"a second tool is named {tool.name!r}")
         tools.append(tool)
     return tuple(tools)
+
+
+def read_tool(function: Mapping[str, Any], where: str, schema_param: str) -> Tool:
+    """A client's tool (``{"name", "description", "parameters"}``) as a
+    :class:`~toolwire.Tool` whose function is never called (the client runs it).
+
+    :param where: the field, for messages (``tools[3]``).
+    :param schema_param: the field of its parameters' schema, for a schema over a
+        budget (``tools[3].function.parameters``).
+    :raises RequestError: ``400``, the definition is not one (``invalid_value``) or
+        its schema is over a budget (``tool_schema_too_complex``).
+    """
+    try:
+        return Tool(schema=function, function=_never_called)
+    except ToolSchemaBudgetError as exc:
+        raise RequestError(400, f"{where}: {exc}", param=schema_param,
+                           code="tool_schema_too_complex") from None
+    except ToolDefinitionError as exc:
+        raise _bad(where, str(exc)) from None
 
 
 def _tool_choice(value: Any, tools: Sequence[Tool]) -> str:
@@ -255,33 +253,48 @@ def _response_format(value: Any) -> ResponseFormat | None:
     if value is None:
         return None
     kind = value.get("type") if isinstance(value, Mapping) else None
+    if kind == "json_schema":
+        spec = value.get("json_schema")
+        if not isinstance(spec, Mapping):
+            raise _bad("response_format", 'json_schema needs {"name": ..., "schema": {...}}')
+        value = {**spec, "type": "json_schema"}
+    return read_response_format(value, "response_format")
+
+
+def read_response_format(value: Any, param: str) -> ResponseFormat | None:
+    """A reply's format in its flat form, ``{"type": "text"}`` (nothing to enforce),
+    ``{"type": "json_object"}`` or ``{"type": "json_schema", "name", "schema",
+    "strict"}``, with a schema that is valid and within the schema budgets.
+
+    :param param: the field, for errors (``response_format``, ``text.format``...).
+    :raises RequestError: ``400`` naming ``param``.
+    """
+    if value is None:
+        return None
+    kind = value.get("type") if isinstance(value, Mapping) else None
     if kind == "text":
         return None
     if kind == "json_object":
         return ResponseFormat("json_object")
     if kind != "json_schema":
-        raise _bad("response_format", 'the type must be "text", "json_object" or '
-                                      f'"json_schema", not {kind!r}')
-    spec = value.get("json_schema")
-    if not isinstance(spec, Mapping):
-        raise _bad("response_format", 'json_schema needs {"name": ..., "schema": {...}}')
-    name, schema, strict = spec.get("name", ""), spec.get("schema"), spec.get("strict", False)
+        raise _bad(param, 'the type must be "text", "json_object" or '
+                          f'"json_schema", not {kind!r}')
+    assert isinstance(value, Mapping)
+    name, schema, strict = value.get("name", ""), value.get("schema"), value.get("strict", False)
     if not isinstance(name, str) or not isinstance(strict, bool | None):
-        raise _bad("response_format", "json_schema's name must be a string and strict true "
-                                      "or false")
+        raise _bad(param, "json_schema's name must be a string and strict true or false")
     if schema is None:
         schema = {}  # OpenAI's own default: any value
     if not isinstance(schema, Mapping):
-        raise _bad("response_format", "json_schema's schema must be a JSON schema object")
+        raise _bad(param, "json_schema's schema must be a JSON schema object")
     try:
-        check_schema_budget(schema, tool=name or "response_format")
+        check_schema_budget(schema, tool=name or param)
         validator_for(schema, default=jsonschema.Draft202012Validator).check_schema(dict(schema))
     except ToolSchemaBudgetError as exc:
-        raise RequestError(400, f"response_format: {exc}", param="response_format",
+        raise RequestError(400, f"{param}: {exc}", param=param,
                            code="tool_schema_too_complex") from None
     except SchemaError as exc:
-        raise _bad("response_format", f"the schema is not a valid JSON schema: "
-                                      f"{exc.message}") from None
+        raise _bad(param, f"the schema is not a valid JSON schema: {exc.message}") from None
     return ResponseFormat("json_schema", schema, name, bool(strict))
 
 
@@ -319,13 +332,21 @@ def _logprobs(data: Mapping[str, Any]) -> int | None:
 
 
 def _stop(value: Any) -> tuple[str, ...]:
+    return read_stop(value, "stop", MAX_STOP_SEQUENCES)
+
+
+def read_stop(value: Any, param: str, most: int) -> tuple[str, ...]:
+    """Stop strings: a string or a list of at most ``most`` strings (empty ones dropped).
+
+    :raises RequestError: ``400`` naming ``param``.
+    """
     if value is None:
         return ()
     items = [value] if isinstance(value, str) else value
     if not isinstance(items, list) or not all(isinstance(s, str) for s in items):
-        raise _bad("stop", "must be a string or a list of strings")
-    if len(items) > MAX_STOP_SEQUENCES:
-        raise _bad("stop", f"at most {MAX_STOP_SEQUENCES} stop sequences")
+        raise _bad(param, "must be a string or a list of strings")
+    if len(items) > most:
+        raise _bad(param, f"at most {most} stop sequences")
     return tuple(s for s in items if s)
 
 
@@ -335,12 +356,22 @@ def _messages(value: Any, limits: ServerLimits) -> tuple[Message, ...]:
     check_request_size(value, limits)
     records = [{**r, "role": "system"} if isinstance(r, Mapping) and r.get("role") == "developer"
                else r for r in value]
+    return read_conversation(records, "messages")
+
+
+def read_conversation(records: Sequence[Any], param: str) -> tuple[Message, ...]:
+    """OpenAI chat messages (what every API's conversation is read into) as toolwire
+    messages (:func:`~toolwire.vocabulary.openai_messages.messages_from_openai`).
+
+    :raises RequestError: ``400`` naming ``param``: a malformed message, or a call's
+        arguments nesting thousands of levels.
+    """
     try:
         return tuple(messages_from_openai(records))
     except ValueError as exc:
-        raise _bad("messages", str(exc)) from None
+        raise _bad(param, str(exc)) from None
     except RecursionError:  # a call's arguments text nesting thousands of levels
-        raise _bad("messages", "a tool call's arguments nest too deeply") from None
+        raise _bad(param, "a tool call's arguments nest too deeply") from None
 
 
 def parse_completion_request(data: Any, limits: ServerLimits) -> CompletionRequest:
@@ -349,11 +380,7 @@ def parse_completion_request(data: Any, limits: ServerLimits) -> CompletionReque
     :raises RequestError: ``400`` naming the field that is wrong; ``413`` when
         the messages exceed the server's caps.
     """
-    if not isinstance(data, Mapping):
-        raise RequestError(400, "the body must be a JSON object", code="invalid_value")
-    model = data.get("model")
-    if not isinstance(model, str) or not model:
-        raise _bad("model", "must name the model (GET /v1/models lists it)")
+    model = read_model(data)
     _refuse_unsupported(data)
     records = data.get("messages")
     functions, function_call = data.get("functions"), data.get("function_call")

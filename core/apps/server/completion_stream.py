@@ -24,144 +24,25 @@ them.
 
 from __future__ import annotations
 
-import re
-from collections import deque
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Final
+from typing import Any
 
-import attrs
-
-from ...events import (
-    DiagnosticEvent,
-    ErrorEvent,
-    Event,
-    ReasoningEvent,
-    TextEvent,
-    ToolCallDeltaEvent,
-    ToolCallEndEvent,
-    ToolCallEvent,
-    ToolCallStartEvent,
-)
+from ...events import ErrorEvent, Event
 from ...vocabulary.backend import TurnEnd
-from .completion_logprobs import TokenLedger
-from .sse import json_text
+from .reply_assembly import (
+    DroppedCall,
+    ReplyAssembler,
+    ReplyCall,
+    ReplyPiece,
+    ReplyReasoning,
+    ReplyText,
+    StopMatcher,
+)
+from .responses import JsonResponse, openai_error_body, turn_error_status
+from .sse import DONE_FRAME, data_frame
 
-__all__ = ["CompletionBuilder", "DroppedCall", "StopMatcher", "openai_usage"]
-
-_GIVEN_BACK: Final = frozenset({"truncated_call", "unclosed_call", "malformed_call"})
-"""The diagnostics of markup a parser gave back as text (``raw`` is that text)."""
-
-
-class StopMatcher:
-    """Finds the first stop string in text that arrives in pieces, in linear time.
-
-    The reply's text ends before the earliest-starting occurrence of any stop
-    string, however the text was cut into pieces. Each stop string has a
-    Knuth-Morris-Pratt automaton, so each character is looked at a bounded
-    number of times per stop string (amortised), whatever the text and the
-    stop strings repeat. The end of the text that could still begin a stop
-    string is held back, so no part of one is ever released; once one has
-    completed, the match is settled when no other stop string's partial match
-    began before it.
-    """
-
-    def __init__(self, stops: Sequence[str]) -> None:
-        self.stops = tuple(dict.fromkeys(s for s in stops if s))
-        self._tables = [_failure_table(stop) for stop in self.stops]
-        self._states = [0] * len(self.stops)
-        self._openers = re.compile("[" + "".join(sorted({re.escape(s[0]) for s in self.stops}))
-                                   + "]") if self.stops else None
-        self._seen = 0  # characters fed so far
-        self._released = 0  # characters given back so far
-        self._pending: deque[str] = deque()  # the fed text not given back yet
-        self._cut: int | None = None  # where the earliest complete stop string begins
-        self.matched = False
-
-    def feed(self, text: str) -> str:
-        """Take text; return what is certain to come before any stop string."""
-        if self.matched:
-            return ""
-        if self._openers is None:
-            return text
-        self._pending.append(text)
-        base = self._seen
-        i, n = 0, len(text)
-        while i < n:
-            if not any(self._states):  # nothing partial: skip to a stop's first character
-                found = self._openers.search(text, i)
-                if found is None:
-                    break
-                i = found.start()
-            self._step(text[i], base + i)
-            i += 1
-            if self._cut is not None and self._settled(base + i):
-                self.matched = True
-                return self._release(self._cut)
-        self._seen = base + n
-        safe = min(self._seen - state for state in self._states)
-        return self._release(safe if self._cut is None else min(safe, self._cut))
-
-    def _step(self, char: str, position: int) -> None:
-        for k, stop in enumerate(self.stops):
-            state, table = self._states[k], self._tables[k]
-            while state and stop[state] != char:
-                state = table[state - 1]
-            if stop[state] == char:
-                state += 1
-            if state == len(stop):
-                start = position + 1 - state
-                if self._cut is None or start < self._cut:
-                    self._cut = start
-                state = table[state - 1]
-            self._states[k] = state
-
-    def _settled(self, seen: int) -> bool:
-        """No stop string's partial match began before the complete one."""
-        assert self._cut is not None
-        return all(seen - state >= self._cut for state in self._states)
-
-    def _release(self, upto: int) -> str:
-        """The pending text up to absolute position ``upto``."""
-        want = upto - self._released
-        out: list[str] = []
-        while want > 0 and self._pending:
-            piece = self._pending[0]
-            if len(piece) <= want:
-                out.append(self._pending.popleft())
-                want -= len(piece)
-            else:
-                out.append(piece[:want])
-                self._pending[0] = piece[want:]
-                want = 0
-        released = "".join(out)
-        self._released += len(released)
-        if self.matched:
-            self._pending.clear()
-        return released
-
-    def flush(self) -> str:
-        """Release the held-back text (the text ended, or something else came first)."""
-        if self.matched:
-            return ""
-        if self._cut is not None:
-            self.matched = True
-            return self._release(self._cut)
-        rest = self._release(self._seen)
-        self._states = [0] * len(self.stops)  # text after something else starts afresh
-        return rest
-
-
-def _failure_table(stop: str) -> list[int]:
-    """KMP's table: for each prefix of ``stop``, its longest proper border."""
-    table = [0] * len(stop)
-    border = 0
-    for i in range(1, len(stop)):
-        while border and stop[i] != stop[border]:
-            border = table[border - 1]
-        if stop[i] == stop[border]:
-            border += 1
-        table[i] = border
-    return table
+__all__ = ["CompletionBuilder", "DroppedCall", "StopMatcher", "openai_error_response",
+           "openai_usage"]
 
 
 def openai_usage(usage: Mapping[str, Any] | None) -> dict[str, int]:
@@ -173,32 +54,32 @@ def openai_usage(usage: Mapping[str, Any] | None) -> dict[str, int]:
             "total_tokens": prompt + completion}
 
 
-@attrs.frozen
-class DroppedCall:
-    """A call the model began but did not finish: not returned as a call.
-
-    :ivar name: the tool it was calling (``""`` when the cut came before its name).
-    :ivar reason: ``length`` (the token limit cut it), or ``malformed`` (the
-        parser read its markup as text: it is in the content).
-    """
-
-    name: str
-    reason: str
-
-    def to_dict(self) -> dict[str, str]:
-        """The entry of the ``dropped_tool_calls`` extension field."""
-        return {"name": self.name, "reason": self.reason}
+def openai_error_response(error: ErrorEvent, *, prompt: str = "messages",
+                          reply_format: str = "response_format") -> JsonResponse:
+    """A failed turn as OpenAI's error (see :func:`.responses.turn_error_status`),
+    ``param`` naming the request's field concerned: ``prompt`` for a prompt over the
+    context, ``reply_format`` or ``tool_choice`` for what the grammar cannot enforce."""
+    status, code = turn_error_status(error)
+    param = None
+    if code == "context_length_exceeded":
+        param = prompt
+    elif code == "grammar_unsupported":
+        param = reply_format if error.message.startswith("response_format") else "tool_choice"
+    return JsonResponse(status, openai_error_body(status, error.message, param=param, code=code))
 
 
 class CompletionBuilder:
     """Builds one chat completion from one backend turn.
 
-    A call is sent when the model has finished writing it (its ``tool_call_end``):
-    its header and its arguments, ``json.dumps`` of the typed arguments, in one
-    chunk. So the arguments are always exactly the call's final value (one JSON
-    object, each key once), and a call the model never finished (the token limit
-    cut it) is never sent as a call: it is listed in the choice's
-    ``dropped_tool_calls`` extension field instead.
+    The reply is read by :class:`~.reply_assembly.ReplyAssembler` (the same for
+    every API the server speaks); this writes its pieces as chunks. A call is sent
+    when the model has finished writing it: its header and its arguments,
+    ``json.dumps`` of the typed arguments, in one chunk. So the arguments are
+    always exactly the call's final value (one JSON object, each key once), and a
+    call the model never finished (the token limit cut it) is never sent as a
+    call: it is listed in the choice's ``dropped_tool_calls`` extension field
+    instead. Reasoning goes out as ``reasoning_content`` and, beside it, as
+    ``reasoning`` (the name vLLM and Ollama now write).
 
     :param completion_id: the ``chatcmpl-...`` id.
     :param created: the Unix time stamp of the request.
@@ -221,23 +102,27 @@ class CompletionBuilder:
         self.completion_id = completion_id
         self.created = created
         self.model = model
-        self.make_call_id = make_call_id
         self.legacy_functions = legacy_functions
-        self.parallel_tool_calls = parallel_tool_calls and not legacy_functions
         self.include_usage = include_usage
-        self._stop = StopMatcher(stop)
-        self._tail = ""  # the latest text, held one item: it may be markup of a cut call
-        self._suspect = ""  # markup the parser gave back as text: dropped if the limit cut it
+        self.logprobs = logprobs
+        self.reply = ReplyAssembler(make_call_id=make_call_id, stop=stop,
+                                    parallel_tool_calls=parallel_tool_calls
+                                    and not legacy_functions, logprobs=logprobs)
         self._content: list[str] = []
         self._reasoning: list[str] = []
-        self._open: dict[int, tuple[str, str]] = {}  # parser index -> (name, id), unfinished
-        self._calls: list[dict[str, Any]] = []
-        self._dropped: list[DroppedCall] = []
-        self._end: TurnEnd | None = None
-        self._ledger = TokenLedger() if logprobs else None
-        self._logprobs: list[dict[str, Any]] = []  # every content token's entry so far
-        self.error: ErrorEvent | None = None
-        self.should_stop = False
+
+    @property
+    def error(self) -> ErrorEvent | None:
+        """The turn's first error, if any."""
+        return self.reply.error
+
+    @property
+    def should_stop(self) -> bool:
+        """A stop string or the one call allowed has ended the reply: stop the model."""
+        return self.reply.should_stop
+
+    ping_frame = None
+    """The chat-completions stream has no ping."""
 
     # -- chunks --------------------------------------------------------------------------
 
@@ -256,78 +141,55 @@ class CompletionBuilder:
         """The stream's first chunk: the assistant's role."""
         return self.chunk({"role": "assistant", "content": ""})
 
+    def opening(self) -> list[dict[str, Any]]:
+        """The stream's opening: :meth:`first_chunk`."""
+        return [self.first_chunk()]
+
+    def frames(self, payloads: list[dict[str, Any]]) -> bytes:
+        """Chunks as ``data:`` frames."""
+        return b"".join(data_frame(chunk) for chunk in payloads)
+
+    def closing_frames(self) -> bytes:
+        """:meth:`closing_chunks`, then ``[DONE]``."""
+        return self.frames(self.closing_chunks()) + DONE_FRAME
+
+    def failure_frames(self, error: ErrorEvent) -> bytes:
+        """An error after the first chunk: one ``data: {"error": ...}`` frame, then ``[DONE]``."""
+        body = openai_error_body(500, error.message, code=error.kind)
+        body["error"]["type"] = "server_error"
+        return data_frame(body) + DONE_FRAME
+
+    def cancelled_frames(self) -> bytes:
+        """``[DONE]`` alone."""
+        return DONE_FRAME
+
+    def error_response(self, error: ErrorEvent) -> JsonResponse:
+        """A turn that failed before its first chunk, as OpenAI's error response."""
+        return openai_error_response(error)
+
     def feed(self, item: Event | TurnEnd) -> list[dict[str, Any]]:
         """Take one item of the turn; return the chunks it adds (often one, maybe none)."""
-        if isinstance(item, TurnEnd):
-            self._end = item
-            return []
-        if self.should_stop:
-            return []
-        if self._ledger is not None and self._ledger.take(item):
-            return []
-        if isinstance(item, DiagnosticEvent):
-            named_only = any(item.raw == name for name, _ in self._open.values())
-            if item.code in _GIVEN_BACK and item.raw and not named_only \
-                    and self._tail.endswith(item.raw):
-                self._tail = self._tail[:len(self._tail) - len(item.raw)]
-                self._suspect += item.raw
-            return []
-        chunks = self._release()
-        if isinstance(item, TextEvent):
-            self._tail = item.text
-            return chunks
-        chunks.extend(self._content_chunks(self._stop.flush()))
-        if self.should_stop:
-            return chunks
-        if isinstance(item, ReasoningEvent):
-            if item.text:
-                self._reasoning.append(item.text)
-                chunks.append(self.chunk({"reasoning_content": item.text}))
-        elif isinstance(item, ToolCallStartEvent | ToolCallDeltaEvent):
-            known = self._open.get(item.index)
-            self._open[item.index] = (item.name or (known[0] if known else ""),
-                                      item.id or (known[1] if known else ""))
-        elif isinstance(item, ToolCallEndEvent | ToolCallEvent):  # the latter: older backends
-            chunks.extend(self._finished_call(item))
-        elif isinstance(item, ErrorEvent):
-            self.error = self.error or item
-        return chunks
+        pieces = self.reply.feed(item)
+        return [self._chunk(piece) for piece in pieces] if pieces else []
 
-    def _release(self) -> list[dict[str, Any]]:
-        """The held text is content after all (something came after it)."""
-        held, self._tail, self._suspect = self._suspect + self._tail, "", ""
-        if not held:
-            return []
-        return self._content_chunks(self._stop.feed(held))
-
-    def _content_chunks(self, text: str) -> list[dict[str, Any]]:
-        chunks: list[dict[str, Any]] = []
-        if text:
-            self._content.append(text)
-            chunks.append(self.chunk({"content": text}))
-            if self._ledger is not None:
-                entries = self._ledger.release(text)
-                if self._stop.matched:  # nothing more comes: the cut tokens too
-                    entries.extend(self._ledger.finish())
-                self._logprobs.extend(entries)
-                chunks[-1]["choices"][0]["logprobs"] = {"content": entries, "refusal": None}
-        if self._stop.matched:
-            self.should_stop = True
-        return chunks
-
-    def _finished_call(self, item: ToolCallEndEvent | ToolCallEvent) -> list[dict[str, Any]]:
-        opened = self._open.pop(item.index, ("", ""))
-        if self._calls and not self.parallel_tool_calls:
-            return []  # only the first call of the reply is answered
-        function = {"name": item.name or opened[0], "arguments": json_text(dict(item.arguments))}
-        call: dict[str, Any] = {"id": item.id or opened[1] or self.make_call_id(item.index),
-                                "type": "function", "function": function}
-        self._calls.append(call)
-        if not self.parallel_tool_calls:
-            self.should_stop = True
-        if self.legacy_functions:
-            return [self.chunk({"function_call": dict(function)})]
-        return [self.chunk({"tool_calls": [{"index": len(self._calls) - 1, **call}]})]
+    def _chunk(self, piece: ReplyPiece) -> dict[str, Any]:
+        if type(piece) is str:
+            self._content.append(piece)
+            return self.chunk({"content": piece})
+        if isinstance(piece, ReplyCall):
+            function = {"name": piece.name, "arguments": piece.arguments}
+            if self.legacy_functions:
+                return self.chunk({"function_call": function})
+            return self.chunk({"tool_calls": [{"index": piece.position, "id": piece.id,
+                                               "type": "function", "function": function}]})
+        if isinstance(piece, ReplyReasoning):
+            self._reasoning.append(piece.text)
+            return self.chunk({"reasoning_content": piece.text, "reasoning": piece.text})
+        assert isinstance(piece, ReplyText)
+        self._content.append(piece.text)
+        chunk = self.chunk({"content": piece.text})
+        chunk["choices"][0]["logprobs"] = {"content": piece.logprobs, "refusal": None}
+        return chunk
 
     # -- the end -------------------------------------------------------------------------
 
@@ -335,64 +197,29 @@ class CompletionBuilder:
     def finish_reason(self) -> str:
         """``stop``, ``length``, ``tool_calls`` or ``function_call``, from the turn's
         end and what was read."""
-        if self._stop.matched:
-            return "stop"
-        if self._end is not None and self._end.reason == "length":
-            return "length"
-        if self._calls:
-            return "function_call" if self.legacy_functions else "tool_calls"
-        return "stop"
+        reason = self.reply.finish_reason
+        return "function_call" if reason == "tool_calls" and self.legacy_functions else reason
 
     @property
     def usage(self) -> dict[str, int]:
         """The turn's token counts in OpenAI's form."""
-        return openai_usage(self._end.usage if self._end else None)
+        return openai_usage(self.reply.usage)
 
     @property
     def dropped_calls(self) -> tuple[DroppedCall, ...]:
         """The calls the model began but did not finish (known once the turn ended)."""
-        return tuple(self._dropped)
-
-    def _settle(self) -> list[dict[str, Any]]:
-        """The held-back text; the unfinished calls set aside (once).
-
-        A reply the token limit cut keeps out of its content the markup the parser
-        gave back as text (an unfinished call, a section's leftover after its last
-        complete call).
-        """
-        cut = self._end is not None and self._end.reason == "length"
-        markup = ""
-        if cut and self._suspect and not self.should_stop:
-            markup, self._suspect = self._suspect, ""
-        chunks = self._release()
-        chunks.extend(self._content_chunks(self._stop.flush()))
-        if not self.should_stop:
-            reason = "length" if cut else "malformed"
-            unfinished = [name for name, _ in self._open.values()]
-            if markup and not unfinished:
-                unfinished = [""]  # cut inside the call's header: its name never came
-            self._dropped.extend(DroppedCall(name, reason) for name in unfinished)
-        self._open.clear()
-        return chunks
-
-    def _finish_logprobs(self) -> list[dict[str, Any]]:
-        """The entries of content tokens still open when the reply ended."""
-        if self._ledger is None:
-            return []
-        rest = self._ledger.finish()
-        self._logprobs.extend(rest)
-        return rest
+        return tuple(self.reply.dropped)
 
     def _choice_extras(self) -> dict[str, Any]:
-        if not self._dropped:
+        if not self.reply.dropped:
             return {}
-        return {"dropped_tool_calls": [d.to_dict() for d in self._dropped]}
+        return {"dropped_tool_calls": [d.to_dict() for d in self.reply.dropped]}
 
     def closing_chunks(self) -> list[dict[str, Any]]:
         """The held-back text, the finishing chunk (with ``dropped_tool_calls`` when a
         call was left unfinished) and (when asked) the usage chunk."""
-        chunks = self._settle()
-        rest = self._finish_logprobs()
+        chunks = [self._chunk(piece) for piece in self.reply.settle()]
+        rest = self.reply.finish_logprobs()
         last = self.chunk({}, self.finish_reason)
         if rest:
             last["choices"][0]["logprobs"] = {"content": rest, "refusal": None}
@@ -406,20 +233,24 @@ class CompletionBuilder:
 
     def response(self) -> dict[str, Any]:
         """The whole ``chat.completion`` body (call after the turn has ended)."""
-        self._settle()
-        self._finish_logprobs()
+        for piece in self.reply.settle():
+            self._chunk(piece)
+        self.reply.finish_logprobs()
         message: dict[str, Any] = {"role": "assistant",
                                    "content": "".join(self._content) or None}
         if self._reasoning:
-            message["reasoning_content"] = "".join(self._reasoning)
-        if self._calls and self.legacy_functions:
-            message["function_call"] = dict(self._calls[0]["function"])
-        elif self._calls:
-            message["tool_calls"] = list(self._calls)
+            message["reasoning_content"] = message["reasoning"] = "".join(self._reasoning)
+        calls: list[dict[str, Any]] = [{"id": c.id, "type": "function",
+                  "function": {"name": c.name, "arguments": c.arguments}}
+                 for c in self.reply.calls]
+        if calls and self.legacy_functions:
+            message["function_call"] = dict(calls[0]["function"])
+        elif calls:
+            message["tool_calls"] = calls
         elif message["content"] is None:
             message["content"] = ""
-        logprobs = None if self._ledger is None else {"content": self._logprobs,
-                                                      "refusal": None}
+        logprobs = None if not self.logprobs else {"content": self.reply.logprobs,
+                                                   "refusal": None}
         choice = {"index": 0, "message": message, "logprobs": logprobs,
                   "finish_reason": self.finish_reason, **self._choice_extras()}
         return {"id": self.completion_id, "object": "chat.completion", "created": self.created,

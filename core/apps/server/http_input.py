@@ -18,6 +18,7 @@ __all__ = [
     "ClientGone",
     "RequestError",
     "decode_json_body",
+    "disconnected",
     "header_value",
     "json_depth_exceeds",
     "read_body",
@@ -49,6 +50,12 @@ class RequestError(Exception):
 
 class ClientGone(Exception):
     """The client closed the connection before its request was read (nothing to answer)."""
+
+
+async def disconnected(receive: Receive) -> None:
+    """Return once the client has disconnected (what a route watches while it answers)."""
+    while (await receive())["type"] != "http.disconnect":
+        pass
 
 
 def header_value(headers: Iterable[tuple[bytes, bytes]], name: bytes) -> str | None:

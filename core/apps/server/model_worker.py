@@ -31,7 +31,7 @@ from typing import IO, Any, Final
 
 import attrs
 
-from ...errors import BackendError
+from ...errors import BackendError, TemplateError
 from ...events import ErrorEvent, Event, event_from_dict
 from ...families.selection import DERIVED_FAMILY
 from ...hooks.manager import PluginManager
@@ -180,6 +180,8 @@ class WorkerBackend:
         """Why the last start failed (``""``: it did not)."""
         self.token_logprobs = False
         """Whether the worker's backend gives token log probabilities (its word)."""
+        self.counts_tokens = False
+        """Whether the worker's backend counts a prompt's tokens (:meth:`prompt_tokens`)."""
 
     # -- the worker's life ---------------------------------------------------------------
 
@@ -204,6 +206,7 @@ class WorkerBackend:
         if isinstance(message, dict) and message.get("op") == "ready":
             self._adopt_call_ids(str(message.get("call_ids") or ""))
             self.token_logprobs = message.get("logprobs") is True
+            self.counts_tokens = message.get("counts") is True
             with self._state_lock:
                 if self._closed:
                     worker.stop()
@@ -338,6 +341,41 @@ class WorkerBackend:
             yield from self._run(found, request, cancel)
         finally:
             self._turn_lock.release()
+
+    def prompt_tokens(self, request: ModelRequest) -> int:
+        """The tokens of the prompt ``request`` renders, counted by the worker's backend
+        (its :meth:`~toolwire.plugin_api.TemplatedBackend.prompt_tokens`); one at a
+        time with turns.
+
+        :raises TemplateError: the template failed.
+        :raises BackendError: the backend cannot count, or the worker is not there.
+        """
+        with self._turn_lock:
+            found = self._wait_ready(CancelToken())
+            if isinstance(found, str) or found is None:
+                raise BackendError(found or "the model worker is not ready", kind=CRASH_KIND)
+            if not self.counts_tokens:
+                raise BackendError(f"the {self.spec.backend} backend cannot count a prompt's "
+                                   "tokens", kind="unsupported")
+            self._turns += 1
+            turn = self._turns
+            try:
+                if not found.send({"op": "count", "id": turn,
+                                   "request": encode_request(request)}):
+                    raise _Died(self._lost(found))
+                while True:
+                    message = self._next(found)
+                    if message is not None and message.get("id") == turn \
+                            and message.get("op") == "counted":
+                        break
+            except _Died as died:
+                raise BackendError(self._crash_message(died.how), kind=CRASH_KIND) from None
+        if "tokens" in message:
+            return int(message["tokens"])
+        error = str(message.get("error") or "the count failed")
+        if message.get("kind") == "template":
+            raise TemplateError(error)
+        raise BackendError(error, kind="backend")
 
     def _run(self, worker: _Worker, request: ModelRequest,
              cancel: CancelToken) -> Iterator[Event | TurnEnd]:

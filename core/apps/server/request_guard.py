@@ -16,8 +16,9 @@ These checks run before any route, as one plain ASGI middleware:
   ``Access-Control-Allow-Origin``. The ``Host`` check and the API key hold for
   them as for everyone.
 * **Size**: the headers together stay under a bound.
-* **API key**: when one is set, every ``/v1`` route needs
-  ``Authorization: Bearer <key>`` (compared in constant time).
+* **API key**: when one is set, every ``/v1`` route and ``/metrics`` need it, as
+  ``Authorization: Bearer <key>`` (OpenAI's clients) or ``x-api-key: <key>``
+  (Anthropic's), compared in constant time.
 """
 
 from __future__ import annotations
@@ -211,16 +212,26 @@ class RequestGuard:
                                     code="cross_origin")
         preflight = method == "OPTIONS" and allowed is not None and \
             header_value(headers, b"access-control-request-method") is not None
-        if self.api_key is not None and not preflight and (path == "/v1"
-                                                            or path.startswith("/v1/")):
-            given = header_value(headers, b"authorization") or ""
-            scheme, _, token = given.partition(" ")
-            if scheme.lower() != "bearer" or not hmac.compare_digest(
-                    token.strip().encode("latin-1"), self.api_key):
-                return RequestError(401, "this server needs an API key: send "
-                                         "'Authorization: Bearer <key>'",
-                                    code="invalid_api_key")
+        if self.api_key is not None and not preflight and (
+                path in ("/v1", "/metrics") or path.startswith("/v1/")) \
+                and not self._key_given(headers):
+            return RequestError(401, "this server needs an API key: send "
+                                     "'Authorization: Bearer <key>' (or 'x-api-key: <key>')",
+                                code="invalid_api_key")
         return None
+
+    def _key_given(self, headers: Iterable[tuple[bytes, bytes]]) -> bool:
+        """Whether the request carries the key: ``Authorization: Bearer`` (OpenAI's
+        clients) or ``x-api-key`` (Anthropic's)."""
+        assert self.api_key is not None
+        headers = list(headers)
+        scheme, _, token = (header_value(headers, b"authorization") or "").partition(" ")
+        if scheme.lower() == "bearer" and hmac.compare_digest(token.strip().encode("latin-1"),
+                                                              self.api_key):
+            return True
+        other = header_value(headers, b"x-api-key")
+        return other is not None and hmac.compare_digest(other.strip().encode("latin-1"),
+                                                         self.api_key)
 
 
 def _with_cors(send: Send, origin: str) -> Send:

@@ -1,4 +1,4 @@
-"""Server-sent events framing, shared by the toolwire and the OpenAI streams.
+"""Server-sent events framing, shared by the toolwire stream and the model APIs' streams.
 
 Payloads are JSON written with real UTF-8 characters; a lone surrogate (which a
 model's JSON escapes can produce) is written as its ``\\uXXXX`` escape, so the
@@ -36,10 +36,11 @@ def json_text(value: Any, *, compact: bool = False) -> str:
     return text
 
 
-def event_frame(payload: Mapping[str, Any]) -> bytes:
-    """A toolwire event as a named SSE frame: ``event: <type>`` then ``data: <JSON>``."""
+def event_frame(payload: Mapping[str, Any], *, compact: bool = False) -> bytes:
+    """An event as a named SSE frame: ``event: <type>`` then ``data: <JSON>`` (the
+    toolwire stream's, and the Responses and Messages APIs' with ``compact`` JSON)."""
     return (f"event: {payload.get('type', 'message')}\n"
-            f"data: {json_text(payload)}\n\n").encode()
+            f"data: {json_text(payload, compact=compact)}\n\n").encode()
 
 
 def data_frame(payload: Mapping[str, Any]) -> bytes:

@@ -62,7 +62,7 @@ def _read_commands(inbox: IO[str], turns: queue.Queue[dict[str, Any]],
             message = json.loads(text)
         except ValueError:
             continue
-        if message.get("op") == "turn":
+        if message.get("op") in ("turn", "count"):
             tokens[message["id"]] = CancelToken()
             turns.put(message)
         elif message.get("op") == "cancel":
@@ -76,6 +76,22 @@ def _abort_for_tests(request: ModelRequest) -> bool:
     trigger = os.environ.get(ABORT_HOOK_VARIABLE, "")
     last = next((m for m in reversed(request.messages) if m.role == "user"), None)
     return bool(trigger) and last is not None and trigger in last.content
+
+
+def _count(backend: Any, message: Mapping[str, Any], out: _Outbox) -> None:
+    """The tokens of the prompt a request renders, or why they cannot be counted."""
+    answer: dict[str, Any] = {"op": "counted", "id": message["id"]}
+    count = getattr(backend, "prompt_tokens", None)
+    try:
+        if count is None:
+            raise ValueError(f"the {getattr(backend, 'name', '')} backend cannot count a "
+                             "prompt's tokens")
+        answer["tokens"] = int(count(decode_request(message["request"])))
+    except Exception as exc:  # any failure is the answer, never the worker's end
+        answer["error"] = f"{type(exc).__name__}: {exc}" if not isinstance(exc, ValueError) \
+            else str(exc)
+        answer["kind"] = "template" if isinstance(exc, ToolwireError) else "backend"
+    out.send(answer)
 
 
 def _run_turn(backend: Any, message: Mapping[str, Any], token: CancelToken,
@@ -137,7 +153,8 @@ def main(argv: list[str]) -> int:
     parser = choice(tools=True).parser if callable(choice) else None
     out.send({"op": "ready", "name": str(getattr(backend, "name", "")),
               "call_ids": parser.name if parser is not None else "",
-              "logprobs": bool(getattr(backend, "token_logprobs", False))})
+              "logprobs": bool(getattr(backend, "token_logprobs", False)),
+              "counts": callable(getattr(backend, "prompt_tokens", None))})
     turns: queue.Queue[dict[str, Any]] = queue.Queue()
     tokens: dict[int, CancelToken] = {}
     threading.Thread(target=_read_commands, args=(inbox, turns, tokens), daemon=True,
@@ -146,7 +163,10 @@ def main(argv: list[str]) -> int:
         message = turns.get()
         token = tokens[message["id"]]
         try:
-            _run_turn(backend, message, token, out)
+            if message.get("op") == "count":
+                _count(backend, message, out)
+            else:
+                _run_turn(backend, message, token, out)
         finally:
             tokens.pop(message["id"], None)
 

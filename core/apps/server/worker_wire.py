@@ -5,11 +5,14 @@ the worker the backend to build, then turns and cancels; the worker answers
 ``ready`` (or ``failed``), then each turn's items and its end:
 
 * server -> worker: ``{"backend": NAME, "options": {...}}`` (the first line), then
-  ``{"op": "turn", "id": N, "request": ...}`` and ``{"op": "cancel", "id": N}``;
+  ``{"op": "turn", "id": N, "request": ...}``, ``{"op": "cancel", "id": N}`` and
+  ``{"op": "count", "id": N, "request": ...}`` (the tokens of the prompt a request
+  renders);
 * worker -> server: ``{"op": "ready", "name", "call_ids", "logprobs"}`` or ``{"op": "failed",
   "error"}``, then ``{"op": "item", "id": N, "event": EVENT}`` for each event (its
   ``to_dict()``, read back with :func:`toolwire.event_from_dict`) and ``{"op": "end",
-  "id": N, "turn_end": {...}}``.
+  "id": N, "turn_end": {...}}``; a count is answered ``{"op": "counted", "id": N,
+  "tokens": T}`` or ``{"op": "counted", "id": N, "error": "..."}``.
 
 A ``failed`` answer also has ``refused`` when the backend refused an option value
 (its ``ValueError``'s message), so the server raises that error as an in-process
@@ -27,7 +30,13 @@ from typing import Any
 
 import attrs
 
-from ...vocabulary.backend import ModelRequest, ResponseFormat, SamplingOverrides, TurnEnd
+from ...vocabulary.backend import (
+    ModelRequest,
+    ReasoningRequest,
+    ResponseFormat,
+    SamplingOverrides,
+    TurnEnd,
+)
 from ...vocabulary.history import Message, ToolCall
 from ...vocabulary.tools import Tool
 
@@ -69,6 +78,7 @@ def encode_request(request: ModelRequest) -> dict[str, Any]:
         "logprobs": request.logprobs,
         "response_format": None if request.response_format is None
         else attrs.asdict(request.response_format),
+        "reasoning": attrs.asdict(request.reasoning),
     }
 
 
@@ -85,7 +95,8 @@ def decode_request(data: Mapping[str, Any]) -> ModelRequest:
             final_turn=bool(data["final_turn"]), tool_choice=data["tool_choice"],
             parallel_tool_calls=bool(data["parallel_tool_calls"]),
             sampling=SamplingOverrides(**data["sampling"]), logprobs=data.get("logprobs"),
-            response_format=_read_response_format(data.get("response_format")))
+            response_format=_read_response_format(data.get("response_format")),
+            reasoning=ReasoningRequest(**(data.get("reasoning") or {})))
     except (KeyError, TypeError) as exc:
         raise ValueError(f"not a model request: {exc}") from exc
 
