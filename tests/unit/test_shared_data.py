@@ -29,7 +29,7 @@ NAMES_THE_SHARED_FOLDER = re.compile(
 
 _NOT_THE_REPOSITORY = {".git", ".venv", "build", "dist", ".hypothesis", ".pytest_cache", ".nox",
                        ".mypy_cache", ".ruff_cache", "__pycache__", "node_modules",
-                       "toolwire.egg-info", ".cache"}
+                       "toolwire.egg-info", ".cache", ".agent-clients"}
 """What tools made or installed beside the checkout's own files."""
 
 
