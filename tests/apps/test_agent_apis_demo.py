@@ -28,6 +28,8 @@ from toolwire.apps.server.app import create_app
 from toolwire.testing import isolated_plugin_manager
 from toolwire.vocabulary.backend import ReasoningRequest
 
+pytestmark = pytest.mark.model  # the tiny demo model, in-process
+
 pytest.importorskip("llama_cpp")
 
 WEATHER: Any = {"name": "get_weather", "description": "The weather in a city.",

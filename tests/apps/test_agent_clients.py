@@ -80,6 +80,7 @@ def model_turns(backend: ScriptedBackend) -> list[ModelRequest]:
     return [r for r in backend.requests if r.tools]
 
 
+@pytest.mark.process
 def test_codex_cli_runs_a_parsed_call_and_prints_the_answer(workdir: Path,
                                                             tmp_path: Path) -> None:
     codex = agent_client("codex")
@@ -109,6 +110,7 @@ def test_codex_cli_runs_a_parsed_call_and_prints_the_answer(workdir: Path,
     assert "exec" in run.stderr and "cat notes.txt" in run.stderr  # Codex shows the command
 
 
+@pytest.mark.process
 def test_claude_code_runs_a_parsed_call_and_prints_the_answer(workdir: Path,
                                                               tmp_path: Path) -> None:
     claude = agent_client("claude")
