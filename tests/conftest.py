@@ -130,17 +130,19 @@ def pytest_fixture_setup(fixturedef: pytest.FixtureDef[object], request: pytest.
     observed = observing().current
     if observed is None:
         return (yield)
-    processes, models = len(observed.processes), len(observed.models)
+    processes, models, kits = (len(observed.processes), len(observed.models),
+                               len(observed.kits))
     try:
         return (yield)
     finally:
         inner = {p for _, what in observed.by_fixtures.values() for p in what}  # its fixtures'
         started = Observed([p for p in observed.processes[processes:] if p not in inner],
-                           [m for m in observed.models[models:] if m not in inner])
+                           [m for m in observed.models[models:] if m not in inner],
+                           [k for k in observed.kits[kits:] if k not in inner])
         if started.uses():
             where = f"{fixturedef.argname} ({inspect.getsourcefile(fixturedef.func)})"
             observed.by_fixtures[where] = (started.uses() - declared(fixturedef.func),
-                                           started.processes + started.models)
+                                           started.processes + started.models + started.kits)
 
 
 @pytest.hookimpl(wrapper=True)
@@ -161,13 +163,17 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]
     from_fixtures = {p for _, what in observed.by_fixtures.values() for p in what}
     own = [p for p in observed.processes if p not in from_fixtures]
     models = [m for m in observed.models if m not in from_fixtures]
-    lacking = missing(Observed(own, models).uses(), tiers)
+    kits = [k for k in observed.kits if k not in from_fixtures]
+    lacking = missing(Observed(own, models, kits).uses(), tiers)
     if "process" in lacking:
         wrong.append(f"the test started a process ({own[0]}) but is not marked "
                      "'process' (or 'model'/'browser')")
     if "model" in lacking:
         wrong.append(f"the test loaded a llama.cpp model ({models[0]}) but is not marked "
                      "'model'")
+    if "kit" in lacking:
+        wrong.append(f"the test ran the conformance kit or the fuzzer ({kits[0]}) but is not "
+                     "marked 'kit'")
     if wrong:
         report.outcome = "failed"
         report.longrepr = (f"{item.nodeid}: {'; and '.join(wrong)}. Mark the test, its class "

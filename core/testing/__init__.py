@@ -28,6 +28,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ..templates.assistant_turns import AssistantTurnRenderer, RenderedReply
+from .report import KIT_AUDIT_EVENT
 from .scripted import Registered, ScriptedBackend, isolated_plugin_manager
 
 if TYPE_CHECKING:
@@ -44,6 +45,7 @@ if TYPE_CHECKING:
 __all__ = [
     "CHATML_TEMPLATE",
     "CONTROL_TOKENS",
+    "KIT_AUDIT_EVENT",
     "PROPERTIES",
     "TAG_TOKENS",
     "TINY_BACKEND_OPTIONS",

@@ -102,6 +102,7 @@ rewrites (Command R+'s ``indent`` filter and ``\x85``). ``report.notes`` names e
 from __future__ import annotations
 
 import os
+import sys
 import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -120,7 +121,13 @@ from ..hooks.specs import hookimpl
 from ..parse.protocol import ParserSpec
 from ..templates.assistant_turns import AssistantTurnRenderer, RenderedReply
 from .properties import Case, Keep, PropertySuite
-from .report import PROPERTIES, ConformanceError, ConformanceReport, PropertyResult
+from .report import (
+    KIT_AUDIT_EVENT,
+    PROPERTIES,
+    ConformanceError,
+    ConformanceReport,
+    PropertyResult,
+)
 
 __all__ = [
     "PROPERTIES",
@@ -265,6 +272,7 @@ def check_parser(plugin_or_spec: object, chat_template: str | os.PathLike[str], 
     suite = PropertySuite(spec, manager, source, examples=max(count, 1),
                           tools_strategy=tools_strategy, keep=keep, markers=markers, seed=seed,
                           progress=progress)
+    sys.audit(KIT_AUDIT_EVENT, spec.name, label)
     results = suite.run()
     report = ConformanceReport(spec.name, spec.plugin, label, tuple(results),
                                suite.markers, tuple(suite.notes))

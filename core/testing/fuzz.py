@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import itertools
 import random
+import sys
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -37,6 +38,7 @@ from ..hooks.manager import PluginManager, default_plugin_manager
 from ..parse.protocol import ParserSpec, merge_events
 from ..templates.assistant_turns import AssistantTurnRenderer
 from ..vocabulary.schema import tool_parameters_by_name
+from .report import KIT_AUDIT_EVENT
 from .strategies import JSON_LOOKALIKES, MARKUP_FRAGMENTS, markup_fragments
 
 __all__ = ["FuzzFailure", "FuzzReport", "fuzz_parser"]
@@ -246,6 +248,7 @@ def fuzz_parser(family: str | ParserSpec, *, template: str | None = None, replie
     tools = tool_parameters_by_name(_SAMPLE_TOOLS)
     failures: list[FuzzFailure] = []
     failed = 0
+    sys.audit(KIT_AUDIT_EVENT, spec.name, "fuzz")
     started = time.perf_counter()
     for count in range(1, replies + 1):
         text = maker.reply()

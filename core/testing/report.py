@@ -10,7 +10,13 @@ from ..errors import (
     ToolwireError,
 )
 
-__all__ = ["ConformanceError", "ConformanceReport", "PropertyResult"]
+__all__ = ["KIT_AUDIT_EVENT", "ConformanceError", "ConformanceReport", "PropertyResult"]
+
+KIT_AUDIT_EVENT = "toolwire.testing.kit"
+"""The audit event (:func:`sys.audit`) the kit raises when :func:`check_parser` or
+:func:`fuzz_parser` starts, with the parser's name and the template's label: a test
+suite's audit hook can tell which of its tests run the kit (toolwire's own puts them
+in its ``kit`` tier)."""
 
 PROPERTIES: tuple[str, ...] = (
     "round_trip",

@@ -375,6 +375,7 @@ def test_detect_shows_the_best_runners_up_and_all_of_them_on_request() -> None:
     assert line.count(",") >= 20 and "more" not in line
 
 
+@pytest.mark.kit
 def test_conformance_checks_the_derived_parser_when_asked() -> None:
     run = toolwire("conformance", str(qwen()), "--family", "derived", "--examples", "2",
                    "--seed", "1")

@@ -35,6 +35,9 @@ from toolwire.testing import AssistantTurnRenderer, isolated_plugin_manager
 from toolwire.testing.strategies import json_dumps
 from toolwire.vocabulary.schema import normalize_schema, tool_parameters_by_name
 
+# the kit's round-trip property at volume (every BFCL call through every family): not the loop
+pytestmark = pytest.mark.kit
+
 SCHEMAS = SHARED_SCHEMAS
 TEMPLATES = SHARED_TEMPLATES
 

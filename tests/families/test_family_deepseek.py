@@ -196,6 +196,7 @@ def test_detection_table(name: str) -> None:
 # -- conformance ------------------------------------------------------------------------------
 
 
+@pytest.mark.kit
 @pytest.mark.parametrize("name", CONFORMANCE_TEMPLATES)
 def test_conformance(name: str) -> None:
     assert conformance(deepseek, name, markers=MARKERS).passed

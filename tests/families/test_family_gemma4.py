@@ -27,6 +27,7 @@ TOOLS = [{"type": "function", "function": {"name": "get_weather", "parameters": 
 Q = QUOTE
 
 
+@pytest.mark.kit
 @pytest.mark.parametrize("name", TEMPLATES)
 def test_conformance_through_each_gemma4_template(name: str) -> None:
     conformance(gemma4, name, MARKERS)

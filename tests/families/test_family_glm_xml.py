@@ -44,11 +44,13 @@ def glm_call(name: str, newlines: bool = True, **params: str) -> str:
     return f"<tool_call>{name}{sep}{body}</tool_call>"
 
 
+@pytest.mark.kit
 @pytest.mark.parametrize("name", GLM_TEMPLATES)
 def test_conformance_through_each_glm_template(name: str) -> None:
     conformance(glm_xml, name, GLM_MARKERS)
 
 
+@pytest.mark.kit
 def test_conformance_through_the_hy3_template() -> None:
     conformance(glm_xml, HY3, HY3_MARKERS)
 

@@ -44,6 +44,7 @@ TOOLS = [{"type": "function", "function": {"name": "get_weather", "parameters": 
     "type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer"}}}}}]
 
 
+@pytest.mark.kit
 def test_conformance_through_the_gpt_oss_template() -> None:
     """The template renders one call per message (``parallel_calls`` is skipped) and
     writes the content beside a call as an ``analysis`` message, which adds markup to
@@ -79,6 +80,7 @@ def _strings(value: Any) -> list[str]:
     return list(strings_in(value))
 
 
+@pytest.mark.kit
 def test_conformance_through_the_glimmer_template() -> None:
     conformance(harmony, GLIMMER, GLIMMER_MARKERS)
 

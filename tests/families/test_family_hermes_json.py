@@ -256,6 +256,7 @@ LEARNT_MARKERS = ("<|im_start|>assistant", "<tool_call>", '{"name":', '"argument
 
 
 # check_parser tests ``tools_strategy or default``, which hypothesis warns about
+@pytest.mark.kit
 @pytest.mark.filterwarnings("ignore:bool.*is always True:hypothesis.errors.HypothesisWarning")
 @pytest.mark.parametrize("name", TEMPLATES)
 def test_conformance(name: str) -> None:

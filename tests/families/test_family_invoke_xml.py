@@ -111,20 +111,24 @@ def m3_expressible(schema: dict[str, Any], arguments: dict[str, Any]) -> bool:
 # -- conformance and BFCL ------------------------------------------------------------
 
 
+@pytest.mark.kit
 def test_conformance_through_the_minimax_m2_template() -> None:
     conformance(invoke_xml, M2, M2_MARKERS)
 
 
+@pytest.mark.kit
 def test_conformance_through_the_minimax_m3_template() -> None:
     conformance(invoke_xml, M3, M3_MARKERS,
                 keep=all_of(without(M3_MARKERS), m3_expressible))
 
 
+@pytest.mark.kit
 @pytest.mark.parametrize("name", DSML_TEMPLATES)
 def test_conformance_through_each_dsml_template(name: str) -> None:
     conformance(invoke_xml, name, DSML_MARKERS)
 
 
+@pytest.mark.kit
 def test_conformance_through_the_minicpm_template() -> None:
     conformance(invoke_xml, MINICPM, MINICPM_MARKERS)
 
@@ -317,6 +321,7 @@ def test_selection_picks_dsml_for_a_template_in_the_v41_spelling() -> None:
     assert [(c.family, c.outcome) for c in choice.checks] == [("dsml", "verified")]
 
 
+@pytest.mark.kit
 def test_conformance_through_a_template_in_the_v41_spelling() -> None:
     check_parser(invoke_xml, V41_TEMPLATE, examples=conformance_examples(), family="dsml",
                  plugins=tagged_plugins(), seed=1234)

@@ -314,6 +314,7 @@ def test_every_format_claims_a_real_template() -> None:
 # -- conformance and the harness ------------------------------------------------------------
 
 
+@pytest.mark.kit
 @pytest.mark.parametrize("name", sorted(CONFORMANCE_TEMPLATES))
 def test_conformance(name: str) -> None:
     family = CONFORMANCE_TEMPLATES[name]

@@ -49,11 +49,13 @@ def k2_section(*calls: str) -> str:
     return "<|tool_calls_section_begin|>" + "".join(calls) + "<|tool_calls_section_end|>"
 
 
+@pytest.mark.kit
 @pytest.mark.parametrize("name", K2_TEMPLATES)
 def test_conformance_through_each_kimi_k2_template(name: str) -> None:
     conformance(kimi, name, K2_MARKERS)
 
 
+@pytest.mark.kit
 def test_conformance_through_the_kimi_k3_template() -> None:
     conformance(kimi, K3, K3_MARKERS)
 

@@ -198,6 +198,7 @@ def test_detection_table(name: str) -> None:
 # -- conformance -------------------------------------------------------------------------------
 
 
+@pytest.mark.kit
 @pytest.mark.parametrize("name", TEMPLATES)
 def test_conformance(name: str) -> None:
     report = conformance(llama3_json, name)

@@ -163,6 +163,7 @@ def test_detection_table(name: str) -> None:
 # -- conformance ------------------------------------------------------------------------------
 
 
+@pytest.mark.kit
 @pytest.mark.parametrize("name", TEMPLATES)
 def test_conformance(name: str) -> None:
     assert conformance(mistral, name).passed

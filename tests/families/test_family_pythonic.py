@@ -53,6 +53,7 @@ def calls(*items: str) -> str:
     return f"{CALLS_OPEN}[{', '.join(items)}]{CALLS_CLOSE}"
 
 
+@pytest.mark.kit
 def test_conformance_through_the_lfm25_template() -> None:
     conformance(pythonic, TEMPLATE, MARKERS, keep=all_of(without(MARKERS), pythonic_expressible))
 
@@ -185,6 +186,7 @@ def test_selection_verifies_the_llama4_and_olmo3_records(path: Path, family: str
     assert [(c.family, c.outcome) for c in choice.checks] == [(family, "verified")]
 
 
+@pytest.mark.kit
 @pytest.mark.parametrize(("path", "family"), [(LLAMA4, "llama4_pythonic"), (OLMO3, "olmo3")])
 def test_conformance_through_the_llama4_and_olmo3_templates(path: Path, family: str) -> None:
     fmt = family_plugins().parser(family).format

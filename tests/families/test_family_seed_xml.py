@@ -41,6 +41,7 @@ def call(name: str, **params: str) -> str:
     return f"<seed:tool_call>\n<function={name}>\n{body}</function>\n</seed:tool_call>"
 
 
+@pytest.mark.kit
 def test_conformance_through_the_seed_template() -> None:
     conformance(seed_xml, TEMPLATE, MARKERS)
 

@@ -25,6 +25,7 @@ def solar_call(call_id: str, name: str, arguments: str) -> str:
             f"{arguments}<|tool_call:end|>")
 
 
+@pytest.mark.kit
 def test_conformance_through_the_solar_template() -> None:
     conformance(solar, TEMPLATE, MARKERS)
 

@@ -6,7 +6,7 @@ Every test is in the ``fast`` tier unless it uses something slower:
 ``process`` starts a process (``python -m toolwire``, a server, a client program)
 ``model``   runs a real model (llama.cpp, in-process or in a server)
 ``browser`` drives the dashboard in a real headless browser
-``kit``     runs the conformance kit at its defaults on every real template
+``kit``     runs the conformance kit or the fuzzer, or their checks at volume
 ========== ===================================================================
 
 A test is placed by what it uses: a mark on the test, its class or its module
@@ -16,8 +16,10 @@ marks ``llama``/``real_model`` (a model) and ``conformance_defaults`` (the kit).
 The rest are marked ``fast`` at collection.
 
 The placement is held to what a test really does: an audit hook watches every
-test, and a test in the ``fast`` tier that starts a process or loads a llama.cpp
-model fails at teardown, naming what it started and the mark to add. So no test
+test, and a test that starts a process, loads a llama.cpp model or runs the kit
+(its :data:`toolwire.testing.KIT_AUDIT_EVENT`) without being in that tier fails at
+teardown, naming what it started and the mark to add (on the fixture, when a
+fixture started it). So no test
 can slow the loop down unnoticed, and ``pytest -m fast`` stays about a minute.
 """
 
@@ -41,7 +43,7 @@ TIERS: dict[str, str] = {
     "process": "starts a process (python -m toolwire, a server, a client program)",
     "model": "runs a real model (llama.cpp, in-process or in a server)",
     "browser": "drives the dashboard in a real headless browser",
-    "kit": "runs the conformance kit at its defaults on every real template",
+    "kit": "runs the conformance kit or the fuzzer (toolwire.testing), or their checks at volume",
 }
 """The slow tiers; ``fast`` is every test in none of them."""
 
@@ -50,6 +52,10 @@ _ALIASES = {"llama": "model", "real_model": "model", "conformance_defaults": "ki
 
 _PROCESS_EVENTS = frozenset({"subprocess.Popen", "os.posix_spawn", "os.spawn", "os.fork",
                              "os.forkpty", "os.system", "os.exec"})
+
+KIT_AUDIT_EVENT = "toolwire.testing.kit"
+"""What :data:`toolwire.testing.KIT_AUDIT_EVENT` is (held equal by a test; not imported
+here, so watching costs no import of the kit)."""
 
 _INCIDENTAL = frozenset({"uname"})
 """Commands a library runs once to learn about the machine (``platform.processor()``
@@ -92,13 +98,15 @@ class Observed:
 
     processes: list[str] = attrs.Factory(list)
     models: list[str] = attrs.Factory(list)
+    kits: list[str] = attrs.Factory(list)
     paths: set[str] = attrs.Factory(set)
     by_fixtures: dict[str, tuple[frozenset[str], list[str]]] = attrs.Factory(dict)
 
     def uses(self) -> frozenset[str]:
-        """The tiers of what was started (``process``, ``model``)."""
-        return frozenset({"process"} if self.processes else set()) | frozenset(
-            {"model"} if self.models else set())
+        """The tiers of what was started (``process``, ``model``, ``kit``)."""
+        return frozenset(tier for tier, started in (("process", self.processes),
+                                                    ("model", self.models),
+                                                    ("kit", self.kits)) if started)
 
 
 def missing(uses: frozenset[str], tiers: frozenset[str]) -> frozenset[str]:
@@ -107,8 +115,7 @@ def missing(uses: frozenset[str], tiers: frozenset[str]) -> frozenset[str]:
     lacking = set()
     if "process" in uses and not tiers & {"process", "browser", "model"}:
         lacking.add("process")
-    if "model" in uses and "model" not in tiers:
-        lacking.add("model")
+    lacking |= {tier for tier in ("model", "kit") if tier in uses and tier not in tiers}
     return frozenset(lacking)
 
 
@@ -130,6 +137,10 @@ class Watch:
 
     def _hook(self, event: str, args: tuple[Any, ...]) -> None:
         observed = self.current
+        if event == KIT_AUDIT_EVENT:
+            if observed is not None:
+                observed.kits.append(" ".join(str(a) for a in args))
+            return
         if event in _PROCESS_EVENTS:
             described = _describe(event, args)
             if observed is not None and described.split(" ")[0] not in _INCIDENTAL:

@@ -76,6 +76,7 @@ def bracket_calls() -> ModuleType:
 # -- the reference parsers pass -------------------------------------------------------
 
 
+@pytest.mark.kit
 @pytest.mark.parametrize("template_name", ["Qwen3.5-4B.jinja", "Qwen3-Coder.jinja"])
 def test_qwen_xml_passes_every_property_through_the_real_template(template_name: str) -> None:
     shared_template(template_name)
@@ -87,6 +88,7 @@ def test_qwen_xml_passes_every_property_through_the_real_template(template_name:
     assert {"<tool_call>", "<function=", "<parameter=", "</tool_call>"} <= set(report.markers)
 
 
+@pytest.mark.kit
 def test_example_plugin_loaded_from_its_path_passes_every_property(
         bracket_calls: ModuleType) -> None:
     report = check_parser(bracket_calls, BRACKET_TEMPLATE, examples=EXAMPLES)
@@ -95,6 +97,7 @@ def test_example_plugin_loaded_from_its_path_passes_every_property(
     assert "[[call" in report.markers
 
 
+@pytest.mark.kit
 def test_a_parser_spec_can_be_checked_without_a_plugin(bracket_calls: ModuleType) -> None:
     spec = ParserSpec(name="brackets_direct", detect=bracket_calls.detect,
                       create=lambda tools: CallParser(bracket_calls.BRACKET_FORMAT, tools))
@@ -177,6 +180,7 @@ BROKEN: dict[str, tuple[Callable[[list[Event]], list[Event]], Callable[[str], fl
 }
 
 
+@pytest.mark.kit
 @pytest.mark.parametrize("defect", sorted(BROKEN))
 def test_broken_parser_fails_the_properties_its_defect_breaks(defect: str,
                                                              bracket_calls: ModuleType) -> None:
@@ -196,6 +200,7 @@ def test_broken_parser_fails_the_properties_its_defect_breaks(defect: str,
         assert report[name].error
 
 
+@pytest.mark.kit
 def test_a_failure_raises_conformance_error_naming_the_property(
         bracket_calls: ModuleType) -> None:
     spec = ParserSpec(name="never_claims", detect=lambda t: 0.0,
@@ -206,6 +211,7 @@ def test_a_failure_raises_conformance_error_naming_the_property(
     assert caught.value.report.failed == ("detection",)
 
 
+@pytest.mark.kit
 def test_a_parser_losing_to_a_builtin_fails_detection_with_both_names() -> None:
     template = shared_template("Qwen3.5-4B.jinja")
     spec = ParserSpec(name="weak_xml", detect=lambda t: 0.1,
@@ -225,6 +231,7 @@ SINGLE_CALL_TEMPLATE = BRACKET_TEMPLATE.read_text(encoding="utf-8").replace(
     "\n{%- if message.tool_calls %}", 1)
 
 
+@pytest.mark.kit
 def test_parallel_calls_are_skipped_with_the_reason_when_the_template_raises(
         bracket_calls: ModuleType) -> None:
     report = check_parser(bracket_calls, SINGLE_CALL_TEMPLATE, examples=10)
@@ -240,6 +247,7 @@ def test_renderer_detects_that_llama_3_raises_on_parallel_calls() -> None:
     assert not renderer.content_with_calls
 
 
+@pytest.mark.kit
 def test_template_that_renders_no_call_fails_with_the_reason(bracket_calls: ModuleType) -> None:
     no_calls = BRACKET_TEMPLATE.read_text(encoding="utf-8").replace(
         "{%- if message.tool_calls %}", "{%- if false %}", 1)
@@ -291,6 +299,7 @@ def test_renderer_cuts_alike_whatever_it_rendered_before() -> None:
         calls, tools=[swapped])
 
 
+@pytest.mark.kit
 @pytest.mark.parametrize(("template", "marker"), [
     ("Apertus-8B-Instruct.jinja", "<|tools_prefix|>"),
     ("Kimi-K2-Instruct.jinja", "<|tool_calls_section_begin|>"),
@@ -305,6 +314,7 @@ def test_control_tokens_inside_learnt_markup_are_markers_of_their_own(template: 
         shared_template(template)).markers)  # learnt only as part of a longer piece
 
 
+@pytest.mark.kit
 @pytest.mark.parametrize(("template", "notes"), [
     ("MiniMax-M3.jinja", ("leaves out null values", "free-form objects hold only strings")),
     ("CohereForAI-c4ai-command-r-plus-tool_use.jinja", ("rewrites the line breaks",)),
@@ -319,6 +329,7 @@ def test_what_a_template_cannot_write_is_named_in_the_notes(template: str,
         assert any(note in n for n in limits), report.notes
 
 
+@pytest.mark.kit
 def test_values_a_tagged_family_reads_as_laid_out_are_not_tried() -> None:
     report = check_parser(invoke_xml, template_path("MiniMax-M2.jinja"), family="minimax_xml",
                           examples=1, raise_on_failure=False, seed=0)
@@ -380,6 +391,7 @@ def test_testing_package_and_pytest_plugin_import_without_hypothesis(tmp_path: P
     assert done.stdout.strip() == "check_parser needs hypothesis"
 
 
+@pytest.mark.kit
 def test_report_serialises_to_json(bracket_calls: ModuleType) -> None:
     report = check_parser(bracket_calls, BRACKET_TEMPLATE, examples=3)
     data = json.loads(json.dumps(report.to_dict()))
@@ -453,6 +465,7 @@ def run_cli(*argv: str, plugins: Any = None) -> tuple[int, str, str]:
     return status, out.getvalue(), err.getvalue()
 
 
+@pytest.mark.kit
 def test_cli_prints_a_table_and_exits_0_when_everything_passes(bracket_calls: ModuleType
                                                                ) -> None:
     status, out, err = run_cli(str(BRACKET_TEMPLATE), "--examples", "5",
@@ -478,6 +491,7 @@ def test_cli_exits_2_for_a_missing_file(tmp_path: Path) -> None:
     assert status == 2 and "absent.jinja" in err
 
 
+@pytest.mark.kit
 def test_cli_exits_1_and_names_the_failure(bracket_calls: ModuleType) -> None:
     status, out, _ = run_cli(str(BRACKET_TEMPLATE), "--examples", "5", "--json",
                              plugins=isolated_plugin_manager(_NumbersCallsZero()))
@@ -503,6 +517,7 @@ class _NumbersCallsZero:
                             create=self._create))
 
 
+@pytest.mark.kit
 def test_cli_json_holds_every_property(bracket_calls: ModuleType) -> None:
     status, out, _ = run_cli(str(BRACKET_TEMPLATE), "--examples", "3", "--json",
                              plugins=isolated_plugin_manager(bracket_calls))

@@ -165,6 +165,7 @@ def test_docs_links_point_to_existing_files() -> None:
 # -- testing guide and troubleshooting -----------------------------------------------------
 
 
+@pytest.mark.kit
 @pytest.mark.usefixtures("example_plugin_importable")
 def test_testing_guide_examples_run() -> None:
     examples = _blocks((DOCS / "testing-plugins.md").read_text(encoding="utf-8"), "python")

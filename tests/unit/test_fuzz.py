@@ -15,6 +15,8 @@ from toolwire.plugin_api import JSON_TOOLS_TEMPLATE
 from toolwire.plugins.hermes_json import HERMES_FORMAT
 from toolwire.testing import fuzz_parser, isolated_plugin_manager
 
+pytestmark = pytest.mark.kit
+
 _FAMILIES = sorted(isolated_plugin_manager().parsers())
 
 

@@ -13,8 +13,6 @@ import pytest
 
 from tests.support.paths import REPO
 
-pytestmark = pytest.mark.process
-
 SUITE = '''
 import subprocess, sys
 import pytest
@@ -66,6 +64,7 @@ def _suite(tmp_path: Path, *args: str, **environ: str) -> subprocess.CompletedPr
                           check=False)
 
 
+@pytest.mark.process
 def test_a_test_that_starts_a_process_unmarked_fails_naming_the_mark(tmp_path: Path) -> None:
     run = _suite(tmp_path)
     assert "1 error" in run.stdout, run.stdout
@@ -76,6 +75,7 @@ def test_a_test_that_starts_a_process_unmarked_fails_naming_the_mark(tmp_path: P
         assert f"{fine}:" not in run.stdout
 
 
+@pytest.mark.process
 def test_fast_is_every_test_no_slower_tier_claims(tmp_path: Path) -> None:
     run = _suite(tmp_path, "-m", "fast", "--collect-only", "-v")
     assert "test_quiet" in run.stdout and "test_reads" in run.stdout
@@ -84,14 +84,23 @@ def test_fast_is_every_test_no_slower_tier_claims(tmp_path: Path) -> None:
     assert "hypothesis profile: loop" in run.stdout
 
 
+@pytest.mark.process
 def test_the_tests_that_read_shared_data_are_recorded(tmp_path: Path) -> None:
     record = tmp_path / "record"
     _suite(tmp_path, "--record-shared", str(record), "-k", "reads or quiet")
     assert record.read_text().splitlines() == ["test tests/test_it.py::test_reads"]
 
 
+@pytest.mark.process
 def test_a_read_of_the_forbidden_folder_fails_the_test(tmp_path: Path) -> None:
     run = _suite(tmp_path, "-k", "reads",
                  TOOLWIRE_TEST_FORBIDDEN_DATA=str(tmp_path / "data"))
     assert "1 failed" in run.stdout, run.stdout
     assert "must not read the shared test data" in run.stdout
+
+
+def test_the_watch_knows_the_kits_audit_event() -> None:
+    from tests.support import tiers
+    from toolwire.testing import KIT_AUDIT_EVENT
+
+    assert tiers.KIT_AUDIT_EVENT == KIT_AUDIT_EVENT
