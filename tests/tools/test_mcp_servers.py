@@ -66,6 +66,7 @@ def log(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
+@needs("process")
 def servers(log: Path) -> Iterator[MCPServers]:
     with MCPServers([stdio_server("tools", log=log)], connect_timeout=START,
                     trusted=["tools"]) as owner:

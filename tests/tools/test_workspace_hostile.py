@@ -87,6 +87,7 @@ def test_the_search_after_a_timeout_works_again(dispatcher: Dispatcher, workspac
     assert not is_error and content == "notes.md:1: alex is a colleague"
 
 
+@pytest.mark.process  # the pooled matcher child (started by whichever test first needs it)
 @settings(max_examples=60, deadline=None)
 @given(pattern=st.text(alphabet="a()+*?|$^.\\[]{}0123,", min_size=1, max_size=14),
        line=st.text(alphabet="ab!", max_size=40))
