@@ -37,14 +37,14 @@ from .schema_budget import check_schema_budget
 __all__ = ["WORKSPACE_PARAMETER", "Tool", "ToolRegistry", "tool"]
 
 WORKSPACE_PARAMETER = "workspace"
-_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\-]{0,127}$")
+_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]{0,127}")
 
 
 def _check_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
     if schema.get("type") == "function" and isinstance(schema.get("function"), Mapping):
         schema = schema["function"]  # the OpenAI ``tools`` entry form
     name = schema.get("name")
-    if not isinstance(name, str) or not _NAME_RE.match(name):
+    if not isinstance(name, str) or not _NAME_RE.fullmatch(name):
         raise ToolDefinitionError(
             f"tool name {name!r} is not a valid identifier (letters, digits, _ . -)"
         )
