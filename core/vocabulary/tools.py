@@ -33,6 +33,7 @@ from jsonschema.validators import validator_for
 from ..errors import DuplicateToolError, ToolDefinitionError
 from .schema import normalize_schema
 from .schema_budget import check_schema_budget
+from .valid_text import valid_json_value, valid_text
 
 __all__ = ["WORKSPACE_PARAMETER", "Tool", "ToolRegistry", "tool"]
 
@@ -83,8 +84,9 @@ def _check_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
         raise ToolDefinitionError(
             f"tool {name!r}: parameters are not a valid JSON schema: {exc.message}"
         ) from exc
-    out = {"name": name, "description": str(schema.get("description") or ""),
-           "parameters": params}
+    # a schema from outside (an MCP server's, a client's) is rendered into every prompt
+    out = {"name": name, "description": valid_text(str(schema.get("description") or "")),
+           "parameters": valid_json_value(params)}
     return out
 
 

@@ -164,6 +164,22 @@ def test_a_crash_ends_that_turn_with_a_model_crashed_error_and_the_worker_restar
     assert worker.restarts == before + 1 and worker.status()["state"] == "ready"
 
 
+def test_text_that_is_not_valid_utf8_never_costs_the_worker_its_life(
+        worker: WorkerBackend) -> None:
+    """A Latin-1 file name in a tool's result (issue 40, item 2): the turn runs in the
+    same worker; before, the pipe's encode error was taken for a dead worker."""
+    _ready(worker)
+    before = (worker.restarts, worker.status()["pid"])
+    call = ToolCall("call_1", "lookup", {"name": "caf\udce9"})
+    request = ModelRequest((Message.user("list"), Message.assistant("", [call]),
+                            Message.tool_result(call, "caf\udce9.txt"),
+                            Message.user("and \ud800?")), (LOOKUP,))
+    items = list(worker.stream_turn(request, CancelToken()))
+    assert not [e for e in items if isinstance(e, ErrorEvent)]
+    assert items[-1].reason in ("stop", "length", "tool_calls")
+    assert (worker.restarts, worker.status()["pid"]) == before
+
+
 def test_a_turn_cancelled_or_left_early_ends_in_the_worker_and_the_next_is_clean(
         model: Path) -> None:
     # a reply long enough (hundreds of tokens) that the cancel sent after its first piece lands

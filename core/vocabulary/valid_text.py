@@ -1,0 +1,130 @@
+"""Text from outside made valid: no lone surrogate ever goes further than where it came in.
+
+A Python string can hold code points no encoding can write: the surrogates
+``U+D800`` to ``U+DFFF`` on their own. They come in from outside by several
+roads: a file name that is not UTF-8 (``os.listdir`` gives ``'caf\\udce9.txt'``
+for a Latin-1 ``café.txt``), a JSON text's ``"\\ud800"`` escape (an MCP server's
+result, a resume file, a model's arguments), a Jinja string literal in a chat
+template, a terminal under the C locale. Whatever then encodes the string (a
+save file, the model worker's pipe, a tokenizer, an HTTP body) fails, and fails
+again on every later turn, since the conversation keeps the string.
+
+So the records every part speaks make their text valid as they are made
+(:class:`~toolwire.vocabulary.history.Message`, ``ToolCall``, a tool's schema, a
+call's result, a rendered prompt): :func:`valid_text` joins a surrogate pair
+into the character it stands for (a JSON text may escape one character as two)
+and writes every other surrogate as ``U+FFFD``, as ``read_file`` does with bytes
+that are not UTF-8. A string that is valid already (nearly every one) is
+returned as it is, after one check in C.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any, Final
+
+__all__ = ["REPLACEMENT", "valid_json_value", "valid_text"]
+
+REPLACEMENT: Final = "\ufffd"
+"""What a lone surrogate becomes."""
+
+_SURROGATES: Final = re.compile("[\ud800-\udfff]+")
+_PAIR: Final = re.compile("[\ud800-\udbff][\udc00-\udfff]")
+
+
+def _is_valid(text: str) -> bool:
+    if text.isascii():
+        return True
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _replace(match: re.Match[str]) -> str:
+    run = match.group()
+    joined = _PAIR.sub(lambda pair: pair.group().encode("utf-16", "surrogatepass")
+                       .decode("utf-16"), run)
+    return "".join(REPLACEMENT if "\ud800" <= c <= "\udfff" else c for c in joined)
+
+
+def valid_text(text: str) -> str:
+    """``text`` with surrogate pairs joined and every lone surrogate as ``U+FFFD``
+    (anything that is not a string is returned as it is)."""
+    if not isinstance(text, str) or _is_valid(text):
+        return text
+    return _SURROGATES.sub(_replace, text)
+
+
+def valid_json_value(value: Any) -> Any:
+    """``value`` (JSON-shaped: dicts, lists, strings...) with every string and key made
+    valid by :func:`valid_text`; the same object when nothing needed it (the usual
+    case). Walks without recursion and looks at each container once, so any nesting
+    and any sharing is fine (a container that holds itself is left as it is: no JSON
+    value does)."""
+    if isinstance(value, str):
+        return valid_text(value)
+    if not isinstance(value, Mapping | list | tuple) or _all_valid(value):
+        return value
+    return _rebuilt(value)
+
+
+def _all_valid(value: Any) -> bool:
+    seen: set[int] = set()
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            if not _is_valid(item):
+                return False
+            continue
+        if id(item) in seen:
+            continue
+        seen.add(id(item))
+        if isinstance(item, Mapping):
+            for key, inner in item.items():
+                if isinstance(key, str) and not _is_valid(key):
+                    return False
+                stack.append(inner)
+        elif isinstance(item, list | tuple):
+            stack.extend(item)
+    return True
+
+
+def _rebuilt(value: Any) -> Any:
+    """A copy of ``value`` with valid strings (post-order, with an explicit stack)."""
+    done: dict[int, Any] = {}
+    started: set[int] = set()
+    keep: list[Any] = []  # ids stay valid while their objects live
+    stack: list[tuple[Any, bool]] = [(value, False)]
+    while stack:
+        item, children_done = stack.pop()
+        if id(item) in done:
+            continue
+        if not children_done:
+            if id(item) in started:
+                return value  # it holds itself: not a JSON value, left as it is
+            started.add(id(item))
+            keep.append(item)
+            stack.append((item, True))
+            inner = item.values() if isinstance(item, Mapping) else item
+            stack.extend((child, False) for child in inner
+                         if isinstance(child, Mapping | list | tuple))
+            continue
+        if isinstance(item, Mapping):
+            done[id(item)] = {valid_text(k) if isinstance(k, str) else k: _copy(v, done)
+                              for k, v in item.items()}
+        else:
+            copied = [_copy(v, done) for v in item]
+            done[id(item)] = copied if isinstance(item, list) else tuple(copied)
+    return done[id(value)]
+
+
+def _copy(item: Any, done: dict[int, Any]) -> Any:
+    if isinstance(item, str):
+        return valid_text(item)
+    if isinstance(item, Mapping | list | tuple):
+        return done[id(item)]
+    return item
