@@ -76,6 +76,9 @@ def _check_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
         params["required"] = [r for r in required if r != WORKSPACE_PARAMETER]
         if not params["required"]:
             del params["required"]
+    # what the tool holds is what every later maker of it measures (the model worker
+    # makes it again from this schema): the root's type and properties count too
+    check_schema_budget(params, tool=name)
     # A schema the validator cannot use would otherwise fail on the model's
     # first call, far from the definition that is wrong.
     try:

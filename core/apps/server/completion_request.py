@@ -36,7 +36,7 @@ from ...vocabulary.history import Message
 from ...vocabulary.openai_messages import messages_from_openai
 from ...vocabulary.schema_budget import check_schema_budget
 from ...vocabulary.tools import Tool
-from .chat_request import check_request_size
+from .chat_request import check_conversation, check_request_size
 from .http_input import RequestError
 from .limits import ServerLimits
 
@@ -336,11 +336,13 @@ def _messages(value: Any, limits: ServerLimits) -> tuple[Message, ...]:
     records = [{**r, "role": "system"} if isinstance(r, Mapping) and r.get("role") == "developer"
                else r for r in value]
     try:
-        return tuple(messages_from_openai(records))
+        messages = tuple(messages_from_openai(records))
     except ValueError as exc:
         raise _bad("messages", str(exc)) from None
     except RecursionError:  # a call's arguments text nesting thousands of levels
         raise _bad("messages", "a tool call's arguments nest too deeply") from None
+    check_conversation(messages, limits)
+    return messages
 
 
 def parse_completion_request(data: Any, limits: ServerLimits) -> CompletionRequest:

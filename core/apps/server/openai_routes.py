@@ -27,7 +27,7 @@ from .backend_thread import stream_backend_turn
 from .call_id_forms import CallIdForm, with_template_ids
 from .completion_request import CompletionRequest, parse_completion_request
 from .completion_stream import CompletionBuilder
-from .http_input import ClientGone, RequestError, decode_json_body, read_body
+from .http_input import ClientGone, RequestError, read_json_request
 from .http_input import require_json_media_type as require_json
 from .model_queue import QueueFullError, QueueTicket
 from .responses import (
@@ -136,10 +136,9 @@ class CompletionsEndpoint:
         limits = state.limits
         try:
             require_json(scope["headers"])
-            body = await read_body(receive, scope["headers"], limit=limits.max_body_bytes,
-                                   timeout=limits.body_timeout)
-            parsed = parse_completion_request(
-                decode_json_body(body, max_depth=limits.max_json_depth), limits)
+            parsed = await read_json_request(
+                receive, scope["headers"], limits,
+                lambda data: parse_completion_request(data, limits))
             if parsed.model != state.model.model_id:
                 raise RequestError(404, f"the model {parsed.model!r} does not exist here; this "
                                         f"server serves {state.model.model_id!r}",
