@@ -10,6 +10,7 @@ Raw sockets on 127.0.0.1 play the slow and vanishing clients.
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import logging
 import socket
@@ -410,3 +411,4 @@ def test_a_large_body_is_decoded_and_checked_off_the_event_loop(
     answered.set()
     slow.join(60)
     assert status == 200 and results and results[0][0] == 404
+    assert gc.isenabled()  # the collector, held off while the body was read, runs again

@@ -151,9 +151,13 @@ async def _chat_response(state: ServerState, scope: Scope, receive: Receive) -> 
         return _error(exc.status, exc.message)
     except ValueError as exc:
         return _error(400, str(exc))
-    try:
+    def start_chat() -> Chat:
         session = loaded.make_chat(parsed.history, parsed.system)
         apply_chat_options(session, options)
+        return session
+
+    try:
+        session = await asyncio.to_thread(start_chat)  # a long history is work: off the loop
     except ValueError as exc:
         return _error(400, str(exc))
     except Exception as exc:

@@ -11,10 +11,13 @@ loop, and every other client, for seconds.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import gc
 import json
 import re
+import threading
 import time
-from collections.abc import Awaitable, Callable, Iterable, Mapping, MutableMapping
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, MutableMapping
 from typing import Any, TypeVar
 
 from .limits import ServerLimits
@@ -126,9 +129,46 @@ async def read_json_request(receive: Receive, headers: Iterable[tuple[bytes, byt
                            timeout=limits.body_timeout)
 
     def decode_and_parse() -> Parsed:
-        return parse(decode_json_body(body, max_depth=limits.max_json_depth))
+        with _COLLECTOR.held():
+            return parse(decode_json_body(body, max_depth=limits.max_json_depth))
 
     return await asyncio.to_thread(decode_and_parse)
+
+
+class _CollectorPause:
+    """Python's cyclic garbage collector held off while bodies become requests.
+
+    Decoding 8 MiB of JSON makes millions of objects and no cycles; the collector,
+    set off by their number, would walk every object of the process again and again
+    while they are made (most of the 8 s a 12 MB body took, and pauses of a second
+    for every other client, since a collection stops every thread). Reading one body
+    is bounded in size and time, so the pause is too; reads that overlap share it,
+    and the collector runs again as the last one ends (if it ran before the first).
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._holders = 0
+        self._resume = False
+
+    @contextlib.contextmanager
+    def held(self) -> Iterator[None]:
+        """Hold the collector off for the block."""
+        with self._lock:
+            self._holders += 1
+            if self._holders == 1:
+                self._resume = gc.isenabled()
+                gc.disable()
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._holders -= 1
+                if self._holders == 0 and self._resume:
+                    gc.enable()
+
+
+_COLLECTOR = _CollectorPause()
 
 
 def _too_large(limit: int) -> RequestError:

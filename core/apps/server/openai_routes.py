@@ -145,6 +145,10 @@ class CompletionsEndpoint:
                                    param="model", code="model_not_found")
             if parsed.logprobs is not None:
                 _check_logprobs(state.model.backend())
+            backend = state.model.backend()
+            # rewriting every call id of a long conversation is work too: off the loop
+            request = await asyncio.to_thread(model_request_for, parsed,
+                                              self.id_form(backend))
             ticket = state.queue.join()
         except ClientGone:
             return JsonResponse(400, {})  # never sent: nobody listens
@@ -152,13 +156,12 @@ class CompletionsEndpoint:
             return error_response(scope["path"], exc)
         except QueueFullError as exc:
             return _openai_error(429, str(exc), "queue_full", (("Retry-After", "1"),))
-        backend = state.model.backend()
         builder = CompletionBuilder(
             "chatcmpl-" + uuid.uuid4().hex, int(time.time()), state.model.model_id,
             make_call_id=backend.make_call_id, stop=parsed.stop,
             parallel_tool_calls=parsed.parallel_tool_calls, include_usage=parsed.include_usage,
             legacy_functions=parsed.legacy_functions, logprobs=parsed.logprobs is not None)
-        turn = _Turn(state, ticket, model_request_for(parsed, self.id_form(backend)), builder)
+        turn = _Turn(state, ticket, request, builder)
         if parsed.stream:
             return _ChunkStream(turn)
         return await turn.complete(receive)
