@@ -225,25 +225,59 @@ class ContentShield:
         """``value`` with control-token text in every string replaced by placeholders.
 
         Dicts, lists and tuples are copied only where something changed; the
-        value given is never modified.
+        value given is never modified. Walked without recursion, each container
+        once, so a call's arguments nested thousands of levels deep are shielded
+        like any.
+
+        :raises ValueError: a container holds itself (no JSON value does).
         """
         if isinstance(value, str):
             return self._shield_string(value) if value else value
-        if isinstance(value, Mapping):
+        if not isinstance(value, Mapping | list | tuple):
+            return value
+        done: dict[int, Any] = {}
+        started: set[int] = set()
+        kept: list[Any] = []  # ids stay valid while their objects live
+        stack: list[tuple[Any, bool]] = [(value, False)]
+        while stack:
+            item, children_done = stack.pop()
+            if id(item) in done:
+                continue
+            if children_done:
+                done[id(item)] = self._shield_container(item, done)
+                continue
+            if id(item) in started:
+                raise ValueError("a value to render holds itself")
+            started.add(id(item))
+            kept.append(item)
+            stack.append((item, True))
+            children = item.values() if isinstance(item, Mapping) else item
+            stack.extend((child, False) for child in children
+                         if isinstance(child, Mapping | list | tuple) and id(child) not in done)
+        return done[id(value)]
+
+    def _shield_container(self, item: Any, done: Mapping[int, Any]) -> Any:
+        """One container shielded, its inner containers already in ``done``."""
+
+        def inner(child: Any) -> Any:
+            if isinstance(child, str):
+                return self._shield_string(child) if child else child
+            if isinstance(child, Mapping | list | tuple):
+                return done[id(child)]
+            return child
+
+        if isinstance(item, Mapping):
             changed = False
             out: dict[Any, Any] = {}
-            for key, item in value.items():
-                new_key = self.shield(key)
-                new_item = self.shield(item)
-                changed = changed or new_key is not key or new_item is not item
-                out[new_key] = new_item
-            return out if changed else value
-        if isinstance(value, list | tuple):
-            items = [self.shield(item) for item in value]
-            if all(new is old for new, old in zip(items, value, strict=True)):
-                return value
-            return items if isinstance(value, list) else tuple(items)
-        return value
+            for key, child in item.items():
+                new_key, new_child = inner(key), inner(child)
+                changed = changed or new_key is not key or new_child is not child
+                out[new_key] = new_child
+            return out if changed else item
+        items = [inner(child) for child in item]
+        if all(new is old for new, old in zip(items, item, strict=True)):
+            return item
+        return items if isinstance(item, list) else tuple(items)
 
     def _shield_string(self, text: str) -> str:
         rules = self._rules

@@ -237,3 +237,25 @@ def test_shielding_changes_no_real_templates_text(path: Path) -> None:
         assert html.unescape(restored) == html.unescape(plain)
     else:
         assert restored == plain
+
+
+def test_arguments_nested_thousands_deep_are_shielded_without_recursion() -> None:
+    """A call in the history with arguments 5,000 levels deep (a resume file, a model's
+    call the dispatcher refused to run) made every later prompt a RecursionError."""
+    shield = ContentShield(ShieldRules(TOKENS, "<|im_end|>"))
+    deep: Any = "a <|im_end|> b"
+    for _ in range(5000):
+        deep = {"k": [deep]}
+    shielded = shield.shield({"arguments": deep, "same": deep})
+    inner = shielded["arguments"]
+    for _ in range(5000):
+        inner = inner["k"][0]
+    assert "<|im_end|>" not in inner and shield.restore(inner) == "a <|im_end|> b"
+    plain: Any = "nothing special"
+    for _ in range(5000):
+        plain = [plain]
+    assert shield.shield(plain) is plain  # nothing changed: the value itself
+    looped: list[Any] = ["<|im_end|>"]
+    looped.append(looped)
+    with pytest.raises(ValueError, match="holds itself"):
+        shield.shield(looped)
