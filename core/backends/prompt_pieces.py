@@ -42,10 +42,12 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from typing import Any, Final
 
 import attrs
+
+from ..vocabulary.string_map import map_strings
 
 __all__ = [
     "SPECIAL_TOKENS_PER_PIECE",
@@ -225,59 +227,16 @@ class ContentShield:
         """``value`` with control-token text in every string replaced by placeholders.
 
         Dicts, lists and tuples are copied only where something changed; the
-        value given is never modified. Walked without recursion, each container
-        once, so a call's arguments nested thousands of levels deep are shielded
-        like any.
+        value given is never modified. Walked without recursion
+        (:func:`~toolwire.vocabulary.string_map.map_strings`), so a call's
+        arguments nested thousands of levels deep are shielded like any.
 
         :raises ValueError: a container holds itself (no JSON value does).
         """
-        if isinstance(value, str):
-            return self._shield_string(value) if value else value
-        if not isinstance(value, Mapping | list | tuple):
-            return value
-        done: dict[int, Any] = {}
-        started: set[int] = set()
-        kept: list[Any] = []  # ids stay valid while their objects live
-        stack: list[tuple[Any, bool]] = [(value, False)]
-        while stack:
-            item, children_done = stack.pop()
-            if id(item) in done:
-                continue
-            if children_done:
-                done[id(item)] = self._shield_container(item, done)
-                continue
-            if id(item) in started:
-                raise ValueError("a value to render holds itself")
-            started.add(id(item))
-            kept.append(item)
-            stack.append((item, True))
-            children = item.values() if isinstance(item, Mapping) else item
-            stack.extend((child, False) for child in children
-                         if isinstance(child, Mapping | list | tuple) and id(child) not in done)
-        return done[id(value)]
+        return map_strings(value, self._shield_nonempty)
 
-    def _shield_container(self, item: Any, done: Mapping[int, Any]) -> Any:
-        """One container shielded, its inner containers already in ``done``."""
-
-        def inner(child: Any) -> Any:
-            if isinstance(child, str):
-                return self._shield_string(child) if child else child
-            if isinstance(child, Mapping | list | tuple):
-                return done[id(child)]
-            return child
-
-        if isinstance(item, Mapping):
-            changed = False
-            out: dict[Any, Any] = {}
-            for key, child in item.items():
-                new_key, new_child = inner(key), inner(child)
-                changed = changed or new_key is not key or new_child is not child
-                out[new_key] = new_child
-            return out if changed else item
-        items = [inner(child) for child in item]
-        if all(new is old for new, old in zip(items, item, strict=True)):
-            return item
-        return items if isinstance(item, list) else tuple(items)
+    def _shield_nonempty(self, text: str) -> str:
+        return self._shield_string(text) if text else text
 
     def _shield_string(self, text: str) -> str:
         rules = self._rules

@@ -24,6 +24,8 @@ import re
 from collections.abc import Mapping
 from typing import Any, Final
 
+from .string_map import map_strings
+
 __all__ = ["REPLACEMENT", "valid_json_value", "valid_text"]
 
 REPLACEMENT: Final = "\ufffd"
@@ -61,14 +63,17 @@ def valid_text(text: str) -> str:
 def valid_json_value(value: Any) -> Any:
     """``value`` (JSON-shaped: dicts, lists, strings...) with every string and key made
     valid by :func:`valid_text`; the same object when nothing needed it (the usual
-    case). Walks without recursion and looks at each container once, so any nesting
-    and any sharing is fine (a container that holds itself is left as it is: no JSON
-    value does)."""
+    case, found by one look at each container). Walks without recursion, so any
+    nesting is fine (a container that holds itself is left as it is: no JSON value
+    does)."""
     if isinstance(value, str):
         return valid_text(value)
     if not isinstance(value, Mapping | list | tuple) or _all_valid(value):
         return value
-    return _rebuilt(value)
+    try:
+        return map_strings(value, valid_text)
+    except ValueError:
+        return value
 
 
 def _all_valid(value: Any) -> bool:
@@ -91,40 +96,3 @@ def _all_valid(value: Any) -> bool:
         elif isinstance(item, list | tuple):
             stack.extend(item)
     return True
-
-
-def _rebuilt(value: Any) -> Any:
-    """A copy of ``value`` with valid strings (post-order, with an explicit stack)."""
-    done: dict[int, Any] = {}
-    started: set[int] = set()
-    keep: list[Any] = []  # ids stay valid while their objects live
-    stack: list[tuple[Any, bool]] = [(value, False)]
-    while stack:
-        item, children_done = stack.pop()
-        if id(item) in done:
-            continue
-        if not children_done:
-            if id(item) in started:
-                return value  # it holds itself: not a JSON value, left as it is
-            started.add(id(item))
-            keep.append(item)
-            stack.append((item, True))
-            inner = item.values() if isinstance(item, Mapping) else item
-            stack.extend((child, False) for child in inner
-                         if isinstance(child, Mapping | list | tuple))
-            continue
-        if isinstance(item, Mapping):
-            done[id(item)] = {valid_text(k) if isinstance(k, str) else k: _copy(v, done)
-                              for k, v in item.items()}
-        else:
-            copied = [_copy(v, done) for v in item]
-            done[id(item)] = copied if isinstance(item, list) else tuple(copied)
-    return done[id(value)]
-
-
-def _copy(item: Any, done: dict[int, Any]) -> Any:
-    if isinstance(item, str):
-        return valid_text(item)
-    if isinstance(item, Mapping | list | tuple):
-        return done[id(item)]
-    return item
