@@ -76,23 +76,33 @@ def valid_json_value(value: Any) -> Any:
         return value
 
 
+_SCALARS: Final = frozenset({int, float, bool, type(None)})
+
+
 def _all_valid(value: Any) -> bool:
+    """Whether every string and key in ``value`` is valid (each container looked at once;
+    JSON's own types by their type, before the slower abstract checks)."""
     seen: set[int] = set()
     stack = [value]
     while stack:
         item = stack.pop()
-        if isinstance(item, str):
+        kind = type(item)
+        if kind is str:
             if not _is_valid(item):
                 return False
             continue
-        if id(item) in seen:
+        if kind in _SCALARS or id(item) in seen:
             continue
-        seen.add(id(item))
-        if isinstance(item, Mapping):
+        if kind is dict or (kind is not list and kind is not tuple
+                            and isinstance(item, Mapping)):
+            seen.add(id(item))
             for key, inner in item.items():
-                if isinstance(key, str) and not _is_valid(key):
+                if type(key) is str and not _is_valid(key):
                     return False
                 stack.append(inner)
-        elif isinstance(item, list | tuple):
+        elif kind is list or kind is tuple or isinstance(item, list | tuple):
+            seen.add(id(item))
             stack.extend(item)
+        elif isinstance(item, str) and not _is_valid(item):
+            return False
     return True
