@@ -11,7 +11,8 @@ from .harness import write_results
 MODULES = ("parser_streaming", "parser_selection", "derivation", "grammar", "gguf_header",
            "rendering", "dispatch", "end_to_end", "workspace_tools", "openai_server", "mcp_tools",
            "completions_overhead", "local_models", "long_history", "dashboard_page",
-           "connection_flood", "schema_walks", "hostile_bounds", "real_model", "agent_apis")
+           "connection_flood", "schema_walks", "hostile_bounds", "hostile_round_three",
+           "real_model", "agent_apis")
 
 
 def main(argv: list[str]) -> int:

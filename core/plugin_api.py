@@ -36,6 +36,7 @@ from .backends.templated import (
     TemplateSource,
 )
 from .conversation.dispatch import RunningCall, current_call
+from .conversation.validation import ValidationStepsExceeded, checked_validator, value_problems
 from .errors import BackendError, TemplateError, ToolCallError
 from .events import (
     DiagnosticEvent,
@@ -191,8 +192,10 @@ __all__ = [
     "ToolSourceSpec",
     "TriggerWatch",
     "TurnEnd",
+    "ValidationStepsExceeded",
     "aend_at_repeated_call",
     "calls_from_source",
+    "checked_validator",
     "classify_exception",
     "coerce_text_value",
     "current_call",
@@ -220,4 +223,5 @@ __all__ = [
     "to_openai_messages",
     "tool",
     "valid_name",
+    "value_problems",
 ]

@@ -34,6 +34,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import stat
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
@@ -65,7 +66,7 @@ SOURCES = ("hf", "ollama", "lmstudio", "dir")
 
 _OLLAMA_MODEL_LAYER = "application/vnd.ollama.image.model"
 _OLLAMA_REGISTRY = "registry.ollama.ai"
-_DIGEST = re.compile(r"^sha256[:-]([0-9a-f]{64})$")
+_DIGEST = re.compile(r"sha256[:-]([0-9a-f]{64})")
 _SHARD = re.compile(r"-(\d{5})-of-(\d{5})\.gguf$", re.IGNORECASE)
 _MAX_DEPTH = 6
 _MAX_MANIFEST_BYTES = 1 << 20
@@ -341,11 +342,21 @@ def _gguf_files(root: Path, max_depth: int = _MAX_DEPTH) -> Iterator[Path]:
                 yield here / name
 
 
+def _not_a_file(path: Path) -> bool:
+    """Whether ``path`` is there but is no regular file (a FIFO, a device, a link to one):
+    reading its header could block for ever or never end, so it is no model."""
+    try:
+        return not stat.S_ISREG(path.stat().st_mode)
+    except OSError:
+        return False  # not there (a dangling link): reported or skipped by the caller
+
+
 def _models_in(paths: Sequence[Path]) -> Iterator[tuple[Path, int]]:
-    """``(file to load, total size)`` per model: shards folded, projectors dropped."""
+    """``(file to load, total size)`` per model: shards folded, projectors dropped, and
+    what is not a regular file skipped."""
     shards: dict[tuple[Path, str], dict[str, Path]] = {}
     for path in paths:
-        if path.name.lower().startswith("mmproj"):
+        if path.name.lower().startswith("mmproj") or _not_a_file(path):
             continue
         match = _SHARD.search(path.name)
         if match is None:
@@ -424,7 +435,7 @@ def _ollama_model_digest(manifest: Path) -> str | None:
         return None
     for layer in layers:
         if isinstance(layer, dict) and layer.get("mediaType") == _OLLAMA_MODEL_LAYER:
-            match = _DIGEST.match(str(layer.get("digest", "")))
+            match = _DIGEST.fullmatch(str(layer.get("digest", "")))
             return match.group(1) if match else None
     return None
 

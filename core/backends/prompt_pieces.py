@@ -22,9 +22,14 @@ strings it is given (trims them, slices them, JSON-encodes them):
 Because the cuts fall where the tokenizer cuts anyway, a prompt whose messages
 hold no control-token text tokenizes exactly as before. The same cuts also
 bound how many special tokens one tokenizer call sees
-(:data:`SPECIAL_TOKENS_PER_PIECE`): llama.cpp's partitioning of a text by its
-special tokens costs time quadratic in their number, which made fitting a long
-history superlinear.
+(:data:`SPECIAL_TOKENS_PER_PIECE`), whatever follows them: llama.cpp's
+partitioning of a text by its special tokens costs time quadratic in their
+number, which made fitting a long history superlinear (and a message of 30,000
+calls, each token followed by a newline, minutes long). The tokenizer cuts right
+after a special token, so a piece may end there; only a token that strips the
+white space after it (llama.cpp's ``RSTRIP`` attribute, in
+:attr:`SpecialTokens.rstrip`) has the cut after that white space instead, where
+the tokenizer's own fragment begins.
 
 Characters of the placeholder range (CJK Extension B) that a caller's string
 holds are shielded too, so no string can pass for a placeholder; the
@@ -37,10 +42,12 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from typing import Any, Final
 
 import attrs
+
+from ..vocabulary.string_map import map_strings
 
 __all__ = [
     "SPECIAL_TOKENS_PER_PIECE",
@@ -60,6 +67,8 @@ SPECIAL_TOKENS_PER_PIECE: Final = 64
 _PLACEHOLDER_FIRST: Final = 0x20000
 _PLACEHOLDER_LAST: Final = 0x2A6DF
 _PLACEHOLDER_RANGE: Final = f"[{chr(_PLACEHOLDER_FIRST)}-{chr(_PLACEHOLDER_LAST)}]"
+_STRIPPED: Final = re.compile("[ \t\n\v\f\r]*")
+"""The white space a stripping token drops (llama.cpp's ``isspace``, byte by byte)."""
 
 
 @attrs.frozen
@@ -85,15 +94,19 @@ class SpecialTokens:
     :ivar user_defined: texts that become tokens of their own even in plain text
         (llama.cpp: USER_DEFINED tokens, such as Qwen's ``<tool_call>``; llama.cpp
         also puts gpt-oss's ``<|start|>``, ``<|message|>``, ``<|channel|>`` here).
+    :ivar rstrip: those of them after which the tokenizer drops the white space that
+        follows (llama.cpp: the ``RSTRIP`` attribute, Phi-3's special tokens).
     """
 
     control: frozenset[str] = frozenset()
     user_defined: frozenset[str] = frozenset()
+    rstrip: frozenset[str] = frozenset()
 
     def __attrs_post_init__(self) -> None:
         object.__setattr__(self, "control", frozenset(t for t in self.control if t))
         object.__setattr__(self, "user_defined",
                            frozenset(t for t in self.user_defined if t) - self.control)
+        object.__setattr__(self, "rstrip", frozenset(self.rstrip) & self.partition)
 
     @property
     def partition(self) -> frozenset[str]:
@@ -178,6 +191,7 @@ class ShieldRules:
         # must hold them in parts.
         self.always = literal_pattern(shielded & tokens.user_defined)
         self.partition = literal_pattern(tokens.partition)
+        self.rstrip = tokens.rstrip
         self.reserved = frozenset(c for c in template
                                   if _PLACEHOLDER_FIRST <= ord(c) <= _PLACEHOLDER_LAST)
 
@@ -193,6 +207,7 @@ class ContentShield:
     def __init__(self, rules: ShieldRules, *, reserved: str = "") -> None:
         self._rules = rules
         self._partition = rules.partition
+        self._rstrip = rules.rstrip
         self._reserved = rules.reserved | {c for c in reserved
                                            if _PLACEHOLDER_FIRST <= ord(c) <= _PLACEHOLDER_LAST}
         self._placeholder_of: dict[str, str] = {}
@@ -212,25 +227,16 @@ class ContentShield:
         """``value`` with control-token text in every string replaced by placeholders.
 
         Dicts, lists and tuples are copied only where something changed; the
-        value given is never modified.
+        value given is never modified. Walked without recursion
+        (:func:`~toolwire.vocabulary.string_map.map_strings`), so a call's
+        arguments nested thousands of levels deep are shielded like any.
+
+        :raises ValueError: a container holds itself (no JSON value does).
         """
-        if isinstance(value, str):
-            return self._shield_string(value) if value else value
-        if isinstance(value, Mapping):
-            changed = False
-            out: dict[Any, Any] = {}
-            for key, item in value.items():
-                new_key = self.shield(key)
-                new_item = self.shield(item)
-                changed = changed or new_key is not key or new_item is not item
-                out[new_key] = new_item
-            return out if changed else value
-        if isinstance(value, list | tuple):
-            items = [self.shield(item) for item in value]
-            if all(new is old for new, old in zip(items, value, strict=True)):
-                return value
-            return items if isinstance(value, list) else tuple(items)
-        return value
+        return map_strings(value, self._shield_nonempty)
+
+    def _shield_nonempty(self, text: str) -> str:
+        return self._shield_string(text) if text else text
 
     def _shield_string(self, text: str) -> str:
         rules = self._rules
@@ -283,8 +289,9 @@ class ContentShield:
         tokens. A stretch between two of them that holds a placeholder becomes a
         text piece (``markup=False``) with its original text back; markup pieces
         are also cut after every :data:`SPECIAL_TOKENS_PER_PIECE` special tokens,
-        where the next character is not white space (a token that strips the
-        white space beside it then strips the same).
+        right after the last (after the white space it strips, for a token in
+        :attr:`SpecialTokens.rstrip`), so a piece never holds more whatever the
+        prompt is.
         """
         placeholders = self._placeholder_pattern()
         if self._partition is None:
@@ -304,11 +311,12 @@ class ContentShield:
                 count = 0
             count += 1
             end = match.end()
-            if count >= SPECIAL_TOKENS_PER_PIECE and end < len(rendered) and \
-                    not rendered[end].isspace():
-                pieces.append(PromptPiece(rendered[start:end]))
-                start = end
-                count = 0
+            if count >= SPECIAL_TOKENS_PER_PIECE:
+                cut = self._cut_after(rendered, match)
+                if cut < len(rendered):
+                    pieces.append(PromptPiece(rendered[start:cut]))
+                    start = end = cut  # what a stripping token strips holds no placeholder
+                    count = 0
         if placeholders is not None and placeholders.search(rendered, end):
             if end > start:
                 pieces.append(PromptPiece(rendered[start:end]))
@@ -316,6 +324,19 @@ class ContentShield:
         elif len(rendered) > start:
             pieces.append(PromptPiece(rendered[start:]))
         return tuple(pieces)
+
+    def _cut_after(self, rendered: str, token: re.Match[str]) -> int:
+        """Where a piece may end after ``token``: right after it, or after the white
+        space it strips (but before a special token that begins in that white space)."""
+        cut = token.end()
+        if token.group() not in self._rstrip:
+            return cut
+        blank = _STRIPPED.match(rendered, cut)
+        stop = blank.end() if blank is not None else cut
+        assert self._partition is not None
+        following = self._partition.search(rendered, cut)
+        return following.start() if following is not None and following.start() < stop \
+            else stop
 
     def _text_pieces(self, fragment: str) -> list[PromptPiece]:
         """A stretch holding placeholders, as text pieces with the originals back.

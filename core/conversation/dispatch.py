@@ -62,6 +62,7 @@ from ..errors import (
 from ..vocabulary.cancel import CancelToken
 from ..vocabulary.history import ToolCall
 from ..vocabulary.tools import WORKSPACE_PARAMETER, Tool, ToolRegistry
+from ..vocabulary.valid_text import valid_text
 from .approval import ApprovalGate, Approver
 from .tool_threads import ToolThreadPool, tool_threads
 from .validation import (
@@ -123,7 +124,7 @@ class DispatchResult:
     """
 
     call: ToolCall
-    content: str
+    content: str = attrs.field(converter=valid_text)  # a result is text from outside
     is_error: bool = False
     error_kind: str | None = None
 

@@ -19,6 +19,12 @@ bounded by :data:`~toolwire.vocabulary.schema_patterns.PATTERN_STEPS`, never by
 Python's backtracking ``re``: a value the bound stops is a validation error the
 model reads ("could not be checked against the pattern").
 
+A schema from outside that is not a tool's parameters (an MCP tool's
+``outputSchema``) passes the same one place: :func:`checked_validator` measures
+it against the schema budgets and checks it is a JSON schema, and
+:func:`value_problems` checks a value against it within the same step allowance
+and, given one, a deadline.
+
 It also never fetches a ``$ref`` from the network (jsonschema's default
 registry would, with ``urllib`` and no timeout): a remote reference is
 unresolvable, and the dispatcher says so to the model. A ``$schema`` inside a
@@ -31,15 +37,19 @@ from __future__ import annotations
 
 import contextvars
 import threading
+import time
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 import jsonschema
 import referencing
-from jsonschema.exceptions import ValidationError
+import referencing.exceptions
+from jsonschema.exceptions import SchemaError, ValidationError
 from jsonschema.protocols import Validator
 from jsonschema.validators import extend, validator_for
 
+from ..errors import ToolDefinitionError
+from ..vocabulary.schema_budget import check_schema_budget
 from ..vocabulary.schema_patterns import (
     PATTERN_STEPS,
     PatternError,
@@ -48,7 +58,8 @@ from ..vocabulary.schema_patterns import (
 )
 
 __all__ = ["VALIDATION_STEPS", "VALIDATION_STEPS_PER_VALUE", "ValidationStepsExceeded",
-           "bounded_validator", "step_allowance", "validation_steps"]
+           "bounded_validator", "checked_validator", "step_allowance", "validation_steps",
+           "value_problems"]
 
 VALIDATION_STEPS: Final = 20_000
 """The keywords any validation of a call's arguments may apply (jsonschema takes
@@ -63,30 +74,42 @@ _NAMED_SCHEMAS: Final = frozenset({"properties", "patternProperties", "$defs", "
 
 
 class ValidationStepsExceeded(Exception):
-    """A validation inside :func:`validation_steps` took more keywords than allowed.
+    """A validation inside :func:`validation_steps` took more keywords than allowed, or
+    ran past its deadline.
 
-    :ivar steps: the allowance that was used up.
+    :ivar steps: the allowance that was used up (or that was left unused).
+    :ivar timed_out: the deadline came first.
     """
 
-    def __init__(self, steps: int) -> None:
-        super().__init__(f"validation took more than {steps:,} steps")
+    def __init__(self, steps: int, *, timed_out: bool = False) -> None:
+        super().__init__("validation ran past its deadline" if timed_out
+                         else f"validation took more than {steps:,} steps")
         self.steps = steps
+        self.timed_out = timed_out
+
+
+_CLOCK_EVERY: Final = 256
+"""Steps between two looks at the clock, when a validation has a deadline."""
 
 
 class _Allowance:
     """The steps left to one validation. The share of the arguments' values is
     added once, when the fixed share runs out: an ordinary call never counts them."""
 
-    __slots__ = ("arguments", "left", "steps")
+    __slots__ = ("arguments", "deadline", "left", "steps")
 
-    def __init__(self, steps: int, arguments: Any) -> None:
+    def __init__(self, steps: int, arguments: Any, deadline: float | None = None) -> None:
         self.steps = steps
         self.left = steps
         self.arguments = arguments
+        self.deadline = deadline
 
     def spend(self) -> None:
-        """Take one step; raise when none is left."""
+        """Take one step; raise when none is left (or the deadline has passed)."""
         self.left -= 1
+        if self.deadline is not None and self.left % _CLOCK_EVERY == 0 and \
+                time.monotonic() > self.deadline:
+            raise ValidationStepsExceeded(self.steps, timed_out=True)
         if self.left >= 0:
             return
         if self.arguments is not _NO_ARGUMENTS:
@@ -125,15 +148,17 @@ def step_allowance(arguments: Any) -> int:
 class validation_steps:
     """``with validation_steps(steps, arguments):`` bounds the validations of bounded
     validators in the block to ``steps`` keywords, and (given ``arguments``)
-    :data:`VALIDATION_STEPS_PER_VALUE` more for each of their JSON values.
+    :data:`VALIDATION_STEPS_PER_VALUE` more for each of their JSON values; given a
+    ``deadline`` (``time.monotonic()`` seconds), also to that time.
 
     :raises ValidationStepsExceeded: from inside the block, once they are used up.
     """
 
     __slots__ = ("_allowance", "_token")
 
-    def __init__(self, steps: int, arguments: Any = _NO_ARGUMENTS) -> None:
-        self._allowance = _Allowance(steps, arguments)
+    def __init__(self, steps: int, arguments: Any = _NO_ARGUMENTS, *,
+                 deadline: float | None = None) -> None:
+        self._allowance = _Allowance(steps, arguments, deadline)
         self._token: contextvars.Token[_Allowance | None] | None = None
 
     def __enter__(self) -> None:
@@ -263,6 +288,49 @@ def bounded_validator(schema: Mapping[str, Any], base: type[Any] | None = None) 
     cls = _counting_class(base)
     validator: Validator = cls(copy, registry=referencing.Registry())
     return validator
+
+
+def checked_validator(schema: Mapping[str, Any], *, tool: str,
+                      part: str = "output schema") -> Validator:
+    """The bounded validator of a schema from outside, once it passed what a tool's
+    parameters pass: the schema budgets (its regular expressions compiled within
+    theirs) and jsonschema's check that it is a schema at all.
+
+    :raises ToolSchemaBudgetError: over a budget (naming ``tool``, ``part`` and the
+        budget).
+    :raises ToolDefinitionError: it is not a valid JSON schema.
+    """
+    check_schema_budget(schema, tool=tool, part=part)
+    copy = dict(schema)
+    base = validator_for(copy, default=jsonschema.Draft202012Validator)
+    try:
+        base.check_schema(copy)
+    except SchemaError as exc:
+        raise ToolDefinitionError(f"tool {tool!r}: its {part} is not a valid JSON schema: "
+                                  f"{exc.message}") from exc
+    return bounded_validator(copy, base)
+
+
+def value_problems(validator: Validator, value: Any, *, deadline: float | None = None,
+                   limit: int = 5) -> list[str]:
+    """What is wrong with ``value`` under ``validator`` (at most ``limit`` problems, each
+    with where it is), checked within :func:`step_allowance` of it and ``deadline``.
+
+    :raises ValidationStepsExceeded: the steps or the time ran out first.
+    """
+    try:
+        with validation_steps(VALIDATION_STEPS, value, deadline=deadline):
+            errors = sorted(validator.iter_errors(value), key=lambda e: [str(p) for p in e.path])
+    except referencing.exceptions.Unresolvable as exc:
+        return [f"the schema refers to {exc.ref!r}, which is not inside it (references are "
+                "never fetched)"]
+    problems = []
+    for error in errors[:limit]:
+        where = "/".join(str(p) for p in error.path)
+        problems.append(f"at /{where}: {error.message}" if where else error.message)
+    if len(errors) > limit:
+        problems.append(f"and {len(errors) - limit} more")
+    return problems
 
 
 def _without_inner_dialects(value: Any, *, root: bool = False) -> Any:

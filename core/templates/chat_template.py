@@ -55,6 +55,7 @@ from jinja2.sandbox import (
 )
 
 from ..errors import TemplateError, TemplateResourceError, TemplateSecurityError
+from ..vocabulary.valid_text import valid_text
 from .bounded_filters import guarded_filters
 from .bounded_ops import (
     GUARDED_CALLABLE_TYPES,
@@ -622,7 +623,8 @@ class ChatTemplate:
         finally:
             if isinstance(stream, types.GeneratorType):
                 stream.close()
-        return "".join(chunks)
+        # a string literal of the template ('\ud800') can write what no tokenizer takes
+        return valid_text("".join(chunks))
 
     def __repr__(self) -> str:
         return f"ChatTemplate({self._label}, lenient={self._lenient!r})"

@@ -20,6 +20,8 @@ from typing import Any, Literal
 
 import attrs
 
+from .valid_text import valid_json_value, valid_text
+
 __all__ = [
     "Message",
     "ToolCall",
@@ -33,19 +35,31 @@ Role = Literal["system", "user", "assistant", "tool"]
 
 
 def _as_dict(value: Mapping[str, Any] | None) -> Mapping[str, Any]:
-    return dict(value or {})
+    return valid_json_value(dict(value or {}))  # type: ignore[no-any-return]
 
 
 def _as_calls(value: Iterable[ToolCall]) -> tuple[ToolCall, ...]:
     return tuple(value)
 
 
+def _valid_or_none(value: str | None) -> str | None:
+    return None if value is None else valid_text(value)
+
+
+def _valid_mapping_or_none(value: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
+    return None if value is None else valid_json_value(value)
+
+
 @attrs.frozen
 class ToolCall:
-    """One call the model made: id, tool name and arguments (a mapping)."""
+    """One call the model made: id, tool name and arguments (a mapping).
 
-    id: str
-    name: str
+    Its strings are valid text (:mod:`toolwire.vocabulary.valid_text`): a lone
+    surrogate becomes ``U+FFFD`` as the record is made.
+    """
+
+    id: str = attrs.field(converter=valid_text)
+    name: str = attrs.field(converter=valid_text)
     arguments: Mapping[str, Any] = attrs.field(converter=_as_dict, factory=dict)
 
 
@@ -62,15 +76,21 @@ class Message:
     :ivar name: for a tool message, the tool's name.
     :ivar arguments: for a tool message, the call's arguments (stored format).
     :ivar is_error: for a tool message, the call failed and ``content`` says why.
+
+    Every string in it is valid text, made so as the record is made (a lone
+    surrogate from a file name, a JSON escape or a terminal becomes ``U+FFFD``,
+    see :mod:`toolwire.vocabulary.valid_text`), so a conversation can always be
+    saved, sent and tokenized.
     """
 
     role: Role
-    content: str = ""
-    reasoning: str | None = None
+    content: str = attrs.field(default="", converter=valid_text)
+    reasoning: str | None = attrs.field(default=None, converter=_valid_or_none)
     tool_calls: tuple[ToolCall, ...] = attrs.field(converter=_as_calls, default=())
-    tool_call_id: str | None = None
-    name: str | None = None
-    arguments: Mapping[str, Any] | None = None
+    tool_call_id: str | None = attrs.field(default=None, converter=_valid_or_none)
+    name: str | None = attrs.field(default=None, converter=_valid_or_none)
+    arguments: Mapping[str, Any] | None = attrs.field(default=None,
+                                                      converter=_valid_mapping_or_none)
     is_error: bool = False
 
     @classmethod

@@ -130,10 +130,12 @@ class _Over(Exception):
         self.where = ""
 
 
-def check_schema_budget(schema: Any, *, tool: str,
-                        budget: SchemaBudget = DEFAULT_BUDGET) -> SchemaSize:
-    """Measure a tool's parameters schema against ``budget``.
+def check_schema_budget(schema: Any, *, tool: str, budget: SchemaBudget = DEFAULT_BUDGET,
+                        part: str = "parameters schema") -> SchemaSize:
+    """Measure a tool's parameters schema (or any schema from outside) against ``budget``.
 
+    :param part: what the schema is, in messages (``"output schema"`` for an MCP
+        tool's ``outputSchema``, which passes the same budgets).
     :returns: its size, when within the budget.
     :raises ToolSchemaBudgetError: over a budget, a cycle, or a regular expression
         that cannot be used (naming the tool, the budget and where in the schema it
@@ -145,12 +147,12 @@ def check_schema_budget(schema: Any, *, tool: str,
         expansion = _Expansion(schema, budget.max_expansion).largest() if in_place else 1
     except _Over as over:
         over.where = _path_to(schema, over.at)
-        raise _error(tool, budget, over) from None
-    _check_patterns(schema, tool)
+        raise _error(tool, budget, over, part) from None
+    _check_patterns(schema, tool, part)
     return SchemaSize(nodes, depth, expansion)
 
 
-def _check_patterns(schema: Any, tool: str) -> None:
+def _check_patterns(schema: Any, tool: str, part: str) -> None:
     """Compile every regular expression of ``schema`` (see the module doc)."""
     evaluated_properties = False
     where_pattern_keys = ""
@@ -176,7 +178,7 @@ def _check_patterns(schema: Any, tool: str) -> None:
                     found=len(pattern)) from None
     if evaluated_properties and where_pattern_keys:
         raise ToolSchemaBudgetError(
-            f"tool {tool!r}: its parameters schema has patternProperties (at "
+            f"tool {tool!r}: its {part} has patternProperties (at "
             f"{where_pattern_keys}) and unevaluatedProperties, which would match those "
             "regular expressions without a bound; the tool is refused (schema budget "
             "'pattern', a fixed bound)", tool=tool, budget="pattern", limit=0, found=0)
@@ -212,7 +214,7 @@ def _subschemas(schema: Any) -> list[tuple[str, Mapping[str, Any]]]:
     return found
 
 
-def _error(tool: str, budget: SchemaBudget, over: _Over) -> ToolSchemaBudgetError:
+def _error(tool: str, budget: SchemaBudget, over: _Over, part: str) -> ToolSchemaBudgetError:
     where = over.where or "/"
     if over.budget == "nodes":
         limit = budget.max_nodes
@@ -233,7 +235,7 @@ def _error(tool: str, budget: SchemaBudget, over: _Over) -> ToolSchemaBudgetErro
         why = (f"applies {where} to a value through itself (a $ref cycle that never "
                "descends into a property or item); validation would never end")
     return ToolSchemaBudgetError(
-        f"tool {tool!r}: its parameters schema {why}; it is refused (schema budget "
+        f"tool {tool!r}: its {part} {why}; it is refused (schema budget "
         f"{over.budget!r}, a fixed bound)",
         tool=tool, budget=over.budget, limit=limit, found=over.found)
 

@@ -33,18 +33,19 @@ from jsonschema.validators import validator_for
 from ..errors import DuplicateToolError, ToolDefinitionError
 from .schema import normalize_schema
 from .schema_budget import check_schema_budget
+from .valid_text import valid_json_value, valid_text
 
 __all__ = ["WORKSPACE_PARAMETER", "Tool", "ToolRegistry", "tool"]
 
 WORKSPACE_PARAMETER = "workspace"
-_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\-]{0,127}$")
+_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]{0,127}")
 
 
 def _check_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
     if schema.get("type") == "function" and isinstance(schema.get("function"), Mapping):
         schema = schema["function"]  # the OpenAI ``tools`` entry form
     name = schema.get("name")
-    if not isinstance(name, str) or not _NAME_RE.match(name):
+    if not isinstance(name, str) or not _NAME_RE.fullmatch(name):
         raise ToolDefinitionError(
             f"tool name {name!r} is not a valid identifier (letters, digits, _ . -)"
         )
@@ -75,6 +76,9 @@ def _check_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
         params["required"] = [r for r in required if r != WORKSPACE_PARAMETER]
         if not params["required"]:
             del params["required"]
+    # what the tool holds is what every later maker of it measures (the model worker
+    # makes it again from this schema): the root's type and properties count too
+    check_schema_budget(params, tool=name)
     # A schema the validator cannot use would otherwise fail on the model's
     # first call, far from the definition that is wrong.
     try:
@@ -83,8 +87,9 @@ def _check_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
         raise ToolDefinitionError(
             f"tool {name!r}: parameters are not a valid JSON schema: {exc.message}"
         ) from exc
-    out = {"name": name, "description": str(schema.get("description") or ""),
-           "parameters": params}
+    # a schema from outside (an MCP server's, a client's) is rendered into every prompt
+    out = {"name": name, "description": valid_text(str(schema.get("description") or "")),
+           "parameters": valid_json_value(params)}
     return out
 
 

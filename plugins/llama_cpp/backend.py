@@ -177,7 +177,8 @@ class _Runtime:
         """The texts llama.cpp's tokenizer cuts at, and those that become control tokens.
 
         llama.cpp parses CONTROL and UNKNOWN tokens only when asked to parse
-        specials, and USER_DEFINED tokens always. A stand-in model may offer
+        specials, and USER_DEFINED tokens always; those with the RSTRIP attribute
+        (Phi-3's) drop the white space after them. A stand-in model may offer
         ``special_tokens() -> (control, user_defined)`` to take part.
         """
         self.check_open()
@@ -191,6 +192,7 @@ class _Runtime:
 
         control: set[str] = set()
         user_defined: set[str] = set()
+        rstrip: set[str] = set()
         control_bits = llama_cpp.LLAMA_TOKEN_ATTR_CONTROL | llama_cpp.LLAMA_TOKEN_ATTR_UNKNOWN
         special_bits = control_bits | llama_cpp.LLAMA_TOKEN_ATTR_USER_DEFINED
         get_attr = llama_cpp.llama_vocab_get_attr
@@ -202,7 +204,9 @@ class _Runtime:
             text = bytes(raw).decode("utf-8", "replace") if raw else ""
             if text:
                 (control if attr & control_bits else user_defined).add(text)
-        return SpecialTokens(frozenset(control), frozenset(user_defined))
+                if attr & llama_cpp.LLAMA_TOKEN_ATTR_RSTRIP:
+                    rstrip.add(text)  # the white space after it is dropped: cut after that
+        return SpecialTokens(frozenset(control), frozenset(user_defined), frozenset(rstrip))
 
     def is_eog(self, token: int) -> bool:
         self.check_open()
@@ -297,6 +301,41 @@ class _Runtime:
                 if raw:
                     found.append(bytes(raw).decode("utf-8", "replace"))
         return tuple(found)
+
+    def prefill(self, tokens: Sequence[int], cancel: CancelToken) -> bool:
+        """Evaluate the prompt but its last token, one batch at a time, reading
+        ``cancel`` between batches; ``False`` when it was cancelled first.
+
+        ``Llama.generate`` evaluates the whole prompt before its first token, and a
+        cancelled turn could not end until then (a few thousand tokens on a CPU: a
+        minute after its client left). Here the evaluation stops within one batch of
+        a cancel; ``generate`` then finds the prompt in its cache and evaluates only
+        the last token. A stand-in model, or a cache that cannot drop a suffix, is left
+        to ``generate``.
+        """
+        self.check_open()
+        model = self.model
+        if self._standin or not hasattr(model, "eval"):
+            return not cancel.cancelled
+        target = len(tokens) - 1
+        cached = int(model.n_tokens)
+        prefix = 0
+        for mine, theirs in zip(model.input_ids[:cached].tolist(), tokens[:target],
+                                strict=False):
+            if mine != theirs:
+                break
+            prefix += 1
+        if prefix >= target:
+            return not cancel.cancelled
+        if not model._ctx.kv_cache_seq_rm(-1, prefix, -1):
+            return not cancel.cancelled
+        model.n_tokens = prefix
+        batch = max(1, int(model.n_batch))
+        for start in range(prefix, target, batch):
+            if cancel.cancelled:
+                return False
+            model.eval(tokens[start:min(target, start + batch)])
+        return not cancel.cancelled
 
     def generate(self, tokens: list[int], *, temperature: float, top_p: float,
                  seed: int | None, grammar: Any, top_k: int = DEFAULT_TOP_K) -> Iterator[int]:
@@ -795,6 +834,9 @@ class LlamaCppBackend(TemplatedBackend):
         limit = self.reply_limit(request)
         top = request.logprobs
         try:
+            if not self._runtime.prefill(list(prompt.tokens or ()), cancel):
+                yield GenerationEnd("cancelled", 0)
+                return
             stream = self._runtime.generate(
                 list(prompt.tokens or ()),
                 temperature=self.temperature if sampling.temperature is None

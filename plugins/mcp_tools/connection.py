@@ -273,7 +273,9 @@ class ServerConnection:
                 transport = streamable_http_client(str(self.config.url), http_client=http,
                                                    max_sse_event_size=2 * limit + _EVENT_SLACK)
             client = Client(transport, client_info=info, cache=None)
-            yield await stack.enter_async_context(client)
+            opened = await stack.enter_async_context(client)
+            _skip_sdk_output_checks(opened)
+            yield opened
 
     def _stderr_sink(self) -> IO[Any]:
         if self._errlog is not None:
@@ -338,6 +340,24 @@ class ServerConnection:
             await asyncio.gather(*self._ending, return_exceptions=True)
         if self._stderr is not None:
             self._stderr.close()
+
+
+async def _output_checked_by_toolwire(name: str, result: mcp_types.CallToolResult) -> None:
+    """In place of the SDK's check (see :func:`_skip_sdk_output_checks`)."""
+
+
+def _skip_sdk_output_checks(client: Client) -> None:
+    """Turn off the SDK's own check of structured results against ``outputSchema``.
+
+    The SDK checks them with jsonschema as it is and Python's ``re``, on this event
+    loop that every server shares: an output ``pattern`` of ``^(a+)+$`` held the
+    interpreter lock 16 s at 29 characters, and a 40-level ``anyOf`` chain never
+    ended, so every tool of every server timed out until the process ended. toolwire
+    checks them itself, within the schema budgets, in the calling thread
+    (:func:`.toolset._check_structured_content`). The session's ``validate_tool_result``
+    is the one place the SDK checks (for direct calls and claimed results alike).
+    """
+    client.session.validate_tool_result = _output_checked_by_toolwire  # type: ignore[method-assign]
 
 
 @attrs.define

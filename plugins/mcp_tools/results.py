@@ -23,7 +23,7 @@ from typing import Any
 
 from .message_cut import CUT_META_KEY
 
-__all__ = ["DEFAULT_MAX_RESULT_CHARS", "render_content", "render_result"]
+__all__ = ["DEFAULT_MAX_RESULT_CHARS", "cut_while_read", "render_content", "render_result"]
 
 DEFAULT_MAX_RESULT_CHARS = 100_000
 """The most characters of one result the model is given."""
@@ -40,7 +40,7 @@ def render_result(result: Any, *, max_chars: int = DEFAULT_MAX_RESULT_CHARS) -> 
     if structured is not None and not _said_in_text(content, structured):
         parts.append("structured content: " + _json(structured))
     text = "\n".join(p for p in parts if p) or _EMPTY
-    read_cut = _cut_while_read(result)
+    read_cut = cut_while_read(result)
     if read_cut is None:
         return _cut(text, max_chars)
     size, limit = read_cut
@@ -49,7 +49,7 @@ def render_result(result: Any, *, max_chars: int = DEFAULT_MAX_RESULT_CHARS) -> 
     return text[:max(0, max_chars - len(note))] + note
 
 
-def _cut_while_read(result: Any) -> tuple[int, int] | None:
+def cut_while_read(result: Any) -> tuple[int, int] | None:
     """``(answer bytes, bound)`` when the transport cut the result while reading it."""
     meta = getattr(result, "meta", None)
     mark = meta.get(CUT_META_KEY) if isinstance(meta, dict) else None

@@ -3,7 +3,10 @@
 It does what the SDK's ``stdio_client`` does: start the server in a new process
 group with a safe part of the environment, exchange newline-delimited JSON-RPC
 on its standard input and output, and at the end close its input, wait, then
-signal the whole group (``SIGTERM``, then ``SIGKILL``). It differs in reading:
+signal the whole group (``SIGTERM``, then ``SIGKILL``). It differs in two ways.
+On Linux the server is started through :mod:`.host_bound_exec`, so it dies with
+toolwire however toolwire ends (even ``kill -9``), not only when it is closed.
+And in reading:
 the SDK joins a line's pieces until its newline comes (``buffer + chunk``), so a
 100 MB line costs quadratic time and several copies of the line in memory; a
 result of 100 MB timed out, one of 400 MB peaked at 1.7 GB. Here each line goes
@@ -19,7 +22,12 @@ does; blank lines are skipped.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator
+import errno
+import os
+import shutil
+import sys
+from collections.abc import AsyncIterator, Mapping, Sequence
+from pathlib import Path
 from typing import IO, Any
 
 import anyio
@@ -33,7 +41,7 @@ from .config import ServerConfig
 from .message_cut import MessageReader
 from .session_messages import read_message
 
-__all__ = ["Streams", "bounded_stdio_client"]
+__all__ = ["Streams", "bounded_stdio_client", "server_command"]
 
 Streams = tuple[MemoryObjectReceiveStream[SessionMessage | Exception],
                 MemoryObjectSendStream[SessionMessage]]
@@ -46,6 +54,7 @@ _SIGNAL_WAIT = 2.0
 _REAP_WAIT = 2.0
 _POLL = 0.01
 _READ_BYTES = 1024 * 1024
+_LAUNCHER = Path(__file__).with_name("host_bound_exec.py")
 
 
 @contextlib.asynccontextmanager
@@ -56,8 +65,9 @@ async def bounded_stdio_client(config: ServerConfig, *, errlog: IO[Any],
     :raises OSError: the server's program could not be started.
     """
     assert config.command is not None
+    env = get_default_environment() | dict(config.env)
     process = await anyio.open_process(
-        [config.command, *config.args], env=get_default_environment() | dict(config.env),
+        server_command(config.command, config.args, env, config.cwd), env=env,
         stderr=errlog, cwd=config.cwd, start_new_session=True)
     to_session, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
     write_stream, from_session = anyio.create_memory_object_stream[SessionMessage](0)
@@ -103,6 +113,33 @@ async def bounded_stdio_client(config: ServerConfig, *, errlog: IO[Any],
                 write_stream.close()
                 await _stop(process)
             tasks.cancel_scope.cancel()
+
+
+def server_command(command: str, args: Sequence[str], env: Mapping[str, str],
+                   cwd: str | os.PathLike[str] | None) -> list[str]:
+    """The command line that starts the server so that it dies with this process.
+
+    The program is found here, as ``exec`` would find it (a name on ``env``'s
+    ``PATH``, a path from ``cwd``), so a missing one is the same
+    :class:`FileNotFoundError` as when it is started directly.
+
+    :raises OSError: the program is not there, or may not be run.
+    """
+    if not sys.platform.startswith("linux"):
+        return [command, *args]
+    if os.sep in command:
+        program = os.path.join(os.fspath(cwd) if cwd is not None else os.getcwd(), command)
+        if not os.path.isfile(program):
+            raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), command)
+        if not os.access(program, os.X_OK):
+            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), command)
+    else:
+        found = shutil.which(command, path=env.get("PATH", os.defpath))
+        if found is None:
+            raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), command)
+        program = found
+    return [sys.executable, "-I", "-S", str(_LAUNCHER), str(os.getpid()), program, command,
+            *args]
 
 
 async def _receive(stdout: anyio.abc.ByteReceiveStream) -> bytes:

@@ -9,6 +9,16 @@ at the dispatcher's deadline or when the reply is cancelled (both read from
 server too. Every failure is raised as a :class:`toolwire.ToolCallError`, which
 the dispatcher turns into the tool's result for the model.
 
+A tool's ``outputSchema`` passes the one place every schema from outside passes
+(:func:`toolwire.plugin_api.checked_validator`: the schema budgets, its regular
+expressions compiled within theirs, and jsonschema's check): over a budget, or not
+a schema, it leaves its tool out with a note, as an ``inputSchema`` does. A result's
+structured content is then checked against it in the calling thread, within the
+dispatcher's step allowance and the call's deadline
+(:func:`toolwire.plugin_api.value_problems`), never by the SDK, which would check
+it with an unbounded validator and Python's backtracking ``re`` on the servers'
+event loop (:mod:`.connection` turns that off).
+
 Servers start on first listing or first call, never at construction. Closing
 (``close()``, ``with``/``async with``, or interpreter exit for owners left open)
 stops every server process.
@@ -32,7 +42,12 @@ from toolwire import (
     ToolExecutionError,
     ToolTimeoutError,
 )
-from toolwire.plugin_api import current_call
+from toolwire.plugin_api import (
+    ValidationStepsExceeded,
+    checked_validator,
+    current_call,
+    value_problems,
+)
 
 from .config import (
     TRUST_READ_ONLY_HINTS,
@@ -47,10 +62,11 @@ from .errors import MCPNotInstalledError, MCPServerError
 from .loop_thread import LoopThread
 from .message_cut import DEFAULT_MAX_MESSAGE_BYTES
 from .naming import NamedTool, assign_names
-from .results import DEFAULT_MAX_RESULT_CHARS, render_result
+from .results import DEFAULT_MAX_RESULT_CHARS, cut_while_read, render_result
 
 if TYPE_CHECKING:
     import mcp_types
+    from jsonschema.protocols import Validator
 
     from .connection import ServerConnection
 
@@ -102,11 +118,14 @@ class MCPToolFunction:
     :ivar name: the tool's name in the registry.
     """
 
-    def __init__(self, owner: MCPServers, server: str, remote: str, name: str) -> None:
+    def __init__(self, owner: MCPServers, server: str, remote: str, name: str,
+                 output: Validator | None = None) -> None:
         self._owner = owner
         self.server = server
         self.remote = remote
         self.name = name
+        self.output = output
+        """The bounded validator of the tool's ``outputSchema`` (``None``: it has none)."""
         self.__name__ = name
         self.__doc__ = f"MCP tool {remote!r} of server {server!r}"
 
@@ -294,7 +313,11 @@ class MCPServers:
                   "parameters": dict(item.input_schema or {"type": "object"})}
         function = MCPToolFunction(self, config.name, item.name, named.name)
         try:
-            return Tool(schema=schema, function=function, read_only=read_only)
+            tool = Tool(schema=schema, function=function, read_only=read_only)
+            output = getattr(item, "output_schema", None)
+            if output is not None:
+                function.output = checked_validator(output, tool=named.name)
+            return tool
         except ToolDefinitionError as exc:
             self._notes.append(f"MCP tool {item.name!r} of server {config.name!r} is skipped: "
                               f"{exc}")
@@ -328,6 +351,9 @@ class MCPServers:
             if not future.done():
                 future.cancel()  # cancels the request's task: the server is told to stop
         if not getattr(result, "is_error", False):
+            if function.output is not None and cut_while_read(result) is None:
+                # (a result cut while it was read says so; its first part cannot match)
+                _check_structured_content(function, result, deadline)
             return render_result(result, max_chars=self.max_result_chars)
         said = f"MCP tool {function.remote!r} (server {function.server!r}) reported an error: "
         room = self.max_result_chars - len(said) - len(_FAILURE_PREFIX)
@@ -404,6 +430,32 @@ class MCPServers:
     def __repr__(self) -> str:
         names = ", ".join(c.name for c in self.configs)
         return f"<MCPServers [{names}]{' closed' if self._closed else ''}>"
+
+
+def _check_structured_content(function: MCPToolFunction, result: Any, deadline: float) -> None:
+    """Hold a result's structured content to its tool's output schema (bounded in steps
+    and by the call's deadline).
+
+    :raises ToolExecutionError: it is missing, does not match, or could not be checked.
+    """
+    assert function.output is not None
+    said = f"MCP tool {function.remote!r} (server {function.server!r})"
+    structured = getattr(result, "structured_content", None)
+    if structured is None:
+        raise ToolExecutionError(f"{said} has an output schema but returned no structured "
+                                 "content", tool=function.name)
+    try:
+        problems = value_problems(function.output, structured, deadline=deadline)
+    except ValidationStepsExceeded as exc:
+        why = "before the call's deadline" if exc.timed_out else \
+            f"within {exc.steps:,} steps"
+        raise ToolExecutionError(f"{said} returned structured content that could not be "
+                                 f"checked against its output schema {why}",
+                                 tool=function.name) from None
+    if problems:
+        raise ToolExecutionError(f"{said} returned structured content that does not match "
+                                 f"its output schema: {'; '.join(problems)}",
+                                 tool=function.name)
 
 
 def _hints_read_only(item: mcp_types.Tool) -> bool:

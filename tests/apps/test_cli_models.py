@@ -256,3 +256,22 @@ def test_every_listed_name_resolves_to_its_own_model(listed: list[str]) -> None:
                                                  (9999, None), (True, None), ("15", None)])
 def test_quantization_is_named_from_the_file_type(file_type: object, name: str | None) -> None:
     assert quantization_name(file_type) == name
+
+
+@pytest.mark.parametrize("kind", ["fifo", "/dev/zero"])
+def test_a_fifo_or_a_device_named_like_a_model_is_skipped(tmp_path: Path, kind: str) -> None:
+    store = tmp_path / "home" / ".cache" / "huggingface" / "hub"
+    add_hf(store, "org/repo", {"good.gguf": tiny_gguf(tmp_path / "g.gguf")})
+    (snapshot,) = (store / "models--org--repo" / "snapshots").iterdir()
+    planted = snapshot / "planted.gguf"
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    for path in (planted, mine / "planted.gguf"):
+        if kind == "fifo":
+            os.mkfifo(path)
+        else:
+            path.symlink_to(kind)
+    # reading either one's header would never end: the run's timeout is the failure
+    rows = listing(toolwire("models", "--json", "--models-dir", str(mine),
+                            home=tmp_path / "home"))
+    assert set(rows) == {"hf:org/repo/good.gguf"}

@@ -222,3 +222,141 @@ def test_a_file_is_checked_against_a_git_blob_id_or_refused_without_a_checksum(
     with pytest.raises(ToolwireError, match="gave no checksum"):
         verify_file(small, etag="W/\"not-a-hash\"", size=10)
     assert not small.exists()
+
+
+# -- nothing outside the cache (issue 40, item 6) -----------------------------------------
+
+REPO_DIR = Path("hf") / "hub" / "models--org--Tiny-GGUF"
+
+
+def files_outside(home: Path, *kept: Path) -> list[Path]:
+    """Every file or link under ``home`` that is neither in the hub's cache nor one of
+    ``kept``."""
+    cache = home / "hf" / "hub"
+    return sorted(p for p in home.rglob("*")
+                  if not p.is_dir() and p not in kept and cache not in p.parents)
+
+
+@pytest.mark.parametrize(("header", "value"), [
+    ("X-Linked-Etag", '"../../../victim/important.txt"'),
+    ("X-Linked-Etag", '"../../../../victim/important.txt"'),
+    ("X-Repo-Commit", "../../../victim"),
+    ("X-Repo-Commit", "0123456789abcdef0123456789abcdef01234567/../../../victim"),
+    ("X-Linked-Etag", '"\x1b]0;owned\x07deadbeef"'),
+])
+def test_a_hub_etag_or_commit_that_would_be_a_path_is_refused_and_touches_nothing(
+        hub: StandInHub, tmp_path: Path, model_bytes: bytes, header: str, value: str) -> None:
+    victims = [tmp_path / "hf" / "victim" / "important.txt",
+               tmp_path / "victim" / "important.txt"]
+    for victim in victims:
+        victim.parent.mkdir(parents=True, exist_ok=True)
+        victim.write_text("keep me")
+    hub.repos["org/Tiny-GGUF"] = HubRepo({"tiny.gguf": model_bytes},
+                                         headers={"tiny.gguf": {header: value}})
+    run = toolwire(hub, tmp_path, "pull", "org/Tiny-GGUF:tiny.gguf")
+    assert run.returncode == 1, run.stderr
+    (line,) = [x for x in run.stderr.splitlines() if x.startswith("toolwire: ")]
+    assert header in line and "Traceback" not in run.stderr
+    assert "\x1b" not in run.stderr + run.stdout
+    assert all(victim.read_text() == "keep me" for victim in victims)
+    assert files_outside(tmp_path, *victims) == []
+    assert blobs(tmp_path) == []
+
+
+def test_a_file_name_from_the_hub_that_is_not_a_plain_path_is_never_taken(
+        hub: StandInHub, tmp_path: Path, model_bytes: bytes) -> None:
+    hub.repos["org/Tiny-GGUF"] = HubRepo({
+        "../../../escape-Q4_K_M.gguf": model_bytes, "/abs-Q4_K_M.gguf": model_bytes,
+        "\x1b]0;owned\x07-Q4_K_M.gguf": model_bytes, "a/./b-Q4_K_M.gguf": model_bytes,
+        "tiny-Q8_0.gguf": model_bytes})
+    run = toolwire(hub, tmp_path, "pull", "org/Tiny-GGUF")
+    assert run.returncode == 0, run.stderr
+    assert "pulled hf:org/Tiny-GGUF/tiny-Q8_0.gguf " in run.stdout
+    assert "\x1b" not in run.stderr + run.stdout
+    assert files_outside(tmp_path) == []
+
+
+def test_every_line_pull_prints_shows_hub_names_escaped(
+        hub: StandInHub, tmp_path: Path, model_bytes: bytes) -> None:
+    hub.repos["org/Tiny-GGUF"] = HubRepo({"a\x1b[2J-Q8_0.gguf": model_bytes,
+                                          "b\x9b31m-F16.gguf": model_bytes,
+                                          "c-Q5_0.gguf": model_bytes, "d-F16.gguf": model_bytes})
+    run = toolwire(hub, tmp_path, "pull", "org/Tiny-GGUF")
+    assert run.returncode == 2
+    assert "c-Q5_0.gguf" in run.stderr
+    assert not any(c in run.stderr + run.stdout for c in ("\x1b", "\x9b"))
+
+
+def test_a_link_planted_in_a_shared_cache_never_gets_its_target_read_or_deleted(
+        hub: StandInHub, tmp_path: Path, model_bytes: bytes) -> None:
+    """A colleague's file, linked from a shared cache where the blob would be."""
+    colleague = tmp_path / "colleague" / "notes.gguf"
+    colleague.parent.mkdir()
+    colleague.write_bytes(b"the colleague's own file")
+    blob = tmp_path / REPO_DIR / "blobs" / hashlib.sha256(model_bytes).hexdigest()
+    blob.parent.mkdir(parents=True)
+    blob.symlink_to(colleague)
+    hub.repos["org/Tiny-GGUF"] = HubRepo({"tiny.gguf": model_bytes})
+    run = toolwire(hub, tmp_path, "pull", "org/Tiny-GGUF:tiny.gguf")
+    assert run.returncode == 1
+    (line,) = [x for x in run.stderr.splitlines() if x.startswith("toolwire: ")]
+    assert "outside the cache" in line and "not a file the hub's client wrote" in line
+    assert colleague.read_bytes() == b"the colleague's own file"
+    blob.unlink()  # what the message asks of the user
+    again = toolwire(hub, tmp_path, "pull", "org/Tiny-GGUF:tiny.gguf")
+    assert again.returncode == 0, again.stderr
+    assert blob.read_bytes() == model_bytes
+
+
+def test_a_corrupt_download_deletes_its_snapshot_link_and_blob_entries_only(
+        tmp_path: Path) -> None:
+    """The blob entry is itself a link (the hub client's shared store does that): the
+    entry goes, what it points to stays."""
+    store = tmp_path / "hub" / "store.bin"
+    store.parent.mkdir()
+    store.write_bytes(b"GGUF bytes")
+    blob = tmp_path / "hub" / "models--o--r" / "blobs" / ("0" * 64)
+    blob.parent.mkdir(parents=True)
+    blob.symlink_to(store)
+    pointer = tmp_path / "hub" / "models--o--r" / "snapshots" / COMMIT / "m.gguf"
+    pointer.parent.mkdir(parents=True)
+    pointer.symlink_to(Path("..") / ".." / "blobs" / ("0" * 64))
+    with pytest.raises(ToolwireError, match="corrupt and was deleted"):
+        verify_file(pointer, etag="1" * 64, size=None)
+    assert not pointer.is_symlink() and not blob.is_symlink()
+    assert store.read_bytes() == b"GGUF bytes"
+
+
+@pytest.mark.parametrize("kind", ["fifo", "/dev/zero"])
+def test_a_fifo_or_a_device_in_the_cache_is_refused_in_seconds(
+        hub: StandInHub, tmp_path: Path, model_bytes: bytes, kind: str) -> None:
+    blob = tmp_path / REPO_DIR / "blobs" / hashlib.sha256(model_bytes).hexdigest()
+    blob.parent.mkdir(parents=True)
+    if kind == "fifo":
+        os.mkfifo(blob)
+    else:
+        blob.symlink_to(kind)
+    hub.repos["org/Tiny-GGUF"] = HubRepo({"tiny.gguf": model_bytes})
+    # without the check, hashing it never ends: the run's timeout is the failure
+    run = toolwire(hub, tmp_path, "pull", "org/Tiny-GGUF:tiny.gguf")
+    assert run.returncode == 1
+    assert "not a file the hub's client wrote" in run.stderr
+    assert Path("/dev/zero").exists()
+
+
+@pytest.mark.parametrize("source", ["a/.", "a/..", "./a", "org/.hidden", "org/name.",
+                                    "org/-x", "org/a--b", "org/a..b"])
+def test_a_repository_name_the_hub_could_not_have_is_an_input_error(
+        tmp_path: Path, source: str) -> None:
+    from toolwire.apps.cli.main import main
+
+    assert main(["pull", source]) == 2
+
+
+def test_an_input_error_quoting_a_name_prints_it_escaped(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    from toolwire.apps.cli.main import main
+
+    assert main(["pull", "org/x:a\x1b]0;owned\x07.gguf"]) == 2
+    err = capsys.readouterr().err
+    assert "\\x1b]0;owned\\x07" in err and "\x1b" not in err

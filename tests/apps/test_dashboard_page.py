@@ -157,6 +157,99 @@ def test_conversations_are_listed_switched_and_deleted(page: Page) -> None:
         expect(page.get_by_test_id("conversation")).to_contain_text("second question")
 
 
+def titles(page: Page) -> list[str]:
+    return page.locator('[data-testid="conversation"] .open').all_inner_texts()
+
+
+def test_two_tabs_never_delete_each_others_conversations(page: Page) -> None:
+    """Issue 40, item 3: each tab wrote its own list over the other's."""
+    backend = ScriptedBackend(["One.", "Two.", "Three.", "Four."])
+    with running_server(scripted_app(backend)) as base:
+        page.goto(base + "/")
+        ask(page, "from tab a")
+        wait_idle(page, 1)
+        other = page.context.new_page()
+        other.goto(base + "/")
+        expect(other.get_by_test_id("conversation")).to_have_count(1)
+        other.get_by_test_id("reset").click()
+        ask(other, "from tab b")
+        wait_idle(other, 1)
+        expect(page.get_by_test_id("conversation")).to_have_count(2)  # seen in tab a
+        page.get_by_test_id("reset").click()
+        ask(page, "again from tab a")
+        wait_idle(page, 1)
+        expect(other.get_by_test_id("conversation")).to_have_count(3)
+        # a deletion in one tab is a deletion in the other, and never comes back
+        remove = other.locator('[data-testid="conversation"]', has_text="from tab b").locator(
+            '[data-testid="delete-conversation"]')
+        remove.click()
+        remove.click()
+        expect(page.get_by_test_id("conversation")).to_have_count(2)
+        ask(page, "more from tab a")
+        wait_idle(page, 2)
+        other.close()
+        page.reload()
+        expect(page.get_by_test_id("conversation")).to_have_count(2)
+        assert sorted(titles(page)) == sorted(["again from tab a", "from tab a"])
+
+
+_FILL_STORAGE = """(room) => {
+  // fill the origin's storage to the browser's own limit, then give back about `room` chars
+  const sizes = [];
+  let size = 1 << 20;
+  while (size >= 256) {
+    try { localStorage.setItem("filler." + sizes.length, "x".repeat(size)); sizes.push(size); }
+    catch (err) { size = size >> 1; }
+  }
+  let freed = 0;
+  for (let i = sizes.length - 1; i >= 0 && freed < room; i--) {
+    localStorage.removeItem("filler." + i); freed += sizes[i];
+  }
+  return freed;
+}"""
+
+
+def test_a_conversation_over_the_browsers_quota_is_reported_and_the_others_still_kept(
+        page: Page) -> None:
+    backend = ScriptedBackend(["Short.", "y" * 60_000, "Short again."], chunk_size=4096)
+    with running_server(scripted_app(backend)) as base:
+        page.goto(base + "/")
+        assert 20_000 <= page.evaluate(_FILL_STORAGE, 20_000) < 60_000
+        ask(page, "small talk")
+        wait_idle(page, 1)
+        page.get_by_test_id("reset").click()
+        ask(page, "a long one")
+        wait_idle(page, 1)
+        notice = page.get_by_test_id("notice")
+        expect(notice).to_contain_text("Could not keep the latest changes of “a long one”")
+        expect(notice).to_contain_text("Every other conversation is kept")
+        page.locator('[data-testid="conversation"]', has_text="small talk").locator(
+            ".open").click()
+        ask(page, "and more")
+        wait_idle(page, 2)
+        page.reload()  # what was kept: the small conversation, whole
+        page.locator('[data-testid="conversation"]', has_text="small talk").locator(
+            ".open").click()
+        expect(page.get_by_test_id("assistant-text")).to_have_text(["Short.", "Short again."])
+
+
+def test_conversations_kept_by_the_earlier_page_are_read_and_kept_one_by_one(
+        page: Page) -> None:
+    old = {"version": 1, "current": "old-1", "conversations": [
+        {"id": "old-1", "title": "", "created": 1, "updated": 2, "settings": {},
+         "messages": [{"role": "user", "content": "kept from before"},
+                      {"role": "assistant", "content": "Still here."}], "extras": {}}]}
+    with running_server(scripted_app(ScriptedBackend([]))) as base:
+        page.goto(base + "/")
+        page.evaluate("(old) => localStorage.setItem('toolwire.dashboard.v1', old)",
+                      json.dumps(old))
+        page.reload()
+        expect(page.get_by_test_id("user-text")).to_have_text("kept from before")
+        keys = page.evaluate("Object.keys(localStorage)")
+        assert "toolwire.dashboard.v1" not in keys
+        assert "toolwire.dashboard.v2.conversation.old-1" in keys
+
+
 # -- the stored format ------------------------------------------------------------------
 
 

@@ -10,6 +10,7 @@ Raw sockets on 127.0.0.1 play the slow and vanishing clients.
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import logging
 import socket
@@ -19,6 +20,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import pytest
 import uvicorn
@@ -333,3 +335,83 @@ def test_create_app_names_the_serve_extra_when_starlette_is_missing() -> None:
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                          timeout=60, check=True).stdout
     assert "pip install -e '.[serve]' in toolwire's source folder" in out
+
+
+# -- round three: bounds count what they bound (issue 40, items 4 and 7) --------------------
+
+DEFAULTS = ServerLimits()
+
+
+@pytest.fixture(scope="module")
+def default_server() -> Iterator[int]:
+    with bounded_server(scripted_app(ScriptedBackend([]), limits=DEFAULTS), DEFAULTS) as port:
+        yield port
+
+
+def _calls(count: int, arguments: str = "{}") -> list[dict[str, Any]]:
+    return [{"id": f"c{i}", "type": "function",
+             "function": {"name": "lookup", "arguments": arguments}} for i in range(count)]
+
+
+@pytest.mark.parametrize("path", ["/v1/chat", "/v1/chat/completions"])
+def test_calls_that_no_message_answers_count_against_the_message_cap(
+        default_server: int, path: str) -> None:
+    """30,000 unanswered calls in one message were 30,000 results the cap never counted."""
+    base = f"http://127.0.0.1:{default_server}"
+    body = {"model": "scripted", "messages": [
+        user("hi"), {"role": "assistant", "content": None, "tool_calls": _calls(3000)},
+        user("go on")]}
+    status, answer = json_request(base, "POST", path, body)
+    assert status == 413, answer
+    assert "--max-messages" in str(answer["error"]) and "3,003" in str(answer["error"])
+
+
+@pytest.mark.parametrize("path", ["/v1/chat", "/v1/chat/completions"])
+def test_call_arguments_nested_900_deep_are_400_not_500(default_server: int,
+                                                         path: str) -> None:
+    base = f"http://127.0.0.1:{default_server}"
+    deep = json.dumps({"name": json.loads("[" * 900 + "]" * 900)})
+    body = {"model": "scripted", "messages": [
+        user("hi"), {"role": "assistant", "content": None, "tool_calls": _calls(1, deep)},
+        {"role": "tool", "tool_call_id": "c0", "content": "ok"}, user("go on")]}
+    status, answer = json_request(base, "POST", path, body)
+    assert status == 400, answer
+    assert "levels deep" in str(answer["error"])
+
+
+def test_a_tool_name_that_matches_its_rule_only_in_part_is_400(default_server: int) -> None:
+    base = f"http://127.0.0.1:{default_server}"
+    body = {"model": "scripted", "messages": [user("hi")],
+            "tools": [{"type": "function", "function": {"name": "x\n"}}],
+            "tool_choice": {"type": "function", "function": {"name": "x\n"}}}
+    status, answer = json_request(base, "POST", "/v1/chat/completions", body)
+    assert status == 400 and answer["error"]["param"] == "tools[0]"
+
+
+def test_a_large_body_is_decoded_and_checked_off_the_event_loop(
+        default_server: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """While one request's body is read into a request, the server answers others: the
+    parse here waits until another client has had its answer (were it on the event loop,
+    that answer could never come, and the failure bound below would end the test)."""
+    from toolwire.apps.server import openai_routes
+
+    base = f"http://127.0.0.1:{default_server}"
+    parsing, answered = threading.Event(), threading.Event()
+    parse = openai_routes.parse_completion_request
+
+    def gated(data: Any, limits: ServerLimits) -> Any:
+        parsing.set()
+        assert answered.wait(20), "the event loop was held while a body was parsed"
+        return parse(data, limits)
+
+    monkeypatch.setattr(openai_routes, "parse_completion_request", gated)
+    results: list[tuple[int, Any]] = []
+    slow = threading.Thread(target=lambda: results.append(json_request(
+        base, "POST", "/v1/chat/completions", {"model": "nope", "messages": [user("hi")]})))
+    slow.start()
+    assert parsing.wait(60)
+    status, _ = json_request(base, "GET", "/healthz")
+    answered.set()
+    slow.join(60)
+    assert status == 200 and results and results[0][0] == 404
+    assert gc.isenabled()  # the collector, held off while the body was read, runs again

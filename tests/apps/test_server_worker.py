@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import logging
 import os
 import signal
 import subprocess
@@ -47,7 +48,12 @@ from toolwire import (
     default_plugin_manager,
 )
 from toolwire.apps.server.app import create_app
-from toolwire.apps.server.model_worker import CRASH_KIND, WorkerBackend, WorkerSpec
+from toolwire.apps.server.model_worker import (
+    CRASH_KIND,
+    CrashBackoff,
+    WorkerBackend,
+    WorkerSpec,
+)
 from toolwire.apps.server.worker_main import ABORT_HOOK_VARIABLE
 from toolwire.apps.server.worker_wire import (
     decode_end,
@@ -182,6 +188,76 @@ def test_a_crash_ends_that_turn_with_a_model_crashed_error_and_the_worker_restar
     after = _turn(worker, "hello again")  # waits for the new worker
     assert isinstance(after[-1], TurnEnd) and after[-1].reason in ("stop", "length")
     assert worker.restarts == before + 1 and worker.status()["state"] == "ready"
+
+
+def test_text_that_is_not_valid_utf8_never_costs_the_worker_its_life(
+        worker: WorkerBackend) -> None:
+    """A Latin-1 file name in a tool's result (issue 40, item 2): the turn runs in the
+    same worker; before, the pipe's encode error was taken for a dead worker."""
+    _ready(worker)
+    before = (worker.restarts, worker.status()["pid"])
+    call = ToolCall("call_1", "lookup", {"name": "caf\udce9"})
+    request = ModelRequest((Message.user("list"), Message.assistant("", [call]),
+                            Message.tool_result(call, "caf\udce9.txt"),
+                            Message.user("and \ud800?")), (LOOKUP,))
+    items = list(worker.stream_turn(request, CancelToken()))
+    assert not [e for e in items if isinstance(e, ErrorEvent)]
+    assert items[-1].reason in ("stop", "length", "tool_calls")
+    assert (worker.restarts, worker.status()["pid"]) == before
+
+
+def test_the_crash_backoff_restarts_at_once_then_doubles_and_resets_after_a_turn() -> None:
+    backoff = CrashBackoff(first_delay=1.0, max_delay=6.0)
+    assert [backoff.crashed() for _ in range(6)] == [0.0, 1.0, 2.0, 4.0, 6.0, 6.0]
+    assert 5.0 < backoff.waiting() <= 6.0
+    backoff.turn_ended()
+    assert backoff.waiting() == 0.0 and backoff.crashed() == 0.0
+
+
+def _crash_turn(backend: WorkerBackend) -> list[Any]:
+    return _turn(backend, f"{CRASH} please")
+
+
+def test_a_request_that_crashes_the_worker_every_time_is_refused_while_it_backs_off(
+        model: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 40, item 5: 93 model loads a minute, and not one log line, before."""
+    monkeypatch.setenv(ABORT_HOOK_VARIABLE, CRASH)
+    caplog.set_level(logging.WARNING, logger="toolwire.apps.server")
+    spec = WorkerSpec("llama_cpp", {"model_path": str(model), **OPTIONS}, label="tiny.gguf")
+    backend = WorkerBackend(spec, default_plugin_manager(),
+                            backoff=CrashBackoff(first_delay=600.0)).start()
+    try:
+        _crash_turn(backend)
+        _ready(backend)  # one crash: a new worker at once
+        _crash_turn(backend)
+        started = time.monotonic()
+        refused = _crash_turn(backend)  # the second in a row: no worker for ten minutes
+        assert time.monotonic() - started < 30  # at once, not after a model load
+        (error,) = [e for e in refused if isinstance(e, ErrorEvent)]
+        assert error.kind == CRASH_KIND and "crashed 2 times in a row" in error.message
+        assert "SIGABRT" in error.message and "started again in" in error.message
+        assert backend.restarts == 1 and backend.status()["state"] == "restarting"
+    finally:
+        backend.close()
+    lines = [r.getMessage() for r in caplog.records if "model worker" in r.getMessage()]
+    assert len(lines) == 2 and all("SIGABRT" in line for line in lines)
+    assert "starts now" in lines[0] and "2 crashes in a row" in lines[1]
+
+
+def test_a_turn_that_ends_between_two_crashes_restarts_the_count(
+        model: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(ABORT_HOOK_VARIABLE, CRASH)
+    spec = WorkerSpec("llama_cpp", {"model_path": str(model), **OPTIONS}, label="tiny.gguf")
+    backend = WorkerBackend(spec, default_plugin_manager(),
+                            backoff=CrashBackoff(first_delay=600.0)).start()
+    try:
+        for _ in range(3):
+            _crash_turn(backend)
+            _ready(backend)
+            assert _turn(backend, "hello")[-1].reason in ("stop", "length")
+        assert backend.restarts == 3 and backend.backoff.crashes == 0
+    finally:
+        backend.close()
 
 
 def test_a_turn_cancelled_or_left_early_ends_in_the_worker_and_the_next_is_clean(
@@ -338,6 +414,7 @@ def test_a_crash_answers_the_openai_route_with_503_and_the_next_request_succeeds
         status, chunks, _ = _completion(base, f"{CRASH} again", stream=True)
         assert status == 200 and chunks[-1] == "[DONE]"
         assert chunks[-2]["error"]["code"] == CRASH_KIND
+        _ready(worker)  # two crashes in a row: the new worker comes after the back-off
         status, body, _ = _completion(base, "hello")
         assert status == 200 and body["choices"][0]["finish_reason"] in ("stop", "length")
 

@@ -31,6 +31,7 @@ from toolwire import (
     DiagnosticEvent,
     DoneEvent,
     ErrorEvent,
+    Message,
     ModelRequest,
     NoParserEvent,
     ReasoningEvent,
@@ -378,3 +379,38 @@ def test_load_shows_progress_on_a_terminal_and_llama_cpp_stays_quiet(
     monkeypatch.setattr(sys, "stderr", quiet)
     backend(qwen_model)
     assert quiet.getvalue() == ""
+
+
+def test_a_turn_cancelled_while_its_prompt_is_evaluated_stops_within_one_batch(
+        tmp_path: Path) -> None:
+    """Issue 40, item 4: ``Llama.generate`` evaluated the whole prompt before reading the
+    cancel (a 3,400-token prompt held the model up to a minute after its client left).
+    The prompt is now evaluated a batch at a time: counted here in llama.cpp's own
+    decode calls, with batches of 8 tokens."""
+    path = write_tiny_gguf(tmp_path / "tiny.gguf", CHATML_TEMPLATE, context_length=8192)
+    backend = LlamaCppBackend(path, n_ctx=8192, max_tokens=8, **TINY_BACKEND_OPTIONS)
+    try:
+        model = backend._runtime.model
+        model.n_batch = 8
+        cancel = CancelToken()
+        decodes: list[int] = []
+        decode = model._ctx.decode
+
+        def counted(batch: Any) -> Any:
+            decodes.append(1)
+            if len(decodes) == 1:
+                cancel.cancel("the client left")  # while the prompt is evaluated
+            return decode(batch)
+
+        model._ctx.decode = counted
+        request = ModelRequest((Message.user("hello there " * 300),))
+        items = list(backend.stream_turn(request, cancel))
+        assert isinstance(items[-1], TurnEnd) and items[-1].reason == "cancelled"
+        assert items[-1].usage["prompt_tokens"] > 3000  # hundreds of batches of 8
+        assert len(decodes) <= 2
+        assert not any(isinstance(e, TextEvent) for e in items)
+        model._ctx.decode = decode
+        again = list(backend.stream_turn(request, CancelToken()))  # the cache is sound
+        assert again[-1].reason in ("stop", "length")
+    finally:
+        backend.close()

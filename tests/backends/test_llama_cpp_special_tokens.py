@@ -189,3 +189,29 @@ def test_a_long_prompt_cut_into_pieces_tokenizes_as_one_call(tmp_path: Path) -> 
         assert backend.encode_pieces(pieces).tokens == tuple(backend.tokenize(text))
     finally:
         backend.close()
+
+
+@pytest.mark.parametrize("name", ["toolwire-tiny", "phi-3-tiny"])
+def test_thousands_of_calls_cut_into_pieces_tokenize_as_one_call(tmp_path: Path,
+                                                                  name: str) -> None:
+    """Issue 40, item 4: every token of a message of many calls is followed by a newline,
+    and the pieces used to wait for a token that was not, so llama.cpp partitioned one
+    piece of thousands of special tokens (quadratic). Now the cut comes after the bound
+    whatever follows; llama.cpp gives a model named Phi-3 special tokens that drop the
+    white space after them (RSTRIP), where the cut comes after that white space."""
+    from toolwire.templates.default_template import DEFAULT_CHAT_TEMPLATE
+
+    path = write_tiny_gguf(tmp_path / f"{name}.gguf", DEFAULT_CHAT_TEMPLATE, name=name)
+    backend = LlamaCppBackend(path, n_ctx=4096, max_tokens=8, **TINY_BACKEND_OPTIONS)
+    try:
+        tokens = backend.special_tokens()
+        assert bool(tokens.rstrip) == name.startswith("phi-3")
+        calls = [ToolCall(f"call_{i}", "get_weather", {"city": f"C{i}"}) for i in range(600)]
+        messages = [Message.user("go"), Message.assistant("", calls),
+                    *[Message.tool_result(c, " \n ok\n") for c in calls]]
+        text = backend.render(messages, [get_weather.openai_schema()])
+        pieces = ContentShield(ShieldRules(tokens, DEFAULT_CHAT_TEMPLATE)).pieces(text)
+        assert len(pieces) > 30
+        assert backend.encode_pieces(pieces).tokens == tuple(backend.tokenize(text))
+    finally:
+        backend.close()

@@ -6,6 +6,8 @@ Run as a script (the tests start it as a subprocess)::
     python tests/support/mcp_servers.py other            # stdio, a tool name shared with 'tools'
     python tests/support/mcp_servers.py mute             # stdio, never answers the handshake
     python tests/support/mcp_servers.py raw              # stdio without the SDK (below)
+    python tests/support/mcp_servers.py stubborn         # 'raw' that ignores SIGTERM, SIGHUP
+                                                         # and the end of its input
     python tests/support/mcp_servers.py tools --http PORT   # streamable HTTP on 127.0.0.1:PORT/mcp
     python tests/support/mcp_servers.py tools --http PORT --json   # answers as JSON, not SSE
 
@@ -243,6 +245,19 @@ def _raw() -> None:
             _raw_answer(sys.stdout.buffer, request)
 
 
+def _stubborn() -> None:
+    """The 'stubborn' server: 'raw', deaf to SIGTERM and SIGHUP, alive after its input ends
+    (only SIGKILL, or death with its host, stops it)."""
+    import signal
+    import time
+
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    _raw()
+    while True:
+        time.sleep(60)
+
+
 def main(argv: list[str]) -> None:
     kind = argv[0] if argv else "tools"
     if kind == "mute":
@@ -250,6 +265,9 @@ def main(argv: list[str]) -> None:
         return
     if kind == "raw":
         _raw()
+        return
+    if kind == "stubborn":
+        _stubborn()
         return
     server = make_tools_server() if kind == "tools" else make_other_server()
     if "--http" in argv:

@@ -9,8 +9,9 @@
   ``RevisionNotFound``, ``EntryNotFound``);
 * ``GET /api/models/{org}/{name}[/revision/{revision}]``: the file list (``siblings``).
 
-A file can be served corrupt (its bytes changed, its size and ETag kept) or cut off
-after some bytes on its first ``GET`` (the client must resume with ``Range``). Every
+A file can be served corrupt (its bytes changed, its size and ETag kept), cut off
+after some bytes on its first ``GET`` (the client must resume with ``Range``), or with
+headers a hostile hub would send in place of the real ones. Every
 request is recorded as ``(method, path, headers)``. Point the client at
 :attr:`StandInHub.url` with ``HF_ENDPOINT``.
 """
@@ -40,11 +41,14 @@ class HubRepo:
     :ivar files: path in the repository -> bytes.
     :ivar corrupt: files served with changed bytes (same size, same ETag).
     :ivar cut_after: file -> bytes sent on its first GET before the connection drops.
+    :ivar headers: file -> headers sent in place of the real ones (``X-Linked-Etag``,
+        ``X-Repo-Commit``...), on every answer about it.
     """
 
     files: dict[str, bytes]
     corrupt: set[str] = field(default_factory=set)
     cut_after: dict[str, int] = field(default_factory=dict)
+    headers: dict[str, dict[str, str]] = field(default_factory=dict)
 
 
 class StandInHub:
@@ -127,10 +131,12 @@ class StandInHub:
         if wanted and body:
             start = int(wanted.group(1))
         handler.send_response(206 if start else 200)
-        handler.send_header("X-Repo-Commit", COMMIT)
-        handler.send_header("ETag", f'"{hashlib.sha1(content).hexdigest()}"')
-        handler.send_header("X-Linked-Etag", f'"{etag}"')
-        handler.send_header("X-Linked-Size", str(len(content)))
+        sent_headers = {"X-Repo-Commit": COMMIT,
+                        "ETag": f'"{hashlib.sha1(content).hexdigest()}"',
+                        "X-Linked-Etag": f'"{etag}"', "X-Linked-Size": str(len(content)),
+                        **repo.headers.get(filename, {})}
+        for key, value in sent_headers.items():
+            handler.send_header(key, value)
         handler.send_header("Accept-Ranges", "bytes")
         handler.send_header("Content-Length", str(len(content) - start))
         if start:

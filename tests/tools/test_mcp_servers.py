@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import signal
 import subprocess
 import sys
 import threading
@@ -23,6 +25,7 @@ import pytest
 pytest.importorskip("mcp")
 
 from tests.support.mcp_fixtures import (
+    SCRIPT,
     http_server,
     logged,
     processes_with,
@@ -337,6 +340,34 @@ def test_closing_while_a_server_starts_stops_it_without_waiting_for_the_handshak
     assert "'mute'" in owner.failures["mute"] and "closed while it started" in \
         owner.failures["mute"]
     assert processes_with(marker) == []
+
+
+_HOST = """
+import sys, time
+from toolwire.plugins.mcp_tools import MCPServers
+servers = MCPServers([sys.argv[1]], connect_timeout=float(sys.argv[2]))
+print(len(servers.tools()), flush=True)
+time.sleep(600)
+"""
+
+
+@pytest.mark.process
+def test_a_server_that_ignores_its_input_and_sigterm_dies_with_a_host_killed_by_sigkill() -> None:
+    marker = f"stubborn-{uuid.uuid4().hex}"
+    command = f"{sys.executable} {SCRIPT} stubborn {marker}"
+    host = subprocess.Popen([sys.executable, "-c", _HOST, command, str(START)],
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        assert host.stdout is not None and int(host.stdout.readline()) > 0
+        assert processes_with(marker)  # the server runs, a child of the host
+    finally:
+        host.kill()  # no atexit, no close: only the kernel can stop the server now
+        host.wait()
+    try:
+        assert wait_until(lambda: not processes_with(marker), within=15.0)
+    finally:
+        for pid in processes_with(marker):
+            os.kill(pid, signal.SIGKILL)
 
 
 @pytest.mark.process

@@ -94,3 +94,16 @@ def test_workspace_parameter_is_not_shown_to_the_model() -> None:
     for tool in wt.TOOLS:
         assert "workspace" not in tool.parameters["properties"]
         assert tool.accepts_workspace
+
+
+def test_a_file_name_that_is_not_utf8_lists_and_searches_as_valid_text(
+        dispatcher: Dispatcher, workspace: Path) -> None:
+    """``os.listdir`` gives ``'caf\\udce9.txt'`` for a Latin-1 name: the model reads
+    U+FFFD in its place, as ``read_file`` shows bytes that are not UTF-8 (issue 40,
+    item 2)."""
+    with open(os.path.join(os.fsencode(workspace), b"caf\xe9.txt"), "wb") as out:
+        out.write(b"alex was here\n")
+    for name, arguments in (("list_dir", {}), ("search_text", {"pattern": "alex was"})):
+        content, is_error = run(dispatcher, name, **arguments)
+        assert not is_error and "caf\ufffd.txt" in content
+        content.encode("utf-8")

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import html
-import itertools
 import re
 from pathlib import Path
 from typing import Any
@@ -111,18 +110,75 @@ def test_strings_without_special_text_are_passed_on_untouched() -> None:
     assert shield.pieces(rendered) == (PromptPiece(rendered),)
 
 
+def _token_spans(text: str, tokens: SpecialTokens) -> list[tuple[int, int]]:
+    pattern = literal_pattern(tokens.partition)
+    assert pattern is not None
+    return [m.span() for m in pattern.finditer(text)]
+
+
+def _check_cuts(rendered: str, pieces: tuple[PromptPiece, ...], tokens: SpecialTokens) -> None:
+    """The pieces are the prompt; each holds at most the bound of special tokens; every cut
+    falls right after a special token, or after the white space a token that strips it
+    leaves, and never inside a special token."""
+    assert "".join(p.text for p in pieces) == rendered
+    spans = _token_spans(rendered, tokens)
+    ends = {end for _, end in spans}
+    inside = {i for start, end in spans for i in range(start + 1, end)}
+    at = 0
+    for piece in pieces:
+        assert len(_token_spans(piece.text, tokens)) <= SPECIAL_TOKENS_PER_PIECE
+        at += len(piece.text)
+        if at == len(rendered):
+            break
+        assert at not in inside
+        stripped = next((rendered[s:e] for s, e in spans if e <= at and
+                         not rendered[e:at].strip(" \t\n\r\v\f")
+                         and rendered[s:e] in tokens.rstrip), None)
+        assert at in ends or stripped is not None, (at, rendered[at - 20:at + 5])
+        if stripped is not None and at not in ends:
+            assert not rendered[at].isspace() or at in {s for s, _ in spans}
+
+
 def test_markup_pieces_are_cut_after_a_bounded_number_of_special_tokens() -> None:
     rendered = "".join(f"<|im_start|>user\nq{i}<|im_end|>\n" for i in range(500))
     pieces = ContentShield(ShieldRules(TOKENS)).pieces(rendered)
-    assert "".join(p.text for p in pieces) == rendered
-    pattern = literal_pattern(TOKENS.partition)
-    assert pattern is not None
     assert all(p.markup for p in pieces)
-    # cut after the 64th token or, where white space follows it, at the next one
-    assert max(len(pattern.findall(p.text)) for p in pieces) <= SPECIAL_TOKENS_PER_PIECE + 1
-    # each cut falls after a special token and before a character that is not space
-    for before, after in itertools.pairwise(pieces):
-        assert pattern.search(before.text[-12:]) and not after.text[0].isspace()
+    _check_cuts(rendered, pieces, TOKENS)
+
+
+def test_the_cut_comes_after_the_bound_whatever_follows_the_token() -> None:
+    """Issue 40, item 4: thousands of calls, each token followed by a newline, were one
+    piece (the cut waited for a token not followed by white space), and llama.cpp's
+    partitioning is quadratic in the special tokens of one piece."""
+    calls = "".join("<tool_call>\n{}\n</tool_call>\n" for _ in range(3000))
+    rendered = f"<|im_start|>assistant\n{calls}<|im_end|>\n"
+    pieces = ContentShield(ShieldRules(TOKENS)).pieces(rendered)
+    assert len(pieces) >= 6001 // SPECIAL_TOKENS_PER_PIECE
+    _check_cuts(rendered, pieces, TOKENS)
+
+
+def test_after_a_token_that_strips_white_space_the_cut_follows_that_white_space() -> None:
+    stripping = SpecialTokens(frozenset(CONTROL), frozenset(USER_DEFINED),
+                              rstrip=frozenset({"<|im_end|>", "</tool_call>"}))
+    rendered = "".join(f"<|im_start|>user\nq{i}<|im_end|>\n \n<tool_call>x</tool_call>   \nz"
+                       for i in range(300))
+    pieces = ContentShield(ShieldRules(stripping)).pieces(rendered)
+    _check_cuts(rendered, pieces, stripping)
+    assert any(p.text.endswith("<|im_end|>\n \n") for p in pieces)
+    assert any(p.text.endswith("</tool_call>") for p in pieces)  # before the "   " token
+
+
+_MARKUP = st.sampled_from([*CONTROL, *USER_DEFINED, "\n", " ", "\t\n", "text", "é", "x y"])
+
+
+@settings(max_examples=200)
+@given(parts=st.lists(_MARKUP, max_size=400), rstrip=st.sets(st.sampled_from(CONTROL)))
+def test_any_prompt_is_cut_within_the_bound_and_only_where_the_tokenizer_cuts(
+        parts: list[str], rstrip: set[str]) -> None:
+    tokens = SpecialTokens(frozenset(CONTROL), frozenset(USER_DEFINED),
+                           rstrip=frozenset(rstrip))
+    rendered = "".join(parts)
+    _check_cuts(rendered, ContentShield(ShieldRules(tokens)).pieces(rendered), tokens)
 
 
 def test_a_template_that_trims_or_encodes_content_still_gets_a_safe_prompt() -> None:
@@ -181,3 +237,25 @@ def test_shielding_changes_no_real_templates_text(path: Path) -> None:
         assert html.unescape(restored) == html.unescape(plain)
     else:
         assert restored == plain
+
+
+def test_arguments_nested_thousands_deep_are_shielded_without_recursion() -> None:
+    """A call in the history with arguments 5,000 levels deep (a resume file, a model's
+    call the dispatcher refused to run) made every later prompt a RecursionError."""
+    shield = ContentShield(ShieldRules(TOKENS, "<|im_end|>"))
+    deep: Any = "a <|im_end|> b"
+    for _ in range(5000):
+        deep = {"k": [deep]}
+    shielded = shield.shield({"arguments": deep, "same": deep})
+    inner = shielded["arguments"]
+    for _ in range(5000):
+        inner = inner["k"][0]
+    assert "<|im_end|>" not in inner and shield.restore(inner) == "a <|im_end|> b"
+    plain: Any = "nothing special"
+    for _ in range(5000):
+        plain = [plain]
+    assert shield.shield(plain) is plain  # nothing changed: the value itself
+    looped: list[Any] = ["<|im_end|>"]
+    looped.append(looped)
+    with pytest.raises(ValueError, match="holds itself"):
+        shield.shield(looped)

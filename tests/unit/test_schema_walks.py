@@ -440,3 +440,39 @@ def test_a_recursive_schema_types_validates_and_dispatches() -> None:
     assert dispatcher.dispatch(ToolCall("c", "plant", {"root": tree})).content == "ok"
     bad = dispatcher.dispatch(ToolCall("c", "plant", {"root": {"children": [{"name": 1}]}}))
     assert bad.is_error and bad.error_kind == "invalid_arguments"
+
+
+# -- measured the same way wherever a tool is made (issue 40, item 4) ------------------------
+
+
+def _untyped(values: int) -> dict[str, Any]:
+    """Parameters of exactly ``values`` JSON values with no ``type`` at the root (toolwire
+    adds one); the values are an enum's, which jsonschema checks quickly."""
+    return {"properties": {"p": {"enum": list(range(values - 4))}}}
+
+
+@pytest.mark.parametrize("values", [DEFAULT_MAX_NODES - 2, DEFAULT_MAX_NODES - 1,
+                                    DEFAULT_MAX_NODES, DEFAULT_MAX_NODES + 1])
+def test_a_tool_made_again_from_its_own_schema_gets_the_same_verdict(values: int) -> None:
+    """The server made the tool from the client's schema and the model worker from the
+    tool's normalized one: 20,000 untyped values were accepted, then a 500."""
+    try:
+        made = Tool({"name": "t", "parameters": _untyped(values)}, lambda **k: "")
+    except ToolSchemaBudgetError:
+        return
+    again = Tool(dict(made.schema), lambda **k: "")
+    assert again.schema == made.schema
+
+
+def test_the_model_workers_wire_carries_every_tool_the_server_accepted() -> None:
+    from toolwire.apps.server.worker_wire import decode_request, encode_request
+    from toolwire.vocabulary.backend import ModelRequest
+    from toolwire.vocabulary.history import Message
+
+    for values in range(DEFAULT_MAX_NODES - 3, DEFAULT_MAX_NODES + 3):
+        try:
+            tool = Tool({"name": "t", "parameters": _untyped(values)}, lambda **k: "")
+        except ToolSchemaBudgetError:
+            continue
+        request = ModelRequest((Message.user("hi"),), (tool,))
+        assert decode_request(encode_request(request)).tools[0].schema == tool.schema

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any, Literal
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import toolwire
 from toolwire import DuplicateToolError, Tool, ToolDefinitionError, ToolRegistry, tool
@@ -295,3 +298,28 @@ def test_read_only_registry_view_offers_only_read_only_tools() -> None:
 def test_tool_is_exported_at_the_package_root() -> None:
     assert toolwire.tool is tool
     assert toolwire.Tool is Tool
+
+
+# -- a name matches its rule whole (issue 40, item 7) -------------------------------------
+
+_VALID_NAMES = st.from_regex(r"[A-Za-z_][A-Za-z0-9_.\-]{0,127}", fullmatch=True)
+_AROUND = st.sampled_from(["", "\n", "\r\n", " ", "\t", "\x00", "é", "-", "_", "9"])
+
+
+@pytest.mark.parametrize("name", ["x\n", "x\r\n", "lookup\n", "a" * 128 + "\n", "\nx"])
+def test_a_name_with_a_line_break_around_it_is_not_a_tool_name(name: str) -> None:
+    with pytest.raises(ToolDefinitionError, match="not a valid identifier"):
+        Tool(schema={"name": name}, function=lambda: "")
+
+
+@given(_AROUND, _VALID_NAMES, _AROUND)
+def test_a_tool_name_is_accepted_exactly_when_all_of_it_follows_the_rule(
+        before: str, name: str, after: str) -> None:
+    name = before + name + after
+    whole = re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.\-]{0,127}", name) is not None
+    try:
+        made = Tool(schema={"name": name}, function=lambda: "")
+    except ToolDefinitionError:
+        assert not whole
+    else:
+        assert whole and made.name == name

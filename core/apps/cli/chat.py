@@ -22,10 +22,11 @@ import os
 import signal
 import sys
 import tempfile
-import time
+import threading
+from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
-from typing import Any, TextIO
+from typing import Any, Final, TextIO
 
 from ...conversation.approval import Approver
 from ...conversation.chat import Chat
@@ -48,6 +49,7 @@ from ...vocabulary.tool_choice import TOOL_CHOICE_MODES, named_tool_choice
 from ...vocabulary.tools import Tool
 from .approval_prompt import TerminalApprover, refuse_writes
 from .common import UsageError, at_least, cli_advice, did_you_mean
+from .conversation_file import save_conversation
 from .model_options import (
     add_generation_arguments,
     check_model_options,
@@ -286,21 +288,62 @@ def _clip(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+class _Ended(BaseException):
+    """``SIGTERM`` or ``SIGHUP`` asked the chat to end (a ``BaseException``, like the
+    ``KeyboardInterrupt`` it stands beside, so no handler of errors takes it)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+_ENDING_SIGNALS = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGHUP")
+                        if hasattr(signal, name))
+ENDING_GRACE: Final = 5.0
+"""Seconds a reply cancelled by ``SIGTERM`` or ``SIGHUP`` has to end before the chat saves
+and exits without it."""
+
+
 class _Interrupts:
     """First Ctrl-C cancels the reply in progress; a second one exits. At a question
-    (``prompting``) Ctrl-C interrupts the question and cancels the reply."""
+    (``prompting``) Ctrl-C interrupts the question and cancels the reply.
 
-    def __init__(self) -> None:
+    ``SIGTERM`` and ``SIGHUP`` (a ``kill``, a closed terminal) end the chat: a reply in
+    progress is cancelled first, so its calls get their results and the conversation
+    stays whole, then :class:`_Ended` carries the signal to the caller, which saves.
+    A reply that does not end within :data:`ENDING_GRACE` seconds of the signal (a
+    server that sends nothing at all) is not waited for: ``stuck`` is called from
+    another thread with the signal (``run_chat`` saves what the conversation holds and
+    exits).
+    """
+
+    def __init__(self, stuck: Callable[[int], None] | None = None) -> None:
         self.token: CancelToken | None = None
         self.prompting = False
-        self._previous: Any = None
+        self.ended_by: int | None = None
+        self._stuck = stuck
+        self._exchange_over = threading.Event()
+        self._previous: dict[int, Any] = {}
 
     def __enter__(self) -> _Interrupts:
-        self._previous = signal.signal(signal.SIGINT, self._handle)
+        self._previous[signal.SIGINT] = signal.signal(signal.SIGINT, self._handle)
+        for signum in _ENDING_SIGNALS:
+            self._previous[signum] = signal.signal(signum, self._end)
         return self
 
     def __exit__(self, *exc: object) -> None:
-        signal.signal(signal.SIGINT, self._previous)
+        for signum, previous in self._previous.items():
+            signal.signal(signum, previous)
+
+    def begin(self, token: CancelToken) -> None:
+        """An exchange starts, cancelled by ``token``."""
+        self._exchange_over.clear()
+        self.token = token
+
+    def end(self) -> None:
+        """The exchange ended."""
+        self.token = None
+        self._exchange_over.set()
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
         if self.token is not None and not self.token.cancelled:
@@ -309,11 +352,32 @@ class _Interrupts:
                 return
         raise KeyboardInterrupt
 
+    def _end(self, signum: int, frame: FrameType | None) -> None:
+        first = self.ended_by is None
+        self.ended_by = signum
+        if self.token is not None:
+            self.token.cancel("terminated")
+            if not self.prompting:
+                if first and self._stuck is not None:
+                    threading.Thread(target=self._watch, args=(signum,), daemon=True,
+                                     name="toolwire-chat-ending").start()
+                return  # the reply ends itself; check_ended raises after it
+        raise _Ended(signum)
+
+    def _watch(self, signum: int) -> None:
+        if not self._exchange_over.wait(ENDING_GRACE) and self._stuck is not None:
+            self._stuck(signum)
+
+    def check_ended(self) -> None:
+        """Raise :class:`_Ended` when an ending signal came during the last exchange."""
+        if self.ended_by is not None:
+            raise _Ended(self.ended_by)
+
 
 def _exchange(chat: Chat, message: str, printer: _Printer,
               interrupts: _Interrupts) -> DoneEvent | None:
     token = CancelToken()
-    interrupts.token = token
+    interrupts.begin(token)
     done = None
     try:
         for event in chat.send(message, cancel=token):
@@ -321,7 +385,7 @@ def _exchange(chat: Chat, message: str, printer: _Printer,
             if isinstance(event, DoneEvent):
                 done = event
     finally:
-        interrupts.token = None
+        interrupts.end()
     return done
 
 
@@ -349,7 +413,16 @@ def run_chat(args: argparse.Namespace, plugins: PluginManager,
         label = (model_label(args) if backend is None else "the stand-in model"
                  if getattr(args, "demo", False) else getattr(backend, "name", "model"))
         print(f"loading {label} ...", file=sys.stderr, flush=True)
-    interrupts = _Interrupts()
+    final_save = threading.Lock()  # the ending signal's two paths never save at once
+    chat_ref: list[Chat] = []
+
+    def stuck(signum: int) -> None:
+        with final_save:
+            if chat_ref:
+                _save_if_asked(chat_ref[0], args.save)
+            os._exit(128 + signum)
+
+    interrupts = _Interrupts(stuck)
     editing = LineEditing() if messages is None else None
     if args.yes or (messages is not None and args.allow_write):
         approve: Approver | None = None
@@ -359,6 +432,7 @@ def run_chat(args: argparse.Namespace, plugins: PluginManager,
     else:
         approve = refuse_writes()
     chat = build_chat(args, plugins, backend, approve, tools)
+    chat_ref.append(chat)
     if records is not None:
         try:
             chat.load(records)
@@ -366,20 +440,29 @@ def run_chat(args: argparse.Namespace, plugins: PluginManager,
             raise UsageError(f"cannot resume from {args.resume}: {exc}") from exc
     printer = _Printer(sys.stdout, as_json=args.json, show_reasoning=args.show_reasoning,
                        color=sys.stdout.isatty() and not args.json)
-    with interrupts:
-        if messages is not None:
-            ended = [_exchange(chat, text, printer, interrupts) for text in messages]
-            saved = _save_if_asked(chat, args.save)
-            return 0 if saved and all(d is not None and d.reason == "stop" for d in ended) else 1
-        last: list[DoneEvent | None] = [None]
+    last: list[DoneEvent | None] = [None]
 
-        def send(text: str) -> None:
-            last[0] = _exchange(chat, text, printer, interrupts)
+    def send(text: str) -> DoneEvent | None:
+        last[0] = _exchange(chat, text, printer, interrupts)
+        _save_progress(chat, args.save)  # a killed chat loses at most the exchange under way
+        interrupts.check_ended()
+        return last[0]
 
-        try:
-            Repl(chat, send, editing=editing).run()
-        except KeyboardInterrupt:
-            print("", file=sys.stderr)
+    try:
+        with interrupts:
+            if messages is not None:
+                ended = [send(text) for text in messages]
+                saved = _save_if_asked(chat, args.save)
+                return 0 if saved and all(d is not None and d.reason == "stop"
+                                          for d in ended) else 1
+            try:
+                Repl(chat, send, editing=editing).run()
+            except KeyboardInterrupt:
+                print("", file=sys.stderr)
+    except _Ended as ended_by:
+        with final_save:
+            _save_if_asked(chat, args.save)
+        return 128 + ended_by.signum
     saved = _save_if_asked(chat, args.save)
     # the last reply failed (not cancelled): a script around the chat should know
     failed = last[0] is not None and last[0].reason in _FAILED_ENDS
@@ -466,34 +549,30 @@ def _check_save_path(path: str) -> None:
         raise UsageError(f"--save {path}: cannot write there (permission denied)")
 
 
+def _save_progress(chat: Chat, path: str | None) -> None:
+    """``--save``: write the conversation after an exchange; a failure is said (the file
+    keeps its last good save) and tried again after the next one and at the end."""
+    if not path:
+        return
+    outcome = save_conversation(chat.save, path)
+    if not outcome.saved:
+        print(terminal_safe(f"toolwire: {outcome.message}"), file=sys.stderr, flush=True)
+
+
 def _save_if_asked(chat: Chat, path: str | None) -> bool:
     """Save to ``path`` when asked; ``False`` when that failed.
 
-    The conversation is never lost: a file that cannot be written after all (the
-    folder went away, the disk is full) is saved to a file of its own in
-    toolwire's state folder, else the temporary folder, and the user is told
-    where; were both to fail, the conversation is printed to standard error.
+    The file is replaced whole or not at all (:mod:`.conversation_file`), and the
+    conversation is never lost: one that cannot be written there after all (the
+    folder went away, the disk is full) is saved to a file of its own in toolwire's
+    state folder, else the temporary folder, and the user is told where and that the
+    file asked for is unchanged; were both to fail, the conversation is printed to
+    standard error.
     """
     if not path:
         return True
-    text = json.dumps(chat.save(), ensure_ascii=False, indent=2) + "\n"
-    try:
-        Path(path).expanduser().write_text(text, encoding="utf-8")
-        return True
-    except OSError as exc:
-        problem = exc.strerror or str(exc)
-    name = time.strftime("chat-%Y%m%d-%H%M%S.json")
-    for folder in (default_history_file().parent / "unsaved", Path(tempfile.gettempdir())):
-        fallback = folder / name
-        try:
-            folder.mkdir(parents=True, exist_ok=True)
-            with fallback.open("x", encoding="utf-8") as file:
-                file.write(text)
-        except OSError:
-            continue
-        print(f"toolwire: cannot save to {path} ({problem}); the conversation was saved to "
-              f"{fallback} instead (--resume {fallback} continues it)", file=sys.stderr)
-        return False
-    print(f"toolwire: cannot save to {path} ({problem}), nor to a file of toolwire's own; "
-          f"the conversation follows:\n{text}", file=sys.stderr)
-    return False
+    outcome = save_conversation(chat.save, path, fallback=(
+        default_history_file().parent / "unsaved", Path(tempfile.gettempdir())))
+    if not outcome.saved:
+        print(terminal_safe(f"toolwire: {outcome.message}"), file=sys.stderr, flush=True)
+    return outcome.saved

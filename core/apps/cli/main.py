@@ -43,6 +43,7 @@ from . import (
     tools,
 )
 from .common import UsageError, cli_advice, did_you_mean
+from .terminal_text import terminal_safe
 
 __all__ = ["COMMANDS", "EXIT_BROKEN_PIPE", "EXIT_FAILED", "EXIT_INTERRUPTED", "EXIT_USAGE",
            "TRACEBACK_VARIABLE", "main"]
@@ -126,13 +127,15 @@ def _run(args: argparse.Namespace) -> int:
     except Exception as exc:  # a bug: one line, unless the traceback is asked for
         if os.environ.get(TRACEBACK_VARIABLE):
             raise
-        print(f"toolwire: unexpected error: {type(exc).__name__}: {exc} (a bug in toolwire "
-              f"or a plugin; {TRACEBACK_VARIABLE}=1 shows where)", file=sys.stderr, flush=True)
+        print(terminal_safe(f"toolwire: unexpected error: {type(exc).__name__}: {exc} (a bug in "
+                            f"toolwire or a plugin; {TRACEBACK_VARIABLE}=1 shows where)"),
+              file=sys.stderr, flush=True)
         return EXIT_FAILED
 
 
 def _report(exc: BaseException, status: int) -> int:
-    print(f"toolwire: {cli_advice(str(exc))}", file=sys.stderr, flush=True)
+    # an error may quote what came from outside (a hub's answer, a file name, a server)
+    print(terminal_safe(f"toolwire: {cli_advice(str(exc))}"), file=sys.stderr, flush=True)
     return status
 
 

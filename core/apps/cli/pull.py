@@ -8,6 +8,18 @@ client checks only a file's size, so every file is then hashed here against the
 checksum the hub gives for it (an LFS file's ETag is its sha256; a small file's
 is its git blob id), and a file that does not match is deleted and refused.
 
+The hub (``HF_ENDPOINT`` may name anyone's) is untrusted: its answers name the
+paths the client writes (the ETag a blob, the commit a snapshot), so every answer
+about a file is checked before the client reads it (:func:`_guard_hub_answers`):
+a commit that is not 40 hex digits or a checksum that is not one is refused, and
+nothing is written. A file name from the hub's listing is taken only when it is a
+plain relative path. The cache may be shared: what the repository's cache holds
+that the hub's client would not have written (a link to outside the cache, a
+FIFO, a device) is refused before anything reads it, and a bad download is
+deleted entry by entry (its snapshot link, its blob inside the cache), never by
+following a link. Names from the hub are printed escaped, as every line the
+command line prints.
+
 Without ``FILE`` the repository's ``.gguf`` files are listed: a single model, or
 the one ``Q4_K_M`` quantization, is taken; otherwise the user is asked to name
 one. A model split into shards (``NAME-00001-of-00003.gguf``) is pulled whole.
@@ -23,7 +35,9 @@ import argparse
 import hashlib
 import os
 import re
+import stat
 import sys
+import unicodedata
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -44,16 +58,23 @@ from .common import UsageError, extra_hint, fail
 from .models import human_size
 from .terminal_text import terminal_safe
 
-__all__ = ["PREFERRED_QUANTIZATION", "HubFile", "choose_file", "register", "run_pull",
-           "verify_file"]
+__all__ = ["PREFERRED_QUANTIZATION", "HubFile", "choose_file", "plain_repo_path", "register",
+           "run_pull", "verify_file"]
 
 PREFERRED_QUANTIZATION = "Q4_K_M"
 """Taken when a repository holds several quantizations: small, and good enough to call tools."""
 
-_REPO = re.compile(r"^[A-Za-z0-9][\w.-]{0,95}/[\w.-]{1,96}$")
-_SHA256 = re.compile(r"^[0-9a-f]{64}$")
-_GIT_SHA1 = re.compile(r"^[0-9a-f]{40}$")
+_REPO_PART = r"[A-Za-z0-9_](?:[A-Za-z0-9_.-]{0,94}[A-Za-z0-9_])?"
+_REPO = re.compile(f"{_REPO_PART}/{_REPO_PART}")
+"""A repository id as the hub allows it: ``ORG/NAME``, each starting and ending with a
+letter, digit or ``_`` (``--`` and ``..`` are refused separately)."""
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+_GIT_SHA1 = re.compile(r"[0-9a-f]{40}")
+_COMMIT = _GIT_SHA1
+_FILE_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9_.-]{0,127}")
+"""What an ETag must be to name a blob: one plain file name, never ``.``, ``..`` or a path."""
 _CHUNK = 1 << 20
+_CHECKED_HEADERS = ("X-Repo-Commit", "X-Linked-Etag", "ETag")
 
 
 @attrs.frozen
@@ -94,7 +115,7 @@ def run_pull(args: argparse.Namespace, plugins: PluginManager) -> int:
     hub = _hub()
     cache = next(s.root for s in model_stores() if s.source == "hf")
     endpoint = os.environ.get("HF_ENDPOINT", "").rstrip("/") or "https://huggingface.co"
-    with _hub_errors(hub, repo, args.revision, endpoint):
+    with _hub_errors(hub, repo, args.revision, endpoint), _guard_hub_answers(hub, endpoint):
         if filename is None:
             listed = hub.HfApi().model_info(
                 repo, revision=None if args.revision == "main" else args.revision).siblings
@@ -123,16 +144,27 @@ def run_pull(args: argparse.Namespace, plugins: PluginManager) -> int:
 
 def _read_source(source: str) -> tuple[str, str | None]:
     repo, sep, filename = source.strip().partition(":")
-    if not _REPO.match(repo) or ".." in repo:
+    if not _REPO.fullmatch(repo) or ".." in repo or "--" in repo:
         fail(f"{source!r} is not a model repository: give ORG/NAME (Qwen/Qwen3-4B-GGUF), "
              "optionally :FILE.gguf")
     if not sep:
         return repo, None
-    if not filename.lower().endswith(".gguf") or filename.startswith("/") or \
-            ".." in filename.split("/"):
+    if not filename.lower().endswith(".gguf") or not plain_repo_path(filename):
         fail(f"{source}: the file to pull must be a .gguf file in the repository "
              f"(toolwire pull {repo} lists them)")
     return repo, filename
+
+
+def plain_repo_path(name: str) -> bool:
+    """Whether ``name`` is a plain relative path in a repository: parts that are not
+    empty, ``.`` or ``..``, no backslash, no control or format character. A name from
+    the hub that is not is never downloaded (it could become a path elsewhere, or
+    write to the terminal)."""
+    if not name or name.startswith("/") or "\\" in name:
+        return False
+    if any(unicodedata.category(c)[0] == "C" for c in name):
+        return False
+    return all(part not in ("", ".", "..") for part in name.split("/"))
 
 
 def _hub() -> Any:
@@ -147,13 +179,14 @@ def _hub() -> Any:
 def choose_file(repo: str, files: Sequence[str]) -> str:
     """The GGUF model to take from a repository's file list when the user named none.
 
-    Vision projectors are left out and a split model counts once (its first shard).
+    Vision projectors are left out and a split model counts once (its first shard);
+    a name that is not a plain relative path (:func:`plain_repo_path`) is never taken.
     One model is taken; among several, the one :data:`PREFERRED_QUANTIZATION`.
 
     :raises UsageError: no GGUF model, or several and not one preferred: the
         message lists them.
     """
-    models = sorted(f for f in files if f.lower().endswith(".gguf")
+    models = sorted(f for f in files if f.lower().endswith(".gguf") and plain_repo_path(f)
                     and not Path(f).name.lower().startswith("mmproj")
                     and (shard_set(Path(f).name) or [Path(f).name])[0] == Path(f).name)
     if len(models) == 1:
@@ -172,13 +205,71 @@ def choose_file(repo: str, files: Sequence[str]) -> str:
 
 
 def _pull_one(hub: Any, repo: str, filename: str, revision: str, cache: Path) -> HubFile:
+    repo_cache = cache / ("models--" + repo.replace("/", "--"))
+    _refuse_foreign_blobs(repo_cache, cache)
     path = Path(hub.hf_hub_download(repo, filename, revision=revision, cache_dir=cache))
     commit = _snapshot_of(path).name
     # pinned to the commit the file came from, so the checksum is that file's
     meta = hub.get_hf_file_metadata(hub.hf_hub_url(repo, filename, revision=commit))
-    print(f"checking {filename} ...", file=sys.stderr, flush=True)
+    print(terminal_safe(f"checking {filename} ..."), file=sys.stderr, flush=True)
+    _check_cached(path, repo_cache, cache)
     checksum = verify_file(path, etag=meta.etag, size=meta.size)
     return HubFile(filename, path, path.stat().st_size, checksum)
+
+
+def _not_the_hubs(entry: Path, cache: Path) -> str:
+    """Why ``entry`` (in a repository's cache) is not what the hub's client writes there,
+    or ``""``: it must be a regular file, or a link that leads to one inside the cache
+    (the client's shared blob store links blobs that way)."""
+    try:
+        mode = os.lstat(entry).st_mode
+    except FileNotFoundError:
+        return ""
+    if stat.S_ISREG(mode):
+        return ""
+    if not stat.S_ISLNK(mode):
+        return "a FIFO, socket or device"
+    target = Path(os.path.realpath(entry))
+    if Path(os.path.realpath(cache)) not in target.parents:
+        return f"a link to {target}, outside the cache"
+    try:
+        if not stat.S_ISREG(os.stat(entry).st_mode):
+            return f"a link to {target}, which is not a regular file"
+    except OSError:
+        return ""  # a dangling link: the client replaces it
+    return ""
+
+
+def _refuse_foreign_blobs(repo_cache: Path, cache: Path) -> None:
+    """Refuse to pull into a repository cache holding blobs the hub's client would not
+    write: reading or replacing them could block for ever or reach outside the cache.
+    Nothing is deleted: it may be someone else's."""
+    try:
+        entries = sorted(os.scandir(repo_cache / "blobs"), key=lambda e: e.name)
+    except OSError:
+        return
+    for entry in entries:
+        why = _not_the_hubs(Path(entry.path), cache)
+        if why:
+            raise ToolwireError(
+                f"the cache holds {entry.path}, {why}: not a file the hub's client wrote. "
+                "toolwire reads and deletes only files in the cache; remove it and pull again")
+
+
+def _check_cached(path: Path, repo_cache: Path, cache: Path) -> None:
+    """The file the client returned must be its snapshot's link to a blob of the cache
+    (or, where links are not used, a regular file in the snapshot)."""
+    why = _not_the_hubs(path, cache)
+    if not why and path.is_symlink():
+        blob = Path(os.path.normpath(path.parent / os.readlink(path)))
+        if repo_cache / "blobs" != blob.parent:
+            why = f"a link to {blob}, not to a blob of the repository's cache"
+        else:
+            why = _not_the_hubs(blob, cache)
+    if why:
+        raise ToolwireError(
+            f"the cache holds {path}, {why}: not a file the hub's client wrote. toolwire "
+            "reads and deletes only files in the cache; remove it and pull again")
 
 
 def _snapshot_of(path: Path) -> Path:
@@ -197,9 +288,9 @@ def verify_file(path: Path, *, etag: str | None, size: int | None) -> str:
         checksum to check against (the file is deleted in every case).
     """
     expected = (etag or "").strip().strip('"').removeprefix("W/").strip('"').lower()
-    if _SHA256.match(expected):
+    if _SHA256.fullmatch(expected):
         kind, digest = "sha256", _digest(path, hashlib.sha256())
-    elif _GIT_SHA1.match(expected):
+    elif _GIT_SHA1.fullmatch(expected):
         header = f"blob {path.stat().st_size}\0".encode()
         kind, digest = "git-sha1", _digest(path, hashlib.sha1(header, usedforsecurity=False))
     else:
@@ -226,13 +317,58 @@ def _digest(path: Path, hasher: Any) -> str:
 
 
 def _discard(path: Path) -> None:
-    """Delete a cached file that failed its check: its blob and the snapshot's link to it."""
-    blob = path.resolve()
-    for item in (path, blob):
+    """Delete a cached file that failed its check: the snapshot's link and the blob it
+    names in the same cache folder, each entry itself (a link is removed, never what it
+    points to)."""
+    entries = [path]
+    if path.is_symlink():
+        blob = Path(os.path.normpath(path.parent / os.readlink(path)))
+        if blob.parent.name == "blobs" and blob.parent.parent in path.parents:
+            entries.append(blob)
+    for entry in entries:
         try:
-            item.unlink()
+            entry.unlink()
         except FileNotFoundError:
             pass
+
+
+@contextmanager
+def _guard_hub_answers(hub: Any, endpoint: str) -> Iterator[None]:
+    """Check every answer of the hub's client about a file before the client reads it.
+
+    The client names the blob it writes after the answer's ETag and the snapshot
+    after its commit, so a hub answering ``ETag: "../../x"`` would write (and a
+    failed check then delete) a file outside the cache. Here a response hook on the
+    client's shared session refuses such an answer: on every answer about a file (a
+    ``resolve`` path, or any answer naming a commit, which the client needs to use
+    it) the commit must be 40 hex digits and the ETag the client reads
+    (``X-Linked-Etag``, else ``ETag``, normalized as it does) one plain file name.
+    (:func:`verify_file` then wants a checksum in it.)
+    """
+    session = hub.get_session()
+
+    def check(response: Any) -> None:
+        if "/resolve/" not in response.request.url.path and \
+                "X-Repo-Commit" not in response.headers:
+            return
+        for name in _CHECKED_HEADERS:
+            value = response.headers.get(name)
+            if value is None or (name == "ETag" and "X-Linked-Etag" in response.headers):
+                continue
+            clean = value.lstrip("W/").strip('"') if name != "X-Repo-Commit" else value
+            if not (_COMMIT if name == "X-Repo-Commit" else _FILE_NAME).fullmatch(clean):
+                what = "a commit (40 hex digits)" if name == "X-Repo-Commit" else \
+                    "a plain file name"
+                raise ToolwireError(
+                    f"the hub at {endpoint} answered {name}: {value!r}, which is not {what}; "
+                    "it would name a file of the cache, so nothing was written")
+
+    hooks = dict(session.event_hooks)
+    session.event_hooks = {**hooks, "response": [*hooks.get("response", []), check]}
+    try:
+        yield
+    finally:
+        session.event_hooks = hooks
 
 
 @contextmanager

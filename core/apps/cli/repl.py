@@ -21,6 +21,7 @@ from typing import Any, ClassVar, TextIO
 from ...conversation.chat import Chat
 from ...errors import ToolChoiceError
 from ...vocabulary.tool_choice import resolve_tool_choice
+from .conversation_file import save_conversation
 from .terminal_text import terminal_safe
 
 __all__ = ["COMMANDS", "HISTORY_VARIABLE", "LineEditing", "Repl", "read_message"]
@@ -259,11 +260,9 @@ class Repl:
         if target is None:
             self._say("usage: /save FILE")
             return
-        try:
-            Path(target).write_text(json.dumps(self.chat.save(), ensure_ascii=False, indent=2)
-                                    + "\n", encoding="utf-8")
-        except OSError as exc:
-            self._say(f"cannot save to {target}: {exc}")
+        outcome = save_conversation(self.chat.save, target)
+        if not outcome.saved:
+            self._say(outcome.message)
             return
         self._say(f"saved {len(self.chat.history)} messages to {target}")
 

@@ -9,11 +9,12 @@ from typing import Any
 import attrs
 
 from ...vocabulary.history import Message
-from ...vocabulary.openai_messages import messages_from_openai
-from .http_input import RequestError
+from ...vocabulary.openai_messages import NO_RESULT_TEXT, messages_from_openai
+from .http_input import RequestError, json_depth_exceeds
 from .limits import ServerLimits
 
-__all__ = ["ChatRequest", "check_request_size", "message_chars", "parse_chat_request"]
+__all__ = ["ChatRequest", "check_conversation", "check_request_size", "message_chars",
+           "parse_chat_request"]
 
 
 @attrs.frozen
@@ -76,6 +77,36 @@ def check_request_size(records: Sequence[Any], limits: ServerLimits) -> None:
                                param="messages", code="too_many_characters")
 
 
+def check_conversation(messages: Sequence[Message], limits: ServerLimits) -> None:
+    """Refuse a conversation that, once read, is over the caps its records passed.
+
+    A call that no ``tool`` message answers gets a result of its own when the
+    records are read, so the messages are counted again here, against the same
+    ``--max-messages`` (30,000 calls in one message were 30,000 messages the first
+    count never saw). A call's arguments are a JSON text inside the body, so they are
+    held to the body's nesting bound too.
+
+    :raises RequestError: ``413`` over ``limits.max_messages``; ``400`` for
+        arguments nested deeper than ``limits.max_json_depth``.
+    """
+    if len(messages) > limits.max_messages:
+        unanswered = sum(1 for m in messages if m.role == "tool" and m.is_error
+                         and m.content == NO_RESULT_TEXT)
+        raise RequestError(413, f"the request holds {len(messages):,} messages once every "
+                                f"tool call has its result ({unanswered:,} calls are answered "
+                                f"by no tool message); this server takes at most "
+                                f"{limits.max_messages:,} (toolwire serve --max-messages)",
+                           param="messages", code="too_many_messages")
+    for message in messages:
+        arguments = [call.arguments for call in message.tool_calls]
+        if message.arguments is not None:
+            arguments.append(message.arguments)
+        if any(json_depth_exceeds(value, limits.max_json_depth) for value in arguments):
+            raise RequestError(400, f"a tool call's arguments nest arrays and objects more "
+                                    f"than {limits.max_json_depth} levels deep",
+                               param="messages", code="invalid_value")
+
+
 def parse_chat_request(data: Any, make_id: Callable[[int], str] | None = None, *,
                        limits: ServerLimits | None = None) -> ChatRequest:
     """Read a ``POST /v1/chat`` body: ``{"messages": [...]}`` (other keys are ignored).
@@ -104,6 +135,8 @@ def parse_chat_request(data: Any, make_id: Callable[[int], str] | None = None, *
         messages = messages_from_openai(records, make_id)
     except RecursionError:  # a call's arguments text nesting thousands of levels
         raise ValueError("a tool call's arguments nest too deeply") from None
+    if limits is not None:
+        check_conversation(messages, limits)
     message = messages.pop().content
     if not message.strip():
         raise ValueError("the user message is empty")

@@ -25,7 +25,7 @@ from ...vocabulary.cancel import CancelToken
 from .approvals import ReplyApprovals, with_approval_requests
 from .chat_options import apply_chat_options, parse_chat_options
 from .chat_request import parse_chat_request
-from .http_input import ClientGone, RequestError, decode_json_body, disconnected, read_body
+from .http_input import ClientGone, RequestError, disconnected, read_json_request
 from .http_input import require_json_media_type as require_json
 from .model_queue import QueueFullError, QueueTicket
 from .responses import ASGIApp, JsonResponse, Receive, Scope, Send
@@ -153,20 +153,22 @@ async def _chat_response(state: ServerState, scope: Scope, receive: Receive) -> 
     limits = state.limits
     try:
         require_json(scope["headers"])
-        body = await read_body(receive, scope["headers"], limit=limits.max_body_bytes,
-                               timeout=limits.body_timeout)
-        data = decode_json_body(body, max_depth=limits.max_json_depth)
-        parsed = parse_chat_request(data, limits=limits)
-        options = parse_chat_options(data)
+        parsed, options = await read_json_request(
+            receive, scope["headers"], limits,
+            lambda data: (parse_chat_request(data, limits=limits), parse_chat_options(data)))
     except ClientGone:
         return _error(400, "the client went away")  # never sent: nobody listens
     except RequestError as exc:
         return _error(exc.status, exc.message)
     except ValueError as exc:
         return _error(400, str(exc))
-    try:
+    def start_chat() -> Chat:
         session = loaded.make_chat(parsed.history, parsed.system)
         apply_chat_options(session, options)
+        return session
+
+    try:
+        session = await asyncio.to_thread(start_chat)  # a long history is work: off the loop
     except ValueError as exc:
         return _error(400, str(exc))
     except Exception as exc:

@@ -35,7 +35,7 @@ from ...vocabulary.history import Message
 from ...vocabulary.openai_messages import messages_from_openai
 from ...vocabulary.schema_budget import check_schema_budget
 from ...vocabulary.tools import Tool
-from .chat_request import check_request_size
+from .chat_request import check_conversation, check_request_size
 from .http_input import RequestError
 from .limits import ServerLimits
 from .request_fields import bad_value as _bad
@@ -356,22 +356,27 @@ def _messages(value: Any, limits: ServerLimits) -> tuple[Message, ...]:
     check_request_size(value, limits)
     records = [{**r, "role": "system"} if isinstance(r, Mapping) and r.get("role") == "developer"
                else r for r in value]
-    return read_conversation(records, "messages")
+    return read_conversation(records, "messages", limits)
 
 
-def read_conversation(records: Sequence[Any], param: str) -> tuple[Message, ...]:
+def read_conversation(records: Sequence[Any], param: str, limits: ServerLimits
+                      ) -> tuple[Message, ...]:
     """OpenAI chat messages (what every API's conversation is read into) as toolwire
-    messages (:func:`~toolwire.vocabulary.openai_messages.messages_from_openai`).
+    messages (:func:`~toolwire.vocabulary.openai_messages.messages_from_openai`), held
+    to the request's bounds (:func:`~.chat_request.check_conversation`: a result counted
+    for each unanswered call, the depth of each call's arguments).
 
     :raises RequestError: ``400`` naming ``param``: a malformed message, or a call's
-        arguments nesting thousands of levels.
+        arguments nesting thousands of levels; ``413`` past a bound.
     """
     try:
-        return tuple(messages_from_openai(records))
+        messages = tuple(messages_from_openai(records))
     except ValueError as exc:
         raise _bad(param, str(exc)) from None
     except RecursionError:  # a call's arguments text nesting thousands of levels
         raise _bad(param, "a tool call's arguments nest too deeply") from None
+    check_conversation(messages, limits)
+    return messages
 
 
 def parse_completion_request(data: Any, limits: ServerLimits) -> CompletionRequest:

@@ -359,7 +359,7 @@ def parse_messages_request(data: Any, limits: ServerLimits, *, counting: bool = 
     choice, offered, parallel = _tool_choice(data.get("tool_choice"), offered, deferred, ignored)
     records = _records(data, limits)
     check_request_size(records, limits)
-    messages = read_conversation(records, "messages")
+    messages = read_conversation(records, "messages", limits)
     effort, response_format = _output_config(data)
     reasoning = _thinking(data.get("thinking"), effort)
     metadata = data.get("metadata")

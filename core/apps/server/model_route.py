@@ -21,7 +21,7 @@ from ...vocabulary.tool_choice import TOOL_CHOICE_MODES, named_tool_choice
 from .call_id_forms import CallIdForm, with_template_ids
 from .completion_request import CompletionRequest
 from .generation import Generation, ReplyWriter, StreamAnswer
-from .http_input import ClientGone, RequestError, decode_json_body, read_body
+from .http_input import ClientGone, RequestError, read_json_request
 from .http_input import require_json_media_type as require_json
 from .model_queue import QueueFullError, QueueTicket
 from .responses import ASGIApp, JsonResponse, Receive, Scope, Send
@@ -143,17 +143,16 @@ class ModelRoute:
         response = await self.respond(scope, receive)
         await response(scope, receive, send)
 
-    async def read(self, scope: Scope, receive: Receive) -> Any:
-        """The request's JSON body, read under the server's bounds.
+    async def read(self, scope: Scope, receive: Receive) -> tuple[Any, Any]:
+        """The request's JSON body, read under the server's bounds and parsed
+        (:meth:`parse`) off the event loop (:func:`.http_input.read_json_request`).
 
-        :raises RequestError: ``415``, ``413``, ``408``, ``400``.
+        :raises RequestError: ``415``, ``413``, ``408``, ``400``, or from :meth:`parse`.
         :raises ClientGone: the client left before its body arrived.
         """
-        limits = self.state.limits
         require_json(scope["headers"])
-        body = await read_body(receive, scope["headers"], limit=limits.max_body_bytes,
-                               timeout=limits.body_timeout)
-        return decode_json_body(body, max_depth=limits.max_json_depth)
+        return await read_json_request(receive, scope["headers"], self.state.limits,
+                                       lambda data: self.parse(data, scope))
 
     def unavailable(self, scope: Scope) -> JsonResponse | None:
         """The answer while the model is not ready (``503``, retry later), else ``None``."""
@@ -181,7 +180,7 @@ class ModelRoute:
             return waiting
         state = self.state
         try:
-            parsed, extra = self.parse(await self.read(scope, receive), scope)
+            parsed, extra = await self.read(scope, receive)
             self.check_model(parsed.model)
             backend = state.model.backend()
             self.check(parsed, backend)

@@ -9,16 +9,25 @@ cross the pipe, as JSON lines (:mod:`.worker_wire`), events as their ``to_dict()
 
 When the worker dies, the turn under way ends with an ``error`` event of kind
 ``model_crashed`` naming how it died (the ``/v1/chat`` stream gets it, and
-``/v1/chat/completions`` answers ``503``, see :class:`CrashIsUnavailable`), a new
-worker is started at once, and the next turn waits for it. Nothing else is lost:
-the other clients' requests wait their turn as usual, the dashboard keeps its
-conversations, and each chat's history is the server's, not the worker's.
+``/v1/chat/completions`` answers ``503``, see :class:`CrashIsUnavailable`), one
+warning is logged with how it died, a new worker is started, and the next turn
+waits for it. Nothing else is lost: the other clients' requests wait their turn as
+usual, the dashboard keeps its conversations, and each chat's history is the
+server's, not the worker's.
+
+A request that crashes the worker every time must not cost a model load per
+request: :class:`CrashBackoff` restarts at once after one crash, and after crashes
+in a row (no turn ended between them) waits longer each time (1 s, 2 s, 4 s... at
+most a minute); while it waits, turns are answered at once with ``model_crashed``
+saying when the worker comes back, and the first turn that ends resets it.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import logging
+import math
 import os
 import queue
 import signal
@@ -41,7 +50,10 @@ from ...vocabulary.cancel import CancelToken
 from .responses import Receive, Scope, Send
 from .worker_wire import decode_end, encode_request, line
 
-__all__ = ["CRASH_KIND", "CrashIsUnavailable", "WorkerBackend", "WorkerSpec", "describe_exit"]
+__all__ = ["CRASH_KIND", "CrashBackoff", "CrashIsUnavailable", "WorkerBackend", "WorkerSpec",
+           "describe_exit"]
+
+logger = logging.getLogger("toolwire.apps.server")
 
 CRASH_KIND: Final = "model_crashed"
 """The ``error`` event kind of a turn whose worker died."""
@@ -79,6 +91,41 @@ def describe_exit(returncode: int | None) -> str:
                 "SIGKILL": "killed, often by the kernel when memory runs out"}.get(name, "")
         return f"{name}: {what}" if what else name
     return f"exit status {returncode}"
+
+
+@attrs.define
+class CrashBackoff:
+    """How long to wait before starting the model worker again after it crashed.
+
+    One crash restarts at once: a rare crash costs one model load. Each further
+    crash in a row (no turn ended since the last one) doubles the wait from
+    ``first_delay``, up to ``max_delay``, so a request that crashes the worker every
+    time costs a few loads a minute, not one per request. A turn that ends resets it.
+
+    :ivar crashes: crashes in a row so far.
+    """
+
+    first_delay: float = 1.0
+    max_delay: float = 60.0
+    crashes: int = 0
+    _resume_at: float = 0.0
+
+    def crashed(self) -> float:
+        """Count a crash; return the seconds to wait before the next start."""
+        self.crashes += 1
+        delay = 0.0 if self.crashes == 1 else min(
+            self.max_delay, self.first_delay * 2 ** (self.crashes - 2))
+        self._resume_at = time.monotonic() + delay
+        return delay
+
+    def turn_ended(self) -> None:
+        """A turn ended in a worker: the crashes are no longer in a row."""
+        self.crashes = 0
+        self._resume_at = 0.0
+
+    def waiting(self) -> float:
+        """Seconds left before the next start is allowed (``0``: none)."""
+        return max(0.0, self._resume_at - time.monotonic())
 
 
 class _Worker:
@@ -153,12 +200,14 @@ class WorkerBackend:
     :param plugins: the server's plugin manager (call ids in the form of the family
         the worker's template selected).
     :param start_timeout: seconds a turn waits for a worker that is (re)starting.
+    :param backoff: when to start a worker again after crashes in a row.
     :raises ToolwireError: see :meth:`start`.
     """
 
     def __init__(self, spec: WorkerSpec, plugins: PluginManager, *,
-                 start_timeout: float = 600.0) -> None:
+                 start_timeout: float = 600.0, backoff: CrashBackoff | None = None) -> None:
         self.spec = spec
+        self.backoff = backoff or CrashBackoff()
         self.name = spec.backend
         self.start_timeout = start_timeout
         self._plugins = plugins
@@ -232,8 +281,9 @@ class WorkerBackend:
         elif family in self._plugins.parsers():
             self._make_call_id = self._plugins.parser(family).make_call_id
 
-    def _restart(self) -> None:
-        """Start workers until one is ready (backing off while they fail), in a thread."""
+    def _restart(self, delay: float = 0.0) -> None:
+        """Start workers until one is ready (backing off while they fail), in a thread;
+        the first start waits ``delay`` seconds (the crash back-off)."""
         with self._state_lock:
             if self._starting or self._closed:
                 return
@@ -241,13 +291,13 @@ class WorkerBackend:
 
         def run() -> None:
             try:
-                delay = 0.0
+                wait = delay
                 while not self._closed:
-                    time.sleep(delay)
+                    time.sleep(wait)
                     if not self._launch(restart=True):
                         return
                     self._failures += 1
-                    delay = min(_MAX_BACKOFF, 0.5 * 2 ** (self._failures - 1))
+                    wait = min(_MAX_BACKOFF, 0.5 * 2 ** (self._failures - 1))
             finally:
                 with self._state_lock:
                     self._starting = False
@@ -255,7 +305,8 @@ class WorkerBackend:
         threading.Thread(target=run, name="toolwire-worker-restart", daemon=True).start()
 
     def _lost(self, worker: _Worker) -> str:
-        """The worker died: say how, and start another."""
+        """The worker died: say how (in the log too), and start another when the
+        crash back-off allows."""
         how = describe_exit(worker.exit_status())
         with self._state_lock:
             if self._worker is worker:
@@ -263,7 +314,12 @@ class WorkerBackend:
                 self._ready.clear()
         worker.stop()
         self.last_exit = how
-        self._restart()
+        delay = self.backoff.crashed()
+        when = "now" if not delay else \
+            f"in {delay:g} s ({self.backoff.crashes} crashes in a row)"
+        logger.warning("the model worker (pid %s) running %s died: %s; a new one starts %s",
+                       worker.process.pid, self.spec.label, how, when)
+        self._restart(delay)
         return how
 
     @property
@@ -310,6 +366,12 @@ class WorkerBackend:
                 return worker
             if self._closed:
                 return "the model worker was stopped"
+            waiting = self.backoff.waiting()
+            if waiting:
+                return (f"the worker process running {self.spec.label} crashed "
+                        f"{self.backoff.crashes} times in a row (last: {self.last_exit}); "
+                        f"it is started again in {math.ceil(waiting)} s. The conversation is "
+                        "kept: send the message again then, or change what made it crash.")
             if worker is None and not self._starting:
                 self._restart()
             if time.monotonic() > deadline:
@@ -395,6 +457,7 @@ class WorkerBackend:
                     continue
                 if message.get("op") == "end":
                     ended = True
+                    self.backoff.turn_ended()
                     yield decode_end(message.get("turn_end") or {})
                     return
                 yield event_from_dict(message["event"])
@@ -432,9 +495,12 @@ class WorkerBackend:
     def _crash_message(self, how: str) -> str:
         advice = " If it keeps crashing on this model, try --no-repack." \
             if self.spec.backend == "llama_cpp" else ""
+        waiting = self.backoff.waiting()
+        restart = "a new one is starting and the next request is answered as usual" \
+            if not waiting else (f"it crashed {self.backoff.crashes} times in a row, so a new "
+                                 f"one starts in {math.ceil(waiting)} s")
         return (f"the worker process running {self.spec.label} died while answering ({how}); "
-                "a new one is starting and the next request is answered as usual. The "
-                f"conversation is kept: send the message again.{advice}")
+                f"{restart}. The conversation is kept: send the message again.{advice}")
 
     def __repr__(self) -> str:
         return f"WorkerBackend({self.spec.backend!r}, {self.spec.label!r}, {self.state})"

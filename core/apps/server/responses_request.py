@@ -415,7 +415,7 @@ def parse_responses_request(data: Any, limits: ServerLimits,
     if not conversation.records:
         raise bad_value("input", "must hold the conversation (or send instructions)")
     check_request_size(conversation.records, limits)
-    messages = read_conversation(conversation.records, "input")
+    messages = read_conversation(conversation.records, "input", limits)
     for field in ("prompt_cache_key", "safety_identifier", "service_tier", "user", "truncation",
                   "prompt_cache_retention"):
         read_string(data, field)

@@ -39,13 +39,17 @@ from ...vocabulary.backend import (
 )
 from ...vocabulary.history import Message, ToolCall
 from ...vocabulary.tools import Tool
+from ...vocabulary.valid_text import valid_text
 
 __all__ = ["decode_end", "decode_request", "encode_end", "encode_request", "line"]
 
 
 def line(message: Mapping[str, Any]) -> str:
-    """One message as a line of JSON (values JSON cannot hold are written as text)."""
-    return json.dumps(message, ensure_ascii=False, default=str, separators=(",", ":")) + "\n"
+    """One message as a line of JSON (values JSON cannot hold are written as text), always
+    valid text: the pipe's encoding can never fail on it, so a failed write means the
+    other side is gone, never that a message held a lone surrogate."""
+    return valid_text(json.dumps(message, ensure_ascii=False, default=str,
+                                 separators=(",", ":"))) + "\n"
 
 
 def _message(message: Message) -> dict[str, Any]:
