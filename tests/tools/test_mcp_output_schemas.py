@@ -25,6 +25,8 @@ from toolwire.plugins.mcp_tools import MCPServers
 from toolwire.plugins.mcp_tools.config import server_from_command
 from toolwire.vocabulary.tools import Tool
 
+pytestmark = pytest.mark.process  # a real stdio MCP server
+
 START = 90.0  # seconds a server may take to start on a busy two-core machine
 CALL_TIMEOUT = 10.0
 
