@@ -226,8 +226,10 @@ class CompletionBuilder:
         self.parallel_tool_calls = parallel_tool_calls and not legacy_functions
         self.include_usage = include_usage
         self._stop = StopMatcher(stop)
-        self._tail = ""  # the latest text, held one item: it may be markup of a cut call
-        self._suspect = ""  # markup the parser gave back as text: dropped if the limit cut it
+        self._tail = ""  # the latest text, held one item: it may end in markup of a cut call
+        # markup the parser gave back as text, written right after the tail: dropped if
+        # the limit cut the reply, else released after the tail
+        self._suspect = ""
         self._content: list[str] = []
         self._reasoning: list[str] = []
         self._open: dict[int, tuple[str, str]] = {}  # parser index -> (name, id), unfinished
@@ -269,8 +271,9 @@ class CompletionBuilder:
             named_only = any(item.raw == name for name, _ in self._open.values())
             if item.code in _GIVEN_BACK and item.raw and not named_only \
                     and self._tail.endswith(item.raw):
+                # the markup ends the held text: it stays after what precedes it
                 self._tail = self._tail[:len(self._tail) - len(item.raw)]
-                self._suspect += item.raw
+                self._suspect = item.raw + self._suspect
             return []
         chunks = self._release()
         if isinstance(item, TextEvent):
@@ -294,8 +297,9 @@ class CompletionBuilder:
         return chunks
 
     def _release(self) -> list[dict[str, Any]]:
-        """The held text is content after all (something came after it)."""
-        held, self._tail, self._suspect = self._suspect + self._tail, "", ""
+        """The held text is content after all (something came after it), in the order
+        the model wrote it: the text, then the markup given back at its end."""
+        held, self._tail, self._suspect = self._tail + self._suspect, "", ""
         if not held:
             return []
         return self._content_chunks(self._stop.feed(held))
