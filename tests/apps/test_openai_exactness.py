@@ -99,6 +99,21 @@ def test_a_call_cut_by_the_token_limit_is_dropped_and_said_so(
     assert dropped["reason"] == "length" and dropped["name"] in ("get_weather", "")
 
 
+@pytest.mark.parametrize("choice", ["required", {"type": "function",
+                                                  "function": {"name": "get_weather"}}])
+@pytest.mark.parametrize(("family", "reply"), [
+    ("hermes_json", "<"), ("hermes_json", "<tool"), ("hermes_json", "<tool_"),
+    ("hermes_json", "<tool_call"), ("qwen_xml", "<tool_"), ("qwen_xml", "\n<tool_call>\n<fun")])
+def test_a_forced_call_cut_inside_its_opening_marker_is_not_text(
+        serve: Any, family: str, reply: str, choice: Any) -> None:
+    # the grammar makes a forced reply's first tokens markup: cut there, it is a call cut
+    reading = read_all(serve, reply, {"tools": [WEATHER], "tool_choice": choice},
+                       family=family, finish_reason="length")
+    assert (reading.status, reading.finish, reading.content, reading.calls) == \
+        (200, "length", "", [])
+    assert reading.dropped == [{"name": "", "reason": "length"}]
+
+
 def test_complete_calls_of_a_reply_cut_after_them_are_returned_with_length(serve: Any) -> None:
     reply = f"Sure.\n{TOKYO_XML}\nAnd now some text that was c"
     reading = read_all(serve, reply, {"tools": [WEATHER]}, finish_reason="length")
