@@ -21,15 +21,18 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.apps.test_server import chat_stream, running_server, user
-from tests.support.families import parse, plugins
+from tests.support.families import plugins
 from tests.support.openai_clients import every_reading, joined_chunks, raw_sse
 from toolwire import Chat
 from toolwire.apps.server.app import create_app
 from toolwire.apps.server.completion_stream import CompletionBuilder
 from toolwire.events import DiagnosticEvent, Event, TextEvent
+from toolwire.families.pipeline import build_pipeline
+from toolwire.parse.protocol import EndReason
 from toolwire.testing import ScriptedBackend, isolated_plugin_manager
 from toolwire.testing import strategies as tws
 from toolwire.vocabulary.backend import ModelRequest, TurnEnd
+from toolwire.vocabulary.schema import tool_parameters_by_name
 
 MODEL = "scripted"
 SEARCH: Any = {"type": "function", "function": {
@@ -73,9 +76,13 @@ def _use(server: tuple[str, ScriptedBackend, _Script], family: str, reply: str, 
     return base
 
 
-def _parser_text(family: str, reply: str, step: int) -> tuple[str, list[Event]]:
+def _parser_text(family: str, reply: str, step: int, end: EndReason) -> tuple[str, list[Event]]:
+    """The text the family's pipeline reads from ``reply`` in ``step``-character deltas."""
     pieces = [reply[i:i + step] for i in range(0, len(reply), step)] or [""]
-    events = parse(family, pieces, [SEARCH], prompt_tail="\n")
+    pipeline = build_pipeline(plugins().parser(family), tool_parameters_by_name([SEARCH]),
+                              plugins=plugins(), prompt_tail="\n")
+    events = [e for piece in pieces for e in pipeline.feed(piece)]
+    events += pipeline.close(end_reason=end)
     return "".join(e.text for e in events if isinstance(e, TextEvent)), events
 
 
@@ -148,9 +155,9 @@ def _replies(family: str) -> st.SearchStrategy[str]:
        end=st.sampled_from(["stop", "length"]))
 def test_text_leaves_every_surface_in_the_order_the_model_wrote_it(
         server: tuple[str, ScriptedBackend, _Script], data: st.DataObject, family: str,
-        step: int, end: str) -> None:
+        step: int, end: EndReason) -> None:
     reply = data.draw(_replies(family), label="reply")
-    text, events = _parser_text(family, reply, step)
+    text, events = _parser_text(family, reply, step, end)
     base = _use(server, family, reply, step, end)
     streamed, finish = _content_of(base, stream=True)
     base = _use(server, family, reply, step, end)
