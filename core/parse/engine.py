@@ -131,8 +131,10 @@ class CallParser(TurnEnds):
             # looked at already: it holds none, nor does it end with a beginning of one
             # (a token or beginning that reached back into it would have shown there)
             mark = self._turn_mark
-            self._run(self._pending + text, out, eof=False, turns=mark is not None and (
-                self._turn_watch or mark in text or text.endswith(self._turn_cuts)))
+            held = self._pending
+            self._run(held + text, out, False,
+                      -1 if mark is None else 0 if self._turn_watch
+                      else len(held) if mark in text or text.endswith(self._turn_cuts) else -1)
         except Exception as exc:  # a parser bug must never take down a chat
             self._pending = ""
             out.append(DiagnosticEvent("parser_error", f"{self._fmt.family} parser failed: "
@@ -145,7 +147,7 @@ class CallParser(TurnEnds):
         self._cut = end_reason == "length"
         out: list[Event] = []
         try:
-            self._run(self._pending, out, eof=True, turns=True)
+            self._run(self._pending, out, True, 0)
             self._finish(out)
         except Exception as exc:
             out.append(DiagnosticEvent("parser_error", f"{self._fmt.family} parser failed: "
@@ -154,7 +156,9 @@ class CallParser(TurnEnds):
 
     # -- the loop ------------------------------------------------------------------------
 
-    def _run(self, data: str, out: list[Event], eof: bool, turns: bool = False) -> None:
+    def _run(self, data: str, out: list[Event], eof: bool, turns: int = -1) -> None:
+        """Read ``data``; the family's end-of-turn tokens are looked for from ``turns``
+        on (``-1``: none can be there), once a call scope reads the data."""
         self._pending = ""
         self._turn_tail = self._turn_watch = False
         pos = 0
@@ -163,12 +167,13 @@ class CallParser(TurnEnds):
         # the next end-of-turn token (or the beginning of one that ends the data), searched
         # for once a call scope reads this data, and again only past one already passed
         at = end = -1
-        searched = -1 if turns else n
+        searched = -1 if turns >= 0 else n
         while True:
             state = self._state
             if state >= _SECTION and searched < n:
                 if searched < 0 or 0 <= at < pos:
-                    (at, end), searched = self._turn_end_at(data, pos), pos
+                    searched = max(pos, turns)
+                    at, end = self._turn_end_at(data, searched)
                 if at < 0 or (eof and end < 0):
                     searched = n  # no end of turn in what is left: the scanners as ever
                     continue
