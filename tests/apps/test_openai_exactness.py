@@ -81,6 +81,9 @@ CUT_REPLIES = [
                 '{"name": "get_we', ["Tokyo"]),
     ("mistral", '[TOOL_CALLS][{"name": "get_weather", "arguments": {"city": "Tokyo"}}, '
                 '{"name": "get_weather", "arguments": {"city": "Osa', ["Tokyo"]),
+    # a cut inside harmony's header (issue 39, item 5): held back like any unfinished call
+    ("harmony", "<|channel|>analysis<|message|>Sure.<|end|><|start|>assistant "
+                "to=functions.get_weather<|channel|>commentary <|constrain|>json", []),
 ]
 
 
@@ -92,7 +95,7 @@ def test_a_call_cut_by_the_token_limit_is_dropped_and_said_so(
     assert reading.status == 200 and reading.finish == "length"
     assert [(name, json.loads(arguments)) for name, arguments in reading.calls] == \
         [("get_weather", {"city": city}) for city in complete]
-    for marker in ("<tool_call", "<func", "[TOOL_CALLS]", "{", "get_we"):
+    for marker in ("<tool_call", "<func", "[TOOL_CALLS]", "{", "get_we", "<|"):
         assert marker not in reading.content, reading.content
     assert reading.content.strip() in ("", "Sure.")
     (dropped,) = reading.dropped
