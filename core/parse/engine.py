@@ -112,15 +112,13 @@ class CallParser(TurnEnds):
                         self._text_seen = not chunk.isspace()
                     return [TextEvent(chunk)]
             elif state == _BODY and self._reader is not None:
-                mark = self._turn_mark  # the family's end-of-turn tokens: may one be here?
-                if mark is not None and (self._turn_watch or mark in text
-                                         or text.endswith(self._turn_cuts)):
-                    taken = self._plain_before_turn_end(text)
-                else:
-                    try:
-                        taken = self._reader.plain_delta(text)  # a value being written
-                    except Exception:
-                        taken = None  # the full path reports what is wrong
+                first = self._turn_first  # the family's end-of-turn tokens: one here?
+                if first is not None and (self._pending or first in text):
+                    return self._feed_value(text)
+                try:
+                    taken = self._reader.plain_delta(text)  # a value being written
+                except Exception:
+                    taken = None  # the full path reports what is wrong
                 if taken is not None:
                     return taken
         out: list[Event] = []
@@ -130,11 +128,11 @@ class CallParser(TurnEnds):
             # or where what is pending ends with a beginning of one. What is pending was
             # looked at already: it holds none, nor does it end with a beginning of one
             # (a token or beginning that reached back into it would have shown there)
-            mark = self._turn_mark
             held = self._pending
             self._run(held + text, out, False,
-                      -1 if mark is None else 0 if self._turn_watch
-                      else len(held) if mark in text or text.endswith(self._turn_cuts) else -1)
+                      -1 if self._turn_first is None else 0 if self._turn_watch
+                      else len(held) if self._turn_mark in text
+                      or text.endswith(self._turn_cuts) else -1)
         except Exception as exc:  # a parser bug must never take down a chat
             self._pending = ""
             out.append(DiagnosticEvent("parser_error", f"{self._fmt.family} parser failed: "

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import ClassVar
 
-from ..events import Event
+from ..events import DiagnosticEvent, Event
 from .engine_base import BODY, SECTION, TEXT, ParseState
 
 __all__ = ["TurnEnds"]
@@ -33,6 +33,48 @@ class TurnEnds(ParseState):
     __slots__ = ()
 
     SCANNERS: ClassVar[tuple[Scanner, ...]] = ()
+
+    def _run(self, data: str, out: list[Event], eof: bool, turns: int = -1) -> None:
+        """Read ``data`` (the engine's loop)."""
+        raise NotImplementedError
+
+    def _feed_value(self, text: str) -> list[Event]:
+        """A value's delta that holds what the family's end-of-turn tokens begin with, or
+        follows the beginning of one held back: offered to the reader whole as ever, up to
+        the beginning of one that ends it, which is held back; the full path where one may
+        be in it, or the reader will not take it."""
+        if self._pending:
+            text = self._pending + text
+            self._pending = ""
+            self._turn_tail = self._turn_watch = False
+        keep = ""
+        if self._turn_mark in text:
+            taken = self._plain_before_turn_end(text)
+        else:
+            if text.endswith(self._turn_cuts):  # a beginning of one ends it: held back
+                for keep in self._turn_cuts_longest:
+                    if text.endswith(keep):
+                        break
+            value = text[:len(text) - len(keep)]
+            reader = self._reader
+            assert reader is not None  # (a value is being read)
+            try:
+                taken = reader.plain_delta(value) if value else []
+            except Exception:
+                taken = None  # the full path reports what is wrong
+            if taken is not None and keep:
+                self._pending = keep
+                self._turn_tail = self._turn_watch = True
+        if taken is not None:
+            return taken
+        out: list[Event] = []
+        try:
+            self._run(text, out, False, 0)
+        except Exception as exc:  # a parser bug must never take down a chat
+            self._pending = ""
+            out.append(DiagnosticEvent("parser_error", f"{self._fmt.family} parser failed: "
+                                                       f"{exc!r}"))
+        return out
 
     def _plain_before_turn_end(self, text: str) -> list[Event] | None:
         """A value's delta offered to the reader whole, as ever, where the family has
