@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import subprocess
@@ -11,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.templates import shared_template, template_path
+from toolwire.apps.cli.main import main as cli_main
 
 REPLY = ("Looking.\n\n<tool_call>\n<function=search>\n<parameter=query>\nalex\n</parameter>\n"
          "<parameter=limit>\n10\n</parameter>\n</function>\n</tool_call>")
@@ -136,3 +138,26 @@ def test_demo_explains_it_is_a_stand_in(tmp_path: Path) -> None:
     run = toolwire("demo", "--dir", str(tmp_path))
     assert run.returncode == 0, run.stderr
     assert "stand-in model" in run.stdout and "toolwire chat --model" in run.stdout
+
+
+class _Stdin:
+    """A piped standard input holding ``text``."""
+
+    def __init__(self, text: str) -> None:
+        self.buffer = io.BytesIO(text.encode("utf-8"))
+
+    def isatty(self) -> bool:
+        return False
+
+
+@pytest.mark.parametrize("reply", ["<tool_", "<", "Sure. <tool_call"])
+def test_parse_says_a_reply_cut_inside_an_opening_marker_was_cut(
+        reply: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    # issue 39, item 7: the text stays, with a truncated_call diagnostic holding the cut
+    monkeypatch.setenv("TOOLWIRE_LOAD_PLUGINS", "")
+    monkeypatch.setattr(sys, "stdin", _Stdin(reply))
+    assert cli_main(["parse", "--family", "hermes_json", "--compact"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["content"] == reply and out["tool_calls"] == []
+    assert [(d["code"], d["raw"]) for d in out["diagnostics"]] == \
+        [("truncated_call", reply.removeprefix("Sure. "))]
