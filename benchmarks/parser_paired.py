@@ -52,8 +52,8 @@ STEP = 4
 
 
 def _renderer(family: str) -> Callable[[str, dict[str, Any]], str] | None:
-    from benchmarks.parser_streaming import CALL_RENDERERS, TOOLS
-    from toolwire.testing import AssistantTurnRenderer, isolated_plugin_manager
+    from benchmarks.parser_streaming import CALL_RENDERERS, template_renderer
+    from toolwire.testing import isolated_plugin_manager
 
     if family in CALL_RENDERERS:
         return CALL_RENDERERS[family]
@@ -65,16 +65,7 @@ def _renderer(family: str) -> Callable[[str, dict[str, Any]], str] | None:
         return None
     if not path.exists():
         return None
-    spec = isolated_plugin_manager().parser(family)
-    renderer = AssistantTurnRenderer(path.read_text(encoding="utf-8"),
-                                     make_call_id=spec.make_call_id)
-    tools = [{"type": "function", "function": {"name": n, "description": n, "parameters": p}}
-             for n, p in TOOLS.items()]
-
-    def render(name: str, args: dict[str, Any]) -> str:
-        return renderer.render([(name, args)], tools=tools).text
-
-    return render
+    return template_renderer(path, isolated_plugin_manager().parser(family))
 
 
 def _replies(families: list[str]) -> dict[str, str]:

@@ -17,18 +17,26 @@ from hypothesis import strategies as st
 
 from ..errors import TemplateError
 from ..events import DiagnosticEvent, Event
-from ..parse.protocol import ParserSpec, collect_reply
+from ..parse.protocol import ParsedReply, ParserSpec, collect_reply
 from ..parse.record import CallFormat
 from ..templates.assistant_turns import AssistantTurnRenderer, Call, RenderedReply
 from . import strategies as tws
 from .drift import drifts, end_tokens
 
-__all__ = ["DriftedCalls"]
+__all__ = ["DriftedCalls", "check_calls"]
 
 
 def _short(value: Any, limit: int = 300) -> str:
     text = repr(value)
     return text if len(text) <= limit else text[:limit] + "..."
+
+
+def check_calls(reply: ParsedReply, calls: Sequence[Call], what: str = "calls differ") -> None:
+    """The calls read are the calls sent: names and canonical JSON arguments, in order."""
+    want = [(n, tws.json_dumps(a)) for n, a in calls]
+    got = [(c.name, tws.json_dumps(dict(c.arguments))) for c in reply.tool_calls]
+    if got != want:
+        raise AssertionError(f"{what}: sent {_short(want, 500)}, got {_short(got, 500)}")
 
 
 class DriftedCalls:
@@ -96,11 +104,7 @@ class DriftedCalls:
         pieces = data.draw(tws.chunkings(drift.reply), label="chunks")
         events = self.parse(pieces, list(self._DRIFT_TOOLS), rendered.prompt_tail)
         reply = collect_reply(events)
-        want = [(n, tws.json_dumps(a)) for n, a in calls]
-        got = [(c.name, tws.json_dumps(dict(c.arguments))) for c in reply.tool_calls]
-        if got != want:
-            raise AssertionError(f"{drift.shape} ({drift.note}): sent {_short(want, 400)}, "
-                                 f"got {_short(got, 400)}")
+        check_calls(reply, calls, f"{drift.shape} ({drift.note})")
         leaked = [m for m in (*self.markers, *end_tokens(fmt)) if m in reply.content]
         if reply.content.strip() or leaked:
             raise AssertionError(f"{drift.shape} ({drift.note}): text {_short(reply.content)}")

@@ -38,7 +38,7 @@ from ..vocabulary.schema import (
     tool_parameters_by_name,
 )
 from . import strategies as tws
-from .drifted_calls import DriftedCalls
+from .drifted_calls import DriftedCalls, check_calls
 from .report import PROPERTIES, PropertyResult
 
 __all__ = ["PropertySuite"]
@@ -429,11 +429,7 @@ class PropertySuite(DriftedCalls):
     def check_round_trip(self, events: Sequence[Event], calls: Sequence[Call],
                          content: str) -> None:
         reply = collect_reply(events)
-        want = [(n, tws.json_dumps(a)) for n, a in calls]
-        got = [(c.name, tws.json_dumps(dict(c.arguments))) for c in reply.tool_calls]
-        if got != want:
-            raise AssertionError(f"calls differ: sent {_short(want, 600)}, "
-                                 f"got {_short(got, 600)}")
+        check_calls(reply, calls)
         if reply.content.strip() != content.strip():
             raise AssertionError(f"text differs: sent {_short(content.strip())}, "
                                  f"got {_short(reply.content.strip())}")

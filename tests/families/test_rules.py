@@ -385,6 +385,18 @@ def test_a_call_cut_by_the_token_limit_is_never_recovered(family: str) -> None:
 # -- rule 8: one malformed call never loses the well-formed calls around it ----------------------
 
 
+def _parallel_reply(family: str, calls: list[tuple[str, dict[str, Any]]],
+                    tools: list[dict[str, Any]], last: str) -> tuple[str, str]:
+    """A real reply with several calls (``last``: the last call's value), or a skip."""
+    try:
+        tail, reply = _reply(family, calls, tools)
+    except Exception as exc:  # the template refuses parallel calls
+        pytest.skip(f"the {family} template writes one call per turn ({exc})")
+    if last not in reply:
+        pytest.skip(f"the {family} template writes only the first call of a turn")
+    return tail, reply
+
+
 def _break_call(family: str, reply: str) -> str:
     """``reply`` with its middle call made unreadable the way a drifting model writes it:
     JSON arguments with a stray word (``{"b": "yqv" oops}``), or else a tool name that
@@ -398,12 +410,7 @@ def _break_call(family: str, reply: str) -> str:
 def test_a_malformed_call_never_loses_the_calls_around_it(family: str) -> None:
     tools = [_tool({"a": {"type": "string"}}), _tool({"b": {"type": "string"}}, "gxq")]
     calls = [("f", {"a": "x1"}), ("gxq", {"b": "yqv"}), ("f", {"a": "z2"})]
-    try:
-        tail, reply = _reply(family, calls, tools)
-    except Exception as exc:  # the template refuses parallel calls
-        pytest.skip(f"the {family} template writes one call per turn ({exc})")
-    if "z2" not in reply:
-        pytest.skip(f"the {family} template writes only the first call of a turn")
+    tail, reply = _parallel_reply(family, calls, tools, "z2")
     broken = _break_call(family, reply)
     assert broken != reply
     whole = None
@@ -640,12 +647,7 @@ def _two_calls(family: str) -> tuple[CallFormat, list[dict[str, Any]], str, str]
     if fmt is None:
         pytest.skip(f"{family} writes each call as a message of its own (channels)")
     tools = [_tool({"a": {"type": "string"}}), _tool({"b": {"type": "string"}}, "g")]
-    try:
-        tail, reply = _reply(family, _TWO_CALLS, tools)
-    except Exception as exc:  # the template refuses parallel calls
-        pytest.skip(f"the {family} template writes one call per turn ({exc})")
-    if "valuextwo" not in reply:
-        pytest.skip(f"the {family} template writes only the first call of a turn")
+    tail, reply = _parallel_reply(family, _TWO_CALLS, tools, "valuextwo")
     return fmt, tools, tail, reply
 
 
