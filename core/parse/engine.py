@@ -123,21 +123,29 @@ class CallParser(TurnEnds):
                     return taken
         out: list[Event] = []
         try:
-            # the family's end-of-turn tokens are looked for where one may be: in the new
-            # text (what they all begin with is in it, or it ends with a beginning of that),
-            # or where what is pending ends with a beginning of one. What is pending was
-            # looked at already: it holds none, nor does it end with a beginning of one
-            # (a token or beginning that reached back into it would have shown there)
-            held = self._pending
-            self._run(held + text, out, False,
-                      -1 if self._turn_first is None else 0 if self._turn_watch
-                      else len(held) if self._turn_mark in text
-                      or text.endswith(self._turn_cuts) else -1)
+            self._run(self._pending + text, out, False, self._turns_from(text))
         except Exception as exc:  # a parser bug must never take down a chat
             self._pending = ""
             out.append(DiagnosticEvent("parser_error", f"{self._fmt.family} parser failed: "
                                                        f"{exc!r}"))
         return out
+
+    def _turns_from(self, text: str) -> int:
+        """Where the family's end-of-turn tokens are looked for in the pending text plus
+        ``text`` (``-1``: none can be there): in the new text, where what they all begin
+        with is in it or it ends with a beginning of that; from the start where what is
+        pending may begin one or the text scanner held it back (not looked at). What a
+        call scope held back was looked at: it holds none, nor ends with a beginning."""
+        if self._turn_first is None:
+            return -1
+        held = self._pending
+        mark = self._turn_mark
+        if self._turn_watch:
+            return 0
+        if held and self._state < _SECTION:
+            data = held + text
+            return 0 if mark in data or data.endswith(self._turn_cuts) else -1
+        return len(held) if mark in text or text.endswith(self._turn_cuts) else -1
 
     def close(self, end_reason: EndReason = "stop") -> list[Event]:
         """End of reply: decide what is still held, flush it (``end_reason="length"``:
