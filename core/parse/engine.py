@@ -123,7 +123,8 @@ class CallParser(TurnEnds):
                     return taken
         out: list[Event] = []
         try:
-            self._run(self._pending + text, out, False, self._turns_from(text))
+            self._run(self._pending + text, out, False,
+                      -1 if self._turn_first is None else self._turns_from(text))
         except Exception as exc:  # a parser bug must never take down a chat
             self._pending = ""
             out.append(DiagnosticEvent("parser_error", f"{self._fmt.family} parser failed: "
@@ -136,8 +137,6 @@ class CallParser(TurnEnds):
         with is in it or it ends with a beginning of that; from the start where what is
         pending may begin one or the text scanner held it back (not looked at). What a
         call scope held back was looked at: it holds none, nor ends with a beginning."""
-        if self._turn_first is None:
-            return -1
         held = self._pending
         mark = self._turn_mark
         if self._turn_watch:
