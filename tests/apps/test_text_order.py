@@ -1,11 +1,11 @@
 """Text leaves every surface in the order the model wrote it (issue 39, item 6).
 
-The OpenAI endpoint holds the latest text back for one item, since its end may be
-markup of a call the token limit cut; markup the parser gives back as text after
-other text must still come after that text. Checked on the three surfaces a reply
-reaches, against the parser's own reading of the same reply in the same deltas:
-``/v1/chat/completions`` (streamed and not), the dashboard's ``/v1/chat`` event
-stream and the chat loop, over random replies made of a family's markup, its near
+The OpenAI endpoint holds the latest text back for one item, since its end may be markup
+of a call the token limit cut; markup the parser gives back as text after other text
+must still come after that text. Checked on the surfaces a reply reaches, against the
+parser's own reading of the same reply in the same deltas: ``/v1/chat/completions``
+(streamed and not), ``/v1/responses`` and ``/v1/messages``, the dashboard's ``/v1/chat``
+event stream and the chat loop, over random replies made of a family's markup, its near
 misses and text, random chunkings and both ends (``stop``, ``length``).
 """
 
@@ -104,6 +104,30 @@ def _content_of(base: str, stream: bool) -> tuple[str, str | None]:
     return choice["message"]["content"] or "", choice["finish_reason"]
 
 
+def _agent_text(base: str, api: str) -> str:
+    """The reply's text as the Responses or the Messages API gives it (not streamed)."""
+    function = SEARCH["function"]
+    if api == "responses":
+        path, body = "/v1/responses", {"model": MODEL, "input": "go", "tools": [
+            {"type": "function", "name": function["name"],
+             "parameters": function["parameters"]}]}
+    else:
+        path, body = "/v1/messages", {"model": MODEL, "max_tokens": 4096, "messages": [
+            {"role": "user", "content": "go"}], "tools": [
+            {"name": function["name"], "input_schema": function["parameters"]}]}
+    conn = http.client.HTTPConnection("127.0.0.1", int(base.rsplit(":", 1)[1]), timeout=30)
+    try:
+        conn.request("POST", path, body=json.dumps(body),
+                     headers={"Content-Type": "application/json"})
+        answer = json.loads(conn.getresponse().read())
+    finally:
+        conn.close()
+    if api == "responses":
+        return "".join(part["text"] for item in answer["output"] if item["type"] == "message"
+                       for part in item["content"] if part["type"] == "output_text")
+    return "".join(block["text"] for block in answer["content"] if block["type"] == "text")
+
+
 def _kept_in_order(text: str, content: str, events: list[Event], end: str) -> None:
     """The content is the parser's text, less (at a length end) markup given back at its
     end: never reordered."""
@@ -164,6 +188,9 @@ def test_text_leaves_every_surface_in_the_order_the_model_wrote_it(
     whole, _ = _content_of(base, stream=False)
     assert streamed == whole, (streamed, whole)
     _kept_in_order(text, whole, events, end)
+    for api in ("responses", "messages"):  # the same reply assembler, the same text
+        base = _use(server, family, reply, step, end)
+        assert _agent_text(base, api) == whole, api
     # the dashboard's stream and the loop pass text on as the parser gives it
     base = _use(server, family, reply, step, end)
     _, items = chat_stream(base, [user("go")])
