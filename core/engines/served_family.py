@@ -22,7 +22,8 @@ import attrs
 
 import toolwire
 
-__all__ = ["PROMPT_TAIL_CHARS", "ServedFamily", "openai_tools", "tool_parameters"]
+__all__ = ["PROMPT_TAIL_CHARS", "ServedFamily", "forced_tool_choice", "openai_tools",
+           "tool_parameters"]
 
 PROMPT_TAIL_CHARS: Final = 64
 """How much of the rendered prompt's end the pipeline is told (an open ``<think>``)."""
@@ -44,6 +45,23 @@ def openai_tools(tools: Sequence[Any] | None) -> list[dict[str, Any]]:
                 k: data[k] for k in ("name", "description", "parameters", "strict") if k in data}}
         out.append(dict(data))
     return out
+
+
+def forced_tool_choice(choice: Any) -> str | dict[str, Any] | None:
+    """An engine's ``tool_choice`` as toolwire's grammar takes it when it forces calls
+    (``"required"``, or a named tool in any of the engines' shapes); ``None`` for
+    ``"auto"``, ``"none"`` or nothing."""
+    if choice == "required":
+        return "required"
+    if isinstance(choice, Mapping):
+        function = choice.get("function")
+        name = function.get("name") if isinstance(function, Mapping) else choice.get("name")
+    else:
+        name = getattr(getattr(choice, "function", None), "name", None) or getattr(
+            choice, "name", None)
+    if isinstance(name, str) and name:
+        return {"type": "function", "function": {"name": name}}
+    return None
 
 
 def tool_parameters(tools: Sequence[Mapping[str, Any]]) -> dict[str, Any]:

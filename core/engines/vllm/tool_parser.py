@@ -51,7 +51,7 @@ from vllm.tool_parsers.abstract_tool_parser import ToolParser
 import toolwire
 
 from ..reply_stream import ReplyPiece, ReplyStream
-from ..served_family import ServedFamily
+from ..served_family import ServedFamily, forced_tool_choice
 from .served import (
     END_REASON,
     family_for_request,
@@ -115,7 +115,7 @@ class ToolwireToolParser(ToolParser):
             request.skip_special_tokens = False  # markup written as special tokens
         if hasattr(request, "spaces_between_special_tokens"):
             request.spaces_between_special_tokens = False
-        choice = _tool_choice(request.tool_choice)
+        choice = forced_tool_choice(request.tool_choice)
         if choice is None or not family.has_grammar:
             return super().adjust_request(request)
         # a reasoning parser holds the grammar back until reasoning ends, so the
@@ -200,18 +200,6 @@ def _joined(first: ReplyPiece, second: ReplyPiece) -> ReplyPiece:
     return ReplyPiece(first.content + second.content, first.reasoning + second.reasoning,
                       first.calls + second.calls, first.diagnostics + second.diagnostics)
 
-
-def _tool_choice(choice: Any) -> str | dict[str, Any] | None:
-    """A request's ``tool_choice`` as toolwire takes it, or ``None`` for auto/none."""
-    if choice == "required":
-        return "required"
-    name = getattr(getattr(choice, "function", None), "name", None) or getattr(
-        choice, "name", None)
-    if isinstance(choice, dict):
-        name = (choice.get("function") or {}).get("name") or choice.get("name")
-    if isinstance(name, str) and name:
-        return {"type": "function", "function": {"name": name}}
-    return None
 
 
 @functools.cache

@@ -1,0 +1,288 @@
+"""toolwire in vLLM's parser slots, tested through vLLM's own classes and serving loop.
+
+Every test drives the real vLLM 0.33 from PyPI (``scripts/ensure_engines``): the
+parsers are found by name through vLLM's ``ParserManager`` after vLLM's own plugin
+loader registered them, composed with the tokenizer as ``vllm serve`` composes them
+at start, and fed by vLLM's ``ChatStreamProcessor`` (one parser per request, deltas
+with token ids) or its non-streaming ``parse``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tests.engines.conftest import engine
+
+# The wheel is vLLM's CUDA build; on a machine without a GPU its platform is found
+# only when told (vLLM's own switch). The parser slots never touch the device.
+os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
+engine("vllm", "vllm.tool_parsers")
+
+from tests.engines.bfcl_replies import FAMILIES, BfclTurn, bfcl_turns, every_file  # noqa: E402
+from tests.engines.vllm_harness import (  # noqa: E402
+    byte_tokenizer,
+    chat_request,
+    parser_class,
+    stream,
+    token_ids,
+    whole,
+)
+from tests.support.templates import shared_template  # noqa: E402
+
+import toolwire  # noqa: E402
+from toolwire.engines.reply_stream import arguments_json  # noqa: E402
+
+WEATHER = {"type": "function", "function": {
+    "name": "get_weather", "description": "The weather in a city.",
+    "parameters": {"type": "object", "properties": {
+        "city": {"type": "string"}, "days": {"type": "integer"}}, "required": ["city"]}}}
+
+NO_THINKING = {"enable_thinking": False}
+"""Qwen3.5's generation prompt opens a think block unless told not to."""
+
+QWEN_CALL = ("<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n"
+             "<parameter=days>\n3\n</parameter>\n</function>\n</tool_call>")
+
+
+def _reference(text: str, turn_template: str, tools: Any, prompt_tail: str
+               ) -> toolwire.ParsedReply:
+    """toolwire's own reading, closed as the adapters close a reply (``length``)."""
+    return toolwire.parse_reply(text, chat_template=turn_template, tools=list(tools),
+                                prompt_tail=prompt_tail, end_reason="length")
+
+
+def _calls(reply: toolwire.ParsedReply) -> tuple[tuple[str, str], ...]:
+    return tuple((c.name, arguments_json(c.arguments)) for c in reply.tool_calls)
+
+
+def _chunks(text: str, rng: random.Random | None) -> list[str]:
+    """``text`` in 1-character deltas, or in random deltas of 1 to 12 characters."""
+    if rng is None:
+        return list(text)
+    out, i = [], 0
+    while i < len(text):
+        n = rng.randint(1, 12)
+        out.append(text[i:i + n])
+        i += n
+    return out
+
+
+# -- vllm serve: registration and start ---------------------------------------------------
+
+
+def test_vllm_serve_takes_toolwire_by_name_through_the_entry_point(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import vllm.plugins
+    from vllm.entrypoints.common.cli_args import (
+        make_arg_parser,
+        validate_api_server_args,
+        validate_parsed_serve_args,
+    )
+    from vllm.reasoning import ReasoningParserManager
+    from vllm.tool_parsers import ToolParserManager
+    from vllm.utils.argparse_utils import FlexibleArgumentParser
+
+    # a process that has loaded no plugin yet, and knows no toolwire name
+    monkeypatch.setattr(vllm.plugins, "plugins_loaded", False)
+    for manager in (ToolParserManager, ReasoningParserManager):
+        monkeypatch.setattr(manager, "lazy_parsers", {
+            k: v for k, v in manager.lazy_parsers.items() if not k.startswith("toolwire")})
+    argv = ["--model", "Qwen/Qwen3.5-4B", "--enable-auto-tool-choice",
+            "--tool-call-parser", "toolwire", "--reasoning-parser", "toolwire"]
+    args = make_arg_parser(FlexibleArgumentParser()).parse_args(argv)
+    validate_parsed_serve_args(args)
+    validate_api_server_args(args)  # raises KeyError naming the choices for an unknown name
+    assert "toolwire" in ToolParserManager.list_registered()
+    assert "toolwire-qwen_xml" in ToolParserManager.list_registered()
+    assert "toolwire-hermes_json" in ReasoningParserManager.list_registered()
+    args.tool_call_parser = "toolwire-nonesuch"
+    with pytest.raises(KeyError, match="invalid tool call parser"):
+        validate_api_server_args(args)
+
+
+def test_the_family_is_chosen_from_the_served_tokenizer_at_start() -> None:
+    tokenizer = byte_tokenizer(shared_template("Qwen3.5-4B.jinja"))
+    parser = parser_class(tokenizer, "toolwire", "toolwire")(tokenizer, [])
+    assert parser.tool_parser.family.name == "qwen_xml"
+
+
+def test_a_template_no_family_claims_stops_vllm_at_start_with_the_reason() -> None:
+    tokenizer = byte_tokenizer(shared_template("google-gemma-2-2b-it.jinja"))
+    with pytest.raises(TypeError) as caught:
+        parser_class(tokenizer, "toolwire")
+    message = str(caught.value)
+    assert "--tool-call-parser toolwire cannot be used" in message
+    assert "no parser plugin claims this chat template" in message
+
+
+def test_a_tokenizer_without_a_template_asks_for_a_family_by_name() -> None:
+    tokenizer = byte_tokenizer(None)
+    with pytest.raises(TypeError, match=r"toolwire-<family>"):
+        parser_class(tokenizer, "toolwire")
+    forced = parser_class(tokenizer, "toolwire-hermes_json")
+    request = chat_request([WEATHER])
+    reply = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Oslo"}}\n</tool_call>'
+    assert whole(forced, tokenizer, request, reply)[2] == (
+        ("get_weather", '{"city": "Oslo"}'),)
+
+
+def test_a_named_family_is_used_as_is_whatever_the_template() -> None:
+    tokenizer = byte_tokenizer(shared_template("Qwen3.5-4B.jinja"))
+    forced = parser_class(tokenizer, "toolwire-hermes_json")
+    request = chat_request([WEATHER])
+    hermes = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Oslo"}}\n</tool_call>'
+    assert stream(forced, tokenizer, request, list(hermes)).calls == (
+        ("get_weather", '{"city": "Oslo"}'),)
+
+
+def test_a_requests_own_chat_template_is_honoured() -> None:
+    tokenizer = byte_tokenizer(shared_template("Qwen3.5-4B.jinja"))
+    cls = parser_class(tokenizer, "toolwire")
+    hermes_template = shared_template("NousResearch-Hermes-3-Llama-3.1-8B-tool_use.jinja")
+    request = chat_request([WEATHER], chat_template=hermes_template)
+    hermes = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Oslo"}}\n</tool_call>'
+    assert whole(cls, tokenizer, request, hermes)[2] == (("get_weather", '{"city": "Oslo"}'),)
+    assert stream(cls, tokenizer, request, list(hermes)).calls == (
+        ("get_weather", '{"city": "Oslo"}'),)
+
+
+# -- streaming records -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("reasoning_parser", [None, "toolwire"])
+def test_parallel_calls_stream_as_vllm_records_named_once_with_their_final_json(
+        reasoning_parser: str | None) -> None:
+    tokenizer = byte_tokenizer(shared_template("Qwen3.5-4B.jinja"))
+    cls = parser_class(tokenizer, "toolwire", reasoning_parser)
+    request = chat_request([WEATHER], chat_template_kwargs=NO_THINKING)
+    second = QWEN_CALL.replace("Paris", "Oslo").replace("3", "5")
+    text = f"Both cities.\n\n{QWEN_CALL}\n{second}"
+    got = stream(cls, tokenizer, request, list(text))
+    assert got.calls == (("get_weather", '{"city": "Paris", "days": 3}'),
+                         ("get_weather", '{"city": "Oslo", "days": 5}'))
+    assert got.names_sent == (1, 1)
+    assert got.content.strip() == "Both cities."
+    assert got.finish_reason == "tool_calls"
+    assert whole(cls, tokenizer, request, text)[2] == got.calls
+
+
+def test_parallel_tool_calls_false_keeps_the_first_call_only() -> None:
+    tokenizer = byte_tokenizer(shared_template("Qwen3.5-4B.jinja"))
+    cls = parser_class(tokenizer, "toolwire")
+    request = chat_request([WEATHER], parallel_tool_calls=False,
+                           chat_template_kwargs=NO_THINKING)
+    text = QWEN_CALL + "\n" + QWEN_CALL.replace("Paris", "Oslo")
+    assert [name for name, _ in stream(cls, tokenizer, request, list(text)).calls] == [
+        "get_weather"]
+
+
+def test_reasoning_is_split_as_toolwire_splits_it_with_and_without_the_reasoning_parser(
+        ) -> None:
+    template = shared_template("Qwen-Qwen3-0.6B.jinja")  # the model opens <think> itself
+    tokenizer = byte_tokenizer(template)
+    request = chat_request([WEATHER])
+    text = ("<think>\nMaybe <tool_call>{\"name\": \"get_weather\", \"arguments\": "
+            "{\"city\": \"Rome\"}}</tool_call> first?\n</think>\n\nChecking."
+            '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Oslo"}}\n</tool_call>')
+    paired = parser_class(tokenizer, "toolwire", "toolwire")
+    got = stream(paired, tokenizer, request, list(text))
+    ref = toolwire.parse_reply(text, chat_template=template, tools=[WEATHER],
+                               end_reason="length")
+    assert (got.reasoning, got.content, got.calls) == (ref.reasoning, ref.content, _calls(ref))
+    assert whole(paired, tokenizer, request, text) == (ref.content, ref.reasoning, _calls(ref))
+    alone = parser_class(tokenizer, "toolwire")  # vLLM's rule: reasoning markup is content
+    got = stream(alone, tokenizer, request, list(text))
+    wrapped = f"<think>{ref.reasoning}</think>{ref.content}"
+    assert (got.reasoning, got.content, got.calls) == ("", wrapped, _calls(ref))
+    assert whole(alone, tokenizer, request, text) == (wrapped, "", _calls(ref))
+
+
+def test_the_reasoning_parser_alone_splits_reasoning_and_leaves_calls_as_content() -> None:
+    template = shared_template("Qwen-Qwen3-0.6B.jinja")
+    tokenizer = byte_tokenizer(template)
+    cls = parser_class(tokenizer, None, "toolwire")
+    text = "<think>\nshort\n</think>\n\nThe answer."
+    got = stream(cls, tokenizer, chat_request(), list(text))
+    assert (got.reasoning, got.content) == ("short", "The answer.")
+
+
+# -- the token limit ----------------------------------------------------------------------
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(cut=st.integers(min_value=0), seed=st.integers(0, 2**16))
+def test_a_reply_cut_inside_a_call_never_yields_a_broken_call(cut: int, seed: int) -> None:
+    tokenizer = byte_tokenizer(shared_template("Qwen3.5-4B.jinja"))
+    cls = parser_class(tokenizer, "toolwire")
+    request = chat_request([WEATHER], chat_template_kwargs=NO_THINKING)
+    full = f"On it. {QWEN_CALL}\n{QWEN_CALL.replace('Paris', 'Oslo')}"
+    text = full[:cut % (len(full) + 1)]
+    got = stream(cls, tokenizer, request, _chunks(text, random.Random(seed)),
+                 finish_reason="length")
+    complete = full.count("</tool_call>") if text == full else text.count("</function>")
+    assert len(got.calls) == complete
+    for name, arguments in got.calls:
+        assert name == "get_weather" and json.loads(arguments)["city"] in ("Paris", "Oslo")
+    assert "<function" not in got.content and "<parameter" not in got.content
+    assert whole(cls, tokenizer, request, text)[2] == got.calls
+
+
+# -- BFCL round trips ---------------------------------------------------------------------
+
+
+def _check(cls: Any, tokenizer: Any, turn: BfclTurn, reasoning_alone: bool,
+           chunks: list[str] | None) -> str | None:
+    """Compare one turn's engine reading with toolwire's; ``None`` when they agree."""
+    request = chat_request(list(turn.tools))
+    ref = _reference(turn.text, turn.template, turn.tools, turn.prompt_tail)
+    if chunks is None:
+        content, reasoning, calls = whole(cls, tokenizer, request, turn.text)
+    else:
+        got = stream(cls, tokenizer, request, chunks,
+                     prompt_ids=token_ids(turn.prompt_tail))
+        content, reasoning, calls = got.content, got.reasoning, got.calls
+        if any(n != 1 for n in got.names_sent):
+            return f"{turn.record}: names sent {got.names_sent}"
+    want_content, want_reasoning = ref.content, ref.reasoning
+    if reasoning_alone and ref.reasoning:
+        want_content, want_reasoning = f"<think>{ref.reasoning}</think>{ref.content}", ""
+    if calls != _calls(ref) or reasoning != want_reasoning or (
+            content != want_content and (content.strip() or want_content.strip())):
+        return (f"{turn.record} ({'whole' if chunks is None else len(chunks)} pieces):\n"
+                f"  want {_calls(ref)} {want_content!r} {want_reasoning!r}\n"
+                f"  got  {calls} {content!r} {reasoning!r}")
+    return None
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_bfcl_round_trips_read_through_vllm_as_toolwire_reads_them(family: str) -> None:
+    """Every turn whole and in random deltas; every eighth in 1-character deltas;
+    with toolwire's tool parser alone and with its reasoning parser before it."""
+    rng = random.Random(42)  # a fixed seed: the same random deltas every run
+    failures: list[str] = []
+    tried = 0
+    for file_name in every_file():
+        turns = bfcl_turns(family, file_name)
+        tokenizer = byte_tokenizer(turns[0].template)
+        alone = parser_class(tokenizer, "toolwire")
+        paired = parser_class(tokenizer, "toolwire", "toolwire")
+        for i, turn in enumerate(turns):
+            tried += 1
+            checks = [(alone, False, None), (paired, False, None),
+                      (alone, True, _chunks(turn.text, rng))]
+            if i % 8 == 0:
+                checks += [(alone, True, list(turn.text)), (paired, False, list(turn.text)),
+                           (paired, False, _chunks(turn.text, rng))]
+            for cls, is_alone, chunks in checks:
+                problem = _check(cls, tokenizer, turn, is_alone, chunks)
+                if problem:
+                    failures.append(problem)
+    assert tried > 0
+    assert not failures, f"{len(failures)} differ:\n" + "\n".join(failures[:5])
