@@ -8,8 +8,8 @@ vLLM's ``ChatCompletionRequest``; a reply streams through vLLM's
 ``delta_text``, token ids and ``finish_reason``, the prompt's ids with each) and
 a whole reply through the composed parser's ``parse``, as the non-streaming
 route does. The tokenizer is a real Hugging Face fast tokenizer (byte-level, so
-any text round-trips) holding the model's chat template, made here so no model
-is downloaded.
+any text round-trips) holding the model's chat template
+(:mod:`tests.engines.tokenizer`).
 """
 
 from __future__ import annotations
@@ -19,49 +19,14 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 import attrs
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers
-from transformers import PreTrainedTokenizerFast
 from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionRequest
 from vllm.entrypoints.openai.chat_completion.stream_processor import ChatStreamProcessor
 from vllm.parser import ParserManager
 
 import toolwire.engines.vllm as toolwire_vllm
+from tests.engines.tokenizer import byte_tokenizer, token_ids
 
 toolwire_vllm.register()  # what vLLM's general-plugin loader does at start
-
-EOS = "<|endoftext|>"
-
-
-_ALPHABET = sorted(pre_tokenizers.ByteLevel.alphabet())
-def _byte_table() -> dict[int, int]:
-    printable = list(range(33, 127)) + list(range(161, 173)) + list(range(174, 256))
-    others = [b for b in range(256) if b not in printable]
-    chars = [chr(b) for b in printable] + [chr(256 + n) for n in range(len(others))]
-    by_byte = dict(zip(printable + others, chars, strict=True))
-    index = {ch: i for i, ch in enumerate(_ALPHABET)}
-    return {b: index[ch] for b, ch in by_byte.items()}
-
-
-BYTE_IDS = _byte_table()
-"""Byte -> token id of :func:`byte_tokenizer` (one token a byte)."""
-
-
-def token_ids(text: str) -> list[int]:
-    """The ids :func:`byte_tokenizer` gives ``text`` (without calling it: faster)."""
-    return [BYTE_IDS[b] for b in text.encode("utf-8", "surrogatepass")]
-
-
-def byte_tokenizer(chat_template: str | None) -> PreTrainedTokenizerFast:
-    """A real HF fast tokenizer: one token a byte, the model's chat template, an EOS."""
-    model = models.BPE(vocab={ch: i for i, ch in enumerate(_ALPHABET)}, merges=[])
-    tokenizer = Tokenizer(model)
-    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
-    tokenizer.decoder = decoders.ByteLevel()
-    fast = PreTrainedTokenizerFast(tokenizer_object=tokenizer, eos_token=EOS)
-    if chat_template is not None:
-        fast.chat_template = chat_template
-    return fast
-
 
 def parser_class(tokenizer: Any, tool_parser: str | None = "toolwire",
                  reasoning_parser: str | None = None) -> Any:
