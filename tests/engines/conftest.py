@@ -38,4 +38,4 @@ def engine(name: str, module: str | None = None) -> ModuleType:
             reason += "\n" + failed.read_text(encoding="utf-8", errors="replace")
         if name in required_engines():
             pytest.fail(reason, pytrace=False)
-        pytest.skip(reason + " (scripts/ensure_engines installs it)")
+        pytest.skip(reason + " (scripts/ensure_engines installs it)", allow_module_level=True)

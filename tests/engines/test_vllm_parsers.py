@@ -108,6 +108,14 @@ def test_vllm_serve_takes_toolwire_by_name_through_the_entry_point(
         validate_api_server_args(args)
 
 
+def test_the_docs_family_table_names_vllms_own_parsers() -> None:
+    from vllm.tool_parsers import ToolParserManager
+
+    from tests.engines.family_table import engine_names
+
+    assert engine_names(1) - set(ToolParserManager.list_registered()) == set()
+
+
 def test_the_family_is_chosen_from_the_served_tokenizer_at_start() -> None:
     tokenizer = byte_tokenizer(shared_template("Qwen3.5-4B.jinja"))
     parser = parser_class(tokenizer, "toolwire", "toolwire")(tokenizer, [])
