@@ -75,9 +75,10 @@ def _best_of(runs: int, func: Callable[[], float]) -> float:
 
 def _vllm_rows(size: int, runs: int) -> list[dict[str, Any]]:
     os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
-    from tests.engines.tokenizer import byte_tokenizer, chat_request, token_ids
     from vllm.entrypoints.openai.chat_completion.stream_processor import ChatStreamProcessor
     from vllm.parser import ParserManager
+
+    from tests.engines.tokenizer import byte_tokenizer, chat_request, token_ids
 
     tokenizer = byte_tokenizer(TEMPLATE.read_text(encoding="utf-8"))
     request = chat_request(TOOLS)
@@ -87,7 +88,7 @@ def _vllm_rows(size: int, runs: int) -> list[dict[str, Any]]:
         deltas = [(d, token_ids(d)) for d in _deltas(text)]
         timings: dict[str, float] = {}
 
-        def once(name: str) -> float:
+        def once(name: str, deltas: list[tuple[str, list[int]]] = deltas) -> float:
             cls = ParserManager.get_parser(tool_parser_name=name, enable_auto_tools=True,
                                            tokenizer=tokenizer)
             parser = cls(tokenizer, request.tools, chat_template_kwargs={},
@@ -170,7 +171,7 @@ def _sglang_rows(size: int, runs: int) -> list[dict[str, Any]]:
         deltas = _deltas(text)
         timings: dict[str, float] = {}
 
-        def once(name: str) -> float:
+        def once(name: str, deltas: list[str] = deltas) -> float:
             parser = FunctionCallParser(tools, name, tokenizer=tokenizer)
             start = time.perf_counter()
             for delta in deltas:

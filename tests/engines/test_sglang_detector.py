@@ -29,12 +29,11 @@ import sglang.srt.plugins  # noqa: E402
 from sglang.srt.entrypoints.openai.protocol import Tool, ToolChoice  # noqa: E402
 from sglang.srt.function_call.function_call_parser import FunctionCallParser  # noqa: E402
 
+import toolwire  # noqa: E402
 from tests.engines.bfcl_replies import FAMILIES, BfclTurn, bfcl_turns, every_file  # noqa: E402
 from tests.engines.tokenizer import byte_tokenizer  # noqa: E402
 from tests.support.paths import REPO  # noqa: E402
 from tests.support.templates import shared_template  # noqa: E402
-
-import toolwire  # noqa: E402
 from toolwire.engines.reply_stream import arguments_json  # noqa: E402
 from toolwire.engines.sglang.detector import register  # noqa: E402
 
@@ -230,8 +229,8 @@ def test_bfcl_round_trips_read_through_sglang_as_toolwire_reads_them(family: str
                 parser = FunctionCallParser(_tools(turn.tools), "toolwire", tokenizer=tokenizer)
                 content, calls = _whole(parser, text) if chunks is None else _stream(
                     parser, chunks)
-                if calls != want or (content.strip() or ref.content.strip()) and \
-                        content != ref.content:
+                if calls != want or ((content.strip() or ref.content.strip()) and \
+                        content != ref.content):
                     failures.append(f"{turn.record}: want {want} {ref.content!r}\n"
                                     f"  got {calls} {content!r}")
     assert tried > 0

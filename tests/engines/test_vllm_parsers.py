@@ -26,18 +26,16 @@ from tests.engines.conftest import engine
 os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
 engine("vllm", "vllm.tool_parsers")
 
+import toolwire  # noqa: E402
 from tests.engines.bfcl_replies import FAMILIES, BfclTurn, bfcl_turns, every_file  # noqa: E402
+from tests.engines.tokenizer import byte_tokenizer, token_ids  # noqa: E402
 from tests.engines.vllm_harness import (  # noqa: E402
-    byte_tokenizer,
     chat_request,
     parser_class,
     stream,
-    token_ids,
     whole,
 )
 from tests.support.templates import shared_template  # noqa: E402
-
-import toolwire  # noqa: E402
 from toolwire.engines.reply_stream import arguments_json  # noqa: E402
 
 WEATHER = {"type": "function", "function": {

@@ -24,7 +24,7 @@ from vllm.entrypoints.openai.chat_completion.stream_processor import ChatStreamP
 from vllm.parser import ParserManager
 
 import toolwire.engines.vllm as toolwire_vllm
-from tests.engines.tokenizer import byte_tokenizer, token_ids
+from tests.engines.tokenizer import token_ids
 
 toolwire_vllm.register()  # what vLLM's general-plugin loader does at start
 

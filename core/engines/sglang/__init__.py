@@ -1,12 +1,17 @@
-"""toolwire in SGLang's detector slot: ``python -m toolwire.engines.sglang ... --tool-call-parser toolwire``.
+"""toolwire in SGLang's detector slot (``--tool-call-parser toolwire``).
 
-SGLang has no plugin mechanism for tool-call parsers: its detectors are the
-static dict ``FunctionCallParser.ToolCallParserEnum``. The one supported way in
-is this launcher (:mod:`.__main__`): it puts :class:`.detector.ToolwireDetector`
-in that dict under ``toolwire`` and ``toolwire-<family>``, reads the served
-model's chat template and chooses its family (a template no family claims stops
-it with the reason), then hands over to SGLang's own ``sglang.launch_server``
-with the same arguments, in the same process. :func:`.detector.register` does
+``python -m toolwire.engines.sglang [launch_server's arguments]`` starts SGLang with it.
+
+SGLang names its detectors in a static dict,
+``FunctionCallParser.ToolCallParserEnum``, with no registry of its own. The launcher
+(:mod:`.__main__`) puts :class:`.detector.ToolwireDetector` in that dict under
+``toolwire`` and ``toolwire-<family>``, reads the served model's chat template and
+chooses its family (a template no family claims stops it with the reason), then
+hands over to SGLang's own ``sglang.launch_server`` with the same arguments, in
+the same process. SGLang 0.5.23 also runs general plugins (its
+``sglang.srt.plugins`` entry-point group) early in every process, and toolwire's
+entry point there does the registration alone, so ``sglang serve ...
+--tool-call-parser toolwire`` works too. :func:`.detector.register` does
 the first part for a program that starts SGLang's server its own way.
 """
 

@@ -1,9 +1,9 @@
 """SGLang's tool-call detector slot filled by toolwire (``--tool-call-parser toolwire``).
 
 SGLang reads tool calls with a ``BaseFormatDetector`` per request, chosen by
-name from ``FunctionCallParser.ToolCallParserEnum`` (a static dict: SGLang has
-no plugin mechanism; :mod:`toolwire.engines.sglang` puts this detector in it and
-hands over to SGLang's own launcher). :class:`ToolwireDetector` holds one
+name from ``FunctionCallParser.ToolCallParserEnum`` (a static dict, filled by
+:func:`register`: from SGLang's plugin entry point, or from the launcher
+``python -m toolwire.engines.sglang``). :class:`ToolwireDetector` holds one
 toolwire pipeline per request, fed each ``parse_streaming_increment`` text and
 closed by ``finish``; a call goes out whole, as a ``ToolCallItem`` with its
 name and its arguments' final JSON, once the model has finished it
@@ -28,12 +28,12 @@ import logging
 from typing import Any, ClassVar
 
 from sglang.srt.function_call.base_format_detector import BaseFormatDetector
-from sglang.srt.function_call.function_call_parser import FunctionCallParser
 from sglang.srt.function_call.core_types import (
     StreamingParseResult,
     StructureInfo,
     ToolCallItem,
 )
+from sglang.srt.function_call.function_call_parser import FunctionCallParser
 from xgrammar.structural_tag import GrammarFormat, StructuralTag
 
 import toolwire

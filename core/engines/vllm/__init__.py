@@ -1,4 +1,4 @@
-"""toolwire in vLLM's parser slots: ``--tool-call-parser toolwire``, ``--reasoning-parser toolwire``.
+"""toolwire in vLLM's parser slots (``--tool-call-parser toolwire``, ``--reasoning-parser``).
 
 ``pip install -e '.[vllm]'`` installs vLLM and this entry point in vLLM's
 ``vllm.general_plugins`` group; vLLM calls :func:`register` at start in every
