@@ -31,6 +31,7 @@ from sglang.srt.function_call.function_call_parser import FunctionCallParser  # 
 
 import toolwire  # noqa: E402
 from tests.engines.bfcl_replies import FAMILIES, BfclTurn, bfcl_turns, every_file  # noqa: E402
+from tests.engines.peer_cases import PEER_CASES, PeerCase  # noqa: E402
 from tests.engines.tokenizer import byte_tokenizer  # noqa: E402
 from tests.support.paths import REPO  # noqa: E402
 from tests.support.templates import shared_template  # noqa: E402
@@ -190,6 +191,26 @@ def test_a_family_with_no_grammar_keeps_sglangs_json_default() -> None:
     parser = FunctionCallParser(_tools([WEATHER]), "toolwire", tokenizer=tokenizer)
     kind, _ = parser.get_structure_constraint("required")
     assert kind == "json_schema"
+
+
+# -- the engines' own test cases -----------------------------------------------------------
+
+
+@pytest.mark.parametrize("case", PEER_CASES, ids=lambda c: c.name)
+def test_sglangs_own_detector_test_cases_read_the_same_through_the_adapter(
+        case: PeerCase) -> None:
+    ref = toolwire.parse_reply(case.reply, family=case.family, tools=list(case.tools),
+                               end_reason="length")
+    assert [(c.name, dict(c.arguments)) for c in ref.tool_calls] == case.calls_json()
+    tokenizer = byte_tokenizer(None)
+    name = f"toolwire-{case.family}"
+    whole = _whole(FunctionCallParser(_tools(case.tools), name, tokenizer=tokenizer),
+                   case.reply)
+    streamed = _stream(FunctionCallParser(_tools(case.tools), name, tokenizer=tokenizer),
+                       list(case.reply))
+    for content, calls in (whole, streamed):
+        assert [(n, json.loads(a)) for n, a in calls] == case.calls_json()
+        assert (content.strip() or None) == case.content
 
 
 # -- BFCL round trips ---------------------------------------------------------------------

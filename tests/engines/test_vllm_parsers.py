@@ -28,6 +28,7 @@ engine("vllm", "vllm.tool_parsers")
 
 import toolwire  # noqa: E402
 from tests.engines.bfcl_replies import FAMILIES, BfclTurn, bfcl_turns, every_file  # noqa: E402
+from tests.engines.peer_cases import PEER_CASES, PeerCase  # noqa: E402
 from tests.engines.tokenizer import byte_tokenizer, token_ids  # noqa: E402
 from tests.engines.vllm_harness import (  # noqa: E402
     chat_request,
@@ -239,6 +240,24 @@ def test_a_reply_cut_inside_a_call_never_yields_a_broken_call(cut: int, seed: in
         assert name == "get_weather" and json.loads(arguments)["city"] in ("Paris", "Oslo")
     assert "<function" not in got.content and "<parameter" not in got.content
     assert whole(cls, tokenizer, request, text)[2] == got.calls
+
+
+# -- the engines' own test cases -----------------------------------------------------------
+
+
+@pytest.mark.parametrize("case", PEER_CASES, ids=lambda c: c.name)
+def test_vllms_own_parser_test_cases_read_the_same_through_the_adapter(case: PeerCase) -> None:
+    ref = toolwire.parse_reply(case.reply, family=case.family, tools=list(case.tools),
+                               end_reason="length")
+    assert [(c.name, dict(c.arguments)) for c in ref.tool_calls] == case.calls_json()
+    tokenizer = byte_tokenizer(None)
+    cls = parser_class(tokenizer, f"toolwire-{case.family}")
+    request = chat_request(list(case.tools))
+    content, _, calls = whole(cls, tokenizer, request, case.reply)
+    streamed = stream(cls, tokenizer, request, list(case.reply))
+    for got_content, got_calls in ((content, calls), (streamed.content, streamed.calls)):
+        assert [(n, json.loads(a)) for n, a in got_calls] == case.calls_json()
+        assert (got_content.strip() or None) == case.content
 
 
 # -- BFCL round trips ---------------------------------------------------------------------

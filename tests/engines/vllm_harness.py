@@ -96,7 +96,10 @@ def stream(parser_cls: Any, tokenizer: Any, request: ChatCompletionRequest,
 
 
 def prompt_text(tokenizer: Any, request: ChatCompletionRequest) -> str:
-    """The prompt vLLM renders for ``request`` (Hugging Face's own template renderer)."""
+    """The prompt vLLM renders for ``request`` (Hugging Face's own template renderer;
+    a plain transcript for a tokenizer with no template)."""
+    if not tokenizer.chat_template:
+        return "".join(f"{m['role']}: {m['content']}\n" for m in request.messages)
     text = tokenizer.apply_chat_template(
         [dict(m) for m in request.messages], tools=[t.model_dump() for t in request.tools or ()]
         or None, add_generation_prompt=True, tokenize=False,
