@@ -1,10 +1,10 @@
 """Cases from the engines' own parser tests, as data: a reply and what it must read as.
 
-The replies and expected calls are those of vLLM's ``qwen3_coder`` and ``hermes``
-parser tests and SGLang's detector tests for the same formats (facts about the
-formats, restated here). Each engine test feeds them through toolwire's adapter;
-the ones toolwire's own ``parse_reply`` reads as expected must read the same through
-the adapters, whole and streamed.
+The replies and expected calls are those of vLLM's ``qwen3_coder`` parser tests and
+SGLang's ``qwen3_coder`` detector tests, plus Hermes calls in the shapes those
+engines' Hermes tests use (facts about the formats, restated here). Each engine test
+feeds them through toolwire's adapter: toolwire's own ``parse_reply`` reads every one
+as the peer expects (checked first), and the adapters must too, whole and streamed.
 """
 
 from __future__ import annotations
@@ -30,6 +30,13 @@ AREA = _fn("calculate_area", {"shape": {"type": "string"}, "dimensions": {"type"
 TYPES = _fn("test_types", {"int_param": {"type": "integer"}, "float_param": {"type": "number"},
                            "bool_param": {"type": "boolean"}, "str_param": {"type": "string"},
                            "obj_param": {"type": "object"}})
+SG_WEATHER = _fn("get_current_weather", {
+    "location": {"type": "string"}, "unit": {"type": "string"}, "days": {"type": "integer"}},
+    ("location",))
+SG_SQL = _fn("sql_interpreter", {"query": {"type": "string"}, "dry_run": {"type": "boolean"}})
+SG_TODO = _fn("TodoWrite", {"todos": {"type": "array", "items": {"type": "object", "properties": {
+    "content": {"type": "string"}, "status": {"type": "string"}}}}})
+SG_TOOLS = (SG_WEATHER, SG_SQL, SG_TODO)
 HERMES_WEATHER = _fn("get_current_weather", {
     "city": {"type": "string"}, "state": {"type": "string"}, "unit": {"type": "string"}})
 
@@ -91,6 +98,41 @@ PEER_CASES: tuple[PeerCase, ...] = (
              (("test_types", {"int_param": 42, "float_param": 3.14, "bool_param": True,
                               "str_param": "hello world", "obj_param": {"key": "value"}}),),
              None),
+    PeerCase("sglang qwen3_coder: plain text", "qwen_xml", "This is plain text test",
+             SG_TOOLS, (), "This is plain text test"),
+    PeerCase("sglang qwen3_coder: one bare call, values on the tag's line", "qwen_xml",
+             "<function=get_current_weather>\n<parameter=location>Boston</parameter>\n"
+             "<parameter=unit>celsius</parameter>\n<parameter=days>3</parameter>\n</function>",
+             SG_TOOLS, (("get_current_weather", {"location": "Boston", "unit": "celsius",
+                                                 "days": 3}),), None),
+    PeerCase("sglang qwen3_coder: text, then a bare call", "qwen_xml",
+             "Text prefix + tool call test\n\n<function=get_current_weather>\n"
+             "<parameter=location>Boston</parameter>\n<parameter=unit>celsius</parameter>\n"
+             "<parameter=days>3</parameter>\n</function>", SG_TOOLS,
+             (("get_current_weather", {"location": "Boston", "unit": "celsius", "days": 3}),),
+             "Text prefix + tool call test"),
+    PeerCase("sglang qwen3_coder: two bare calls", "qwen_xml",
+             "Text prefix + double tool call test\n\n<function=get_current_weather>\n"
+             "<parameter=location>New York</parameter>\n</function>\n<function=sql_interpreter>"
+             "\n<parameter=query>SELECT * FROM users</parameter>\n<parameter=dry_run>True"
+             "</parameter>\n</function>\n", SG_TOOLS,
+             (("get_current_weather", {"location": "New York"}),
+              ("sql_interpreter", {"query": "SELECT * FROM users", "dry_run": True})),
+             "Text prefix + double tool call test"),
+    PeerCase("sglang qwen3_coder: parameters closed only by the next one", "qwen_xml",
+             "Text prefix + implicit parameter close test\n\n<function=get_current_weather>\n"
+             "<parameter=location>Paris\n<parameter=unit>celsius\n<parameter=days>3\n"
+             "</function>", SG_TOOLS,
+             (("get_current_weather", {"location": "Paris", "unit": "celsius", "days": 3}),),
+             "Text prefix + implicit parameter close test"),
+    PeerCase("sglang qwen3_coder: an array of objects with a single-quoted string", "qwen_xml",
+             "Text prefix + complex schema tool call test\n\n<function=TodoWrite>\n"
+             "<parameter=todos>\n[\n {\"content\": \"Buy a new car\", \"status\": 'pending'},"
+             "\n {\"content\": \"Buy a new house\", \"status\": \"completed\"}\n]\n"
+             "</parameter>\n</function>\n\n", SG_TOOLS,
+             (("TodoWrite", {"todos": [{"content": "Buy a new car", "status": "pending"},
+                                       {"content": "Buy a new house", "status": "completed"}]}),),
+             "Text prefix + complex schema tool call test"),
     PeerCase("hermes: one call", "hermes_json",
              '<tool_call>\n{"name": "get_current_weather", "arguments": {"city": "Dallas", '
              '"state": "TX", "unit": "fahrenheit"}}\n</tool_call>', (HERMES_WEATHER,),

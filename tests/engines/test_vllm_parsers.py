@@ -221,6 +221,62 @@ def test_the_reasoning_parser_alone_splits_reasoning_and_leaves_calls_as_content
     assert (got.reasoning, got.content) == ("short", "The answer.")
 
 
+# -- required and named tool choice ------------------------------------------------------
+
+
+def _adjusted(template: str, tools: list[dict[str, Any]], **fields: Any) -> Any:
+    """The request after the composed parser's ``adjust_request``, as vLLM's renderer
+    calls it before building the sampling parameters."""
+    tokenizer = byte_tokenizer(template)
+    cls = parser_class(tokenizer, "toolwire")
+    request = chat_request(tools, **fields)
+    return cls(tokenizer, request.tools, chat_template_kwargs={},
+               model_config=None).adjust_request(request)
+
+
+@pytest.mark.parametrize("choice", ["required",
+                                    {"type": "function", "function": {"name": "get_weather"}}])
+def test_required_and_named_calls_are_held_to_the_native_markup_grammar(choice: Any) -> None:
+    import xgrammar as xgr
+    from vllm.sampling_params import SamplingParams
+    from vllm.v1.structured_output.backend_xgrammar import validate_xgrammar_grammar
+
+    template = shared_template("Qwen3-Coder.jinja")
+    request = _adjusted(template, [WEATHER], tool_choice=choice)
+    grammar = request.structured_outputs.grammar
+    assert grammar == toolwire.grammar_for("qwen_xml", [WEATHER], template=template,
+                                           tool_choice=choice).gbnf
+    assert request.structured_outputs.json is None  # not vLLM's JSON-schema default
+    assert request.skip_special_tokens is False
+    validate_xgrammar_grammar(SamplingParams(structured_outputs=request.structured_outputs))
+    compiler = xgr.GrammarCompiler(xgr.TokenizerInfo.from_huggingface(byte_tokenizer(None)))
+    matcher = xgr.GrammarMatcher(compiler.compile_grammar(xgr.Grammar.from_ebnf(grammar)),
+                                 terminate_without_stop_token=True)
+    assert matcher.accept_string(QWEN_CALL) and matcher.is_completed()
+    tokenizer = byte_tokenizer(template)  # and what the model writes under it is read back
+    assert whole(parser_class(tokenizer, "toolwire"), tokenizer, request, QWEN_CALL)[2] == (
+        ("get_weather", '{"city": "Paris", "days": 3}'),)
+
+
+def test_auto_leaves_the_model_free() -> None:
+    request = _adjusted(shared_template("Qwen3-Coder.jinja"), [WEATHER], tool_choice="auto")
+    assert request.structured_outputs is None
+
+
+def test_a_family_without_a_grammar_keeps_vllms_json_default() -> None:
+    request = _adjusted(shared_template("google-gemma-4-31B-it.jinja"), [WEATHER],
+                        tool_choice="required")
+    assert request.structured_outputs.json is not None
+    assert request.structured_outputs.grammar is None
+
+
+def test_a_schema_no_grammar_can_say_is_refused_naming_the_tool_and_keyword() -> None:
+    tool = {"type": "function", "function": {"name": "tag", "parameters": {
+        "type": "object", "patternProperties": {"^x-": {"type": "string"}}}}}
+    with pytest.raises(ValueError, match=r"tag.*patternProperties"):
+        _adjusted(shared_template("Qwen3-Coder.jinja"), [tool], tool_choice="required")
+
+
 # -- the token limit ----------------------------------------------------------------------
 
 
