@@ -150,8 +150,8 @@ def _vllm_start_rows(runs: int) -> list[dict[str, Any]]:
              "ms": parser_on, "runs": runs},
             {"engine": "vllm", "measure": "argument parser built, no plugin", "ms": parser_off,
              "runs": runs},
-            {"engine": "vllm", "measure": "added by toolwire's plugin", "ms": parser_on - parser_off,
-             "runs": runs},
+            {"engine": "vllm", "measure": "added by toolwire's plugin",
+             "ms": parser_on - parser_off, "runs": runs},
             {"engine": "vllm", "measure": "first parser build (tool + reasoning, at start)",
              "ms": build, "runs": runs}]
 
