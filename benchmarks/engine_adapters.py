@@ -9,9 +9,12 @@ Run in an engine's venv (``scripts/ensure_engines``):
   token's worth) in the same run, for three shapes (text, many small calls, one call
   with a huge argument): vLLM through its own streaming interface (one
   ``ChatStreamProcessor.step`` per delta, as its chat route drives it) with
-  ``--tool-call-parser toolwire`` against ``qwen3_coder``; SGLang through its
-  ``FunctionCallParser.parse_stream_chunk`` with ``toolwire`` against its
-  ``qwen3_coder`` detector. Each pair is timed alternately, the best of the runs kept.
+  ``--tool-call-parser toolwire`` against ``qwen3_coder``, and the parser slot alone
+  (``extract_tool_calls_streaming`` given what vLLM gives each: ours the delta, the
+  legacy ``qwen3_coder`` the growing text too), beside toolwire's bare pipeline;
+  SGLang through its ``FunctionCallParser.parse_stream_chunk`` with ``toolwire``
+  against its ``qwen3_coder`` detector. Each pair is timed alternately, the best of
+  the runs kept.
 * **vLLM start**: what registering toolwire through ``vllm.general_plugins`` adds to
   building ``vllm serve``'s argument parser (where vLLM loads its plugins), and what
   the first parser build (at start, vLLM checks the parsers against the tokenizer)
@@ -80,8 +83,10 @@ def _vllm_rows(size: int, runs: int) -> list[dict[str, Any]]:
 
     from tests.engines.tokenizer import byte_tokenizer, token_ids
     from tests.engines.vllm_harness import chat_request  # registers toolwire, as vLLM would
+    from toolwire.engines.served_family import ServedFamily
 
     tokenizer = byte_tokenizer(TEMPLATE.read_text(encoding="utf-8"))
+    served = ServedFamily.choose(TEMPLATE.read_text(encoding="utf-8"))
     request = chat_request(TOOLS)
     prompt = token_ids("prompt")
     rows = []
@@ -102,13 +107,51 @@ def _vllm_rows(size: int, runs: int) -> list[dict[str, Any]]:
                 processor.step(delta, ids, "stop" if i == last else None, prompt)
             return (time.perf_counter() - start) / len(deltas) * 1e6
 
+        def slot(name: str, deltas: list[tuple[str, list[int]]] = deltas) -> float:
+            """The parser slot alone, given what vLLM gives it: an engine-based parser
+            the delta, a legacy one (qwen3_coder) the growing text too."""
+            cls = ParserManager.get_parser(tool_parser_name=name, enable_auto_tools=True,
+                                           tokenizer=tokenizer)
+            parser = cls(tokenizer, request.tools, chat_template_kwargs={},
+                         model_config=None).tool_parser
+            growing = not parser.engine_based_streaming
+            previous, previous_ids = "", []
+            start = time.perf_counter()
+            for delta, ids in deltas:
+                current = previous + delta if growing else delta
+                current_ids = previous_ids + ids if growing else ids
+                parser.extract_tool_calls_streaming(previous, current, delta, previous_ids,
+                                                    current_ids, ids, request)
+                if growing:
+                    previous, previous_ids = current, current_ids
+            if not growing:
+                parser.finish_streaming()
+            return (time.perf_counter() - start) / len(deltas) * 1e6
+
+        def bare(deltas: list[tuple[str, list[int]]] = deltas) -> float:
+            """toolwire's pipeline alone, no engine record made."""
+            pipeline = served.pipeline(TOOLS)
+            start = time.perf_counter()
+            for delta, _ in deltas:
+                pipeline.feed(delta)
+            pipeline.close()
+            return (time.perf_counter() - start) / len(deltas) * 1e6
+
         for _ in range(runs):  # alternate, so both see the same load
             for name in ("toolwire", "qwen3_coder"):
                 timings[name] = min(timings.get(name, float("inf")), once(name))
+                timings["slot " + name] = min(timings.get("slot " + name, float("inf")),
+                                              slot(name))
+            timings["bare"] = min(timings.get("bare", float("inf")), bare())
         rows.append({"engine": "vllm", "shape": shape, "size": size, "deltas": len(deltas),
                      "toolwire_us": timings["toolwire"],
                      "engine_parser_us": timings["qwen3_coder"],
                      "speedup": timings["qwen3_coder"] / timings["toolwire"]})
+        rows.append({"engine": "vllm", "shape": shape + " (parser slot alone)", "size": size,
+                     "deltas": len(deltas), "toolwire_us": timings["slot toolwire"],
+                     "engine_parser_us": timings["slot qwen3_coder"],
+                     "speedup": timings["slot qwen3_coder"] / timings["slot toolwire"],
+                     "bare_pipeline_us": timings["bare"]})
     return rows
 
 
@@ -204,7 +247,7 @@ def run(quick: bool = False, engine: str = "vllm") -> list[dict[str, Any]]:
 def report(rows: list[dict[str, Any]]) -> None:
     print_table([r for r in rows if "shape" in r],
                 ["engine", "shape", "size", "deltas", "toolwire_us", "engine_parser_us",
-                 "speedup"],
+                 "speedup", "bare_pipeline_us"],
                 title="µs per 4-character delta through the engine's streaming interface, "
                       "toolwire against the engine's qwen3_coder (best of the runs; the "
                       "machine is shared)")

@@ -100,8 +100,13 @@ class ReplyStream:
     def feed(self, delta: str) -> ReplyPiece:
         """The pieces ``delta`` settles (nothing after :meth:`close`)."""
         if self.closed or not delta:
-            return ReplyPiece()
-        return self._piece(self._pipeline.feed(delta), cut=False)
+            return _NOTHING
+        events = self._pipeline.feed(delta)
+        if not events:
+            return _NOTHING
+        if len(events) == 1 and type(events[0]) is toolwire.TextEvent and not self._in_reasoning:
+            return ReplyPiece(events[0].text)  # the common case: plain text
+        return self._piece(events, cut=False)
 
     def close(self, end_reason: toolwire.EndReason = "stop") -> ReplyPiece:
         """The end of the reply: what the pipeline still held.
@@ -151,6 +156,9 @@ class ReplyStream:
                     _drop_tail(content, event.raw)
         return ReplyPiece("".join(content), "".join(reasoning), tuple(calls),
                           tuple(diagnostics))
+
+
+_NOTHING: Final = ReplyPiece()
 
 
 def _drop_tail(parts: list[str], raw: str) -> None:

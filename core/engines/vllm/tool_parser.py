@@ -184,16 +184,18 @@ class ToolwireToolParser(ToolParser):
             log.debug("toolwire: %s: %s", diagnostic.code, diagnostic.message)
         if not piece:
             return None
+        if not piece.calls and not piece.reasoning:
+            return DeltaMessage(content=piece.content)
         calls = []
         for call in piece.calls:
             self.prev_tool_call_arr.append({"name": call.name, "arguments": call.arguments})
             self.streamed_args_for_tool.append(call.arguments)
             self.current_tool_id = call.index
+            function = DeltaFunctionCall(name=call.name, arguments=call.arguments)
             calls.append(DeltaToolCall(index=call.index, id=call.id, type="function",
-                                       function=DeltaFunctionCall(name=call.name,
-                                                                  arguments=call.arguments)))
-        return DeltaMessage(content=piece.content or None,
-                            reasoning=piece.reasoning or None, tool_calls=calls)
+                                       function=function))
+        return DeltaMessage(content=piece.content or None, reasoning=piece.reasoning or None,
+                            tool_calls=calls)
 
 
 def _joined(first: ReplyPiece, second: ReplyPiece) -> ReplyPiece:
