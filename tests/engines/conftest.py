@@ -12,13 +12,15 @@ from __future__ import annotations
 
 import importlib
 import os
+from pathlib import Path
 from types import ModuleType
 
 import pytest
 
 from tests.support.paths import REPO
 
-ENGINES_DIR = REPO / ".venv-engines"
+# where scripts/ensure_engines put the venvs and their install logs
+ENGINES_DIR = Path(os.environ.get("TOOLWIRE_ENGINES_DIR") or REPO / ".venv-engines")
 
 
 def required_engines() -> set[str]:
