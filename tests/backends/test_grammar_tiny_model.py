@@ -290,8 +290,13 @@ def test_auto_replies_never_hold_a_malformed_call(key: str,
     def check(tools: list[dict[str, Any]], seed: int) -> None:
         events = run(backend, tools, seed, tool_choice="auto", parallel_tool_calls=False)
         calls, _, problems = outcome(events)
-        assert [p for p in problems if not (isinstance(p, ErrorEvent) and p.kind == "length")
-                ] == []
+        # the grammar is lazy under "auto": the free text before an opening marker is the
+        # model's, and a stray closing marker there is dropped with a note (which tokens a
+        # tiny random model writes depends on the CPU and its thread count); what the
+        # grammar holds is every call
+        assert [p for p in problems
+                if not (isinstance(p, ErrorEvent) and p.kind == "length")
+                and not (isinstance(p, DiagnosticEvent) and p.code == "stray_markup")] == []
         assert call_problems(calls, tools) == []
 
     check()
