@@ -22,7 +22,9 @@ import attrs
 from tests.support.paths import DOCS, REPO
 
 FLOORS: tuple[tuple[str, ...], ...] = (
-    ("toolwire.errors", "toolwire.events", "toolwire.boundaries", "toolwire.extras"),
+    ("toolwire.errors", "toolwire.events", "toolwire.boundaries", "toolwire.extras",
+     "toolwire.limits"),
+    ("toolwire.isolation",),
     ("toolwire.vocabulary",),
     ("toolwire.gguf", "toolwire.templates", "toolwire.parse"),
     ("toolwire.grammar",),
