@@ -17,7 +17,7 @@ from typing import Any, Final
 
 import attrs
 
-__all__ = ["RENDER_SECONDS_VARIABLE", "RenderLimits"]
+__all__ = ["PATTERN_LIMITS", "RENDER_SECONDS_VARIABLE", "PatternLimits", "RenderLimits"]
 
 RENDER_SECONDS_VARIABLE: Final = "TOOLWIRE_TEMPLATE_SECONDS"
 """Environment variable: the default ``max_seconds`` of a render."""
@@ -54,3 +54,30 @@ class RenderLimits:
     max_output_chars: int = attrs.field(default=10_000_000, validator=_positive)
     max_memory_bytes: int = attrs.field(default=256 << 20, validator=_positive)
     max_seconds: float = attrs.field(factory=_render_seconds, validator=_positive)
+
+
+@attrs.frozen
+class PatternLimits:
+    """The bounds of a regular expression from outside: a tool schema's ``pattern`` or
+    ``patternProperties`` key (:mod:`toolwire.vocabulary.patterns`).
+
+    :ivar max_chars: the longest pattern (compiling a 7 MB one takes ``regex`` a minute).
+    :ivar compile_memory_bytes: the address space compiling one pattern may take; it is
+        compiled first in the pattern child process, under this bound (``regex`` writes
+        counted repetitions out: ``a{1000000}`` takes a gigabyte).
+    :ivar compile_seconds: the time compiling it there may take.
+    :ivar kept_bytes: what the compiled patterns this process keeps may take in all (as
+        the child measured each); the least recently used are dropped past it.
+    :ivar match_seconds: the time matching may take in one validation of a value
+        (``regex`` stops a match at its timeout; past it the value could not be checked).
+    """
+
+    max_chars: int = attrs.field(default=4_096, validator=_positive)
+    compile_memory_bytes: int = attrs.field(default=16 << 20, validator=_positive)
+    compile_seconds: float = attrs.field(default=2.0, validator=_positive)
+    kept_bytes: int = attrs.field(default=64 << 20, validator=_positive)
+    match_seconds: float = attrs.field(default=1.0, validator=_positive)
+
+
+PATTERN_LIMITS: Final = PatternLimits()
+"""The bounds every schema pattern is held to."""

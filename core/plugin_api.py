@@ -37,7 +37,7 @@ from .backends.templated import (
 )
 from .conversation.dispatch import RunningCall, current_call
 from .conversation.validation import ValidationStepsExceeded, checked_validator, value_problems
-from .errors import BackendError, TemplateError, ToolCallError
+from .errors import BackendError, ChildStoppedError, TemplateError, ToolCallError
 from .events import (
     DiagnosticEvent,
     ErrorEvent,
@@ -105,6 +105,7 @@ from .vocabulary.backend import (
 from .vocabulary.call_ids import default_call_id, nine_char_call_id
 from .vocabulary.cancel import CancelToken
 from .vocabulary.history import Message, ToolCall, to_openai_messages
+from .vocabulary.patterns import PatternError, check_patterns, compile_pattern, match_lines
 from .vocabulary.schema import ToolSchemaIndex, coerce_text_value, json_type_of
 from .vocabulary.tool_sources import ToolSource, ToolSourceSpec
 from .vocabulary.tools import Tool, tool
@@ -127,6 +128,7 @@ __all__ = [
     "CallParser",
     "CancelToken",
     "ChatTemplate",
+    "ChildStoppedError",
     "DiagnosticEvent",
     "EncodedPrompt",
     "EndReason",
@@ -146,6 +148,7 @@ __all__ = [
     "ObjectLiteral",
     "OpenedStream",
     "ParserSpec",
+    "PatternError",
     "PluginManager",
     "PromptPiece",
     "PromptState",
@@ -195,9 +198,11 @@ __all__ = [
     "ValidationStepsExceeded",
     "aend_at_repeated_call",
     "calls_from_source",
+    "check_patterns",
     "checked_validator",
     "classify_exception",
     "coerce_text_value",
+    "compile_pattern",
     "current_call",
     "default_call_id",
     "double_encoded_note",
@@ -208,6 +213,7 @@ __all__ = [
     "hookimpl",
     "json_arguments",
     "json_type_of",
+    "match_lines",
     "nine_char_call_id",
     "parser_spec",
     "partial_tag_start",

@@ -18,6 +18,7 @@ from collections.abc import Iterator
 import pytest
 
 pytest.importorskip("mcp")
+pytestmark = pytest.mark.process  # every test talks to a real MCP server's process
 
 from tests.support.mcp_output_server import SCRIPT
 from toolwire import Dispatcher, DispatchResult, ToolCall, ToolRegistry
