@@ -63,6 +63,7 @@ from .hooks.specs import (
     RegisterToolSource,
     hookimpl,
 )
+from .isolation.supervisor import ChildEnd, SupervisedChild, find_program, host_bound_command
 from .parse.engine import CallParser
 from .parse.family import parser_spec, reasoning_filter, register_reasoning, template_mentions
 from .parse.json_readers import double_encoded_note
@@ -128,6 +129,7 @@ __all__ = [
     "CallParser",
     "CancelToken",
     "ChatTemplate",
+    "ChildEnd",
     "ChildStoppedError",
     "DiagnosticEvent",
     "EncodedPrompt",
@@ -174,6 +176,7 @@ __all__ = [
     "StreamFilterSpec",
     "StreamParser",
     "StreamPump",
+    "SupervisedChild",
     "TaggedArguments",
     "TemplateChoice",
     "TemplateError",
@@ -209,8 +212,10 @@ __all__ = [
     "end_at_repeated_call",
     "extra_hint",
     "family_think_filter_spec",
+    "find_program",
     "get_chat_template",
     "hookimpl",
+    "host_bound_command",
     "json_arguments",
     "json_type_of",
     "match_lines",

@@ -225,6 +225,8 @@ def _high(fd: int) -> int:
 def _json_value(value: Any) -> Any:
     if isinstance(value, Mapping):
         return dict(value)
+    if isinstance(value, os.PathLike):
+        return os.fspath(value)
     raise TypeError(f"a {type(value).__name__} cannot cross a child's pipe (JSON values only)")
 
 
@@ -248,8 +250,8 @@ class SupervisedChild:
     :param argv: the program and its arguments (``argv[0]`` is the program's path).
     :param env: its environment (default: this process's).
     :param pipe: give it the JSON-lines pipe (``False``: a program that only runs).
-    :param quiet: its standard output goes nowhere (it inherits this process's
-        standard error either way).
+    :param quiet: its standard output and error go nowhere (else it inherits this
+        process's).
     :param oom_score: its ``oom_score_adj`` (Linux; ``None``: the kernel's default).
     :param max_line_bytes: the longest line it may write; a longer one kills it.
     :raises OSError: the child could not be started.
@@ -270,7 +272,7 @@ class SupervisedChild:
         self._to_child = self._from_child = -1
         actions: list[tuple[Any, ...]] = [(os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0)]
         if quiet:
-            actions.append((os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0))
+            actions += [(os.POSIX_SPAWN_OPEN, fd, os.devnull, os.O_WRONLY, 0) for fd in (1, 2)]
         child_ends: tuple[int, ...] = ()
         if pipe:
             child_in, to_child = os.pipe()

@@ -18,13 +18,14 @@ from collections.abc import Iterator
 import pytest
 
 pytest.importorskip("mcp")
-pytestmark = pytest.mark.process  # every test talks to a real MCP server's process
 
 from tests.support.mcp_output_server import SCRIPT
 from toolwire import Dispatcher, DispatchResult, ToolCall, ToolRegistry
 from toolwire.plugins.mcp_tools import MCPServers
 from toolwire.plugins.mcp_tools.config import server_from_command
 from toolwire.vocabulary.tools import Tool
+
+pytestmark = pytest.mark.process  # a real stdio MCP server
 
 START = 90.0  # seconds a server may take to start on a busy two-core machine
 CALL_TIMEOUT = 10.0

@@ -41,12 +41,12 @@ from ...vocabulary.openai_messages import NO_RESULT_TEXT, messages_from_openai
 from .approvals import DEFAULT_APPROVAL_TIMEOUT, ReplyApprovals
 from .chat_request import ChatRequest, parse_chat_request
 from .chat_route import CHAT_ID_HEADER
+from .crash_status import CrashIsUnavailable
 from .dashboard import dashboard_html, page_headers
 from .http_input import RequestError
 from .limits import ServerLimits
 from .metrics import ServerMetrics
 from .model_queue import ModelQueue
-from .model_worker import CrashIsUnavailable
 from .request_guard import LOOPBACK_HOSTS, HostPolicy, parse_origin
 from .responses import JsonResponse, Receive, Scope, Send, error_response
 from .served_model import ChatFactory, LoadedModel, ServedModel
