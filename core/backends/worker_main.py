@@ -45,7 +45,7 @@ def _read_commands(pipe: ChildPipe, turns: queue.Queue[dict[str, Any]],
             tokens[message["id"]] = CancelToken()
             turns.put(message)
         elif message.get("op") == "cancel":
-            token = tokens.get(message.get("id"))
+            token = tokens.get(message.get("id", -1))
             if token is not None:
                 token.cancel(str(message.get("reason") or "cancelled"))
     os._exit(0)  # the host closed the pipe (or died): nothing is left to answer
