@@ -1,4 +1,4 @@
-"""nox sessions: tests, lint, typecheck, fuzz, bench, example_plugin, docs."""
+"""nox sessions: tests, lint, typecheck, fuzz, bench, example_plugin, docs, engines."""
 
 from __future__ import annotations
 
@@ -65,3 +65,10 @@ def docs(session: nox.Session) -> None:
     """Check the docs: every hook documented, snippets run (tests marked 'docs')."""
     session.install(*EDITABLE)
     session.run("python", "-m", "pytest", "-q", "tests/unit/test_docs.py", *session.posargs)
+
+
+@nox.session(default=False, venv_backend="none")
+def engines(session: nox.Session) -> None:
+    """toolwire in vLLM's and SGLang's parser slots, against the real engines: installs
+    each into its own venv (scripts/ensure_engines) and runs tests/engines there."""
+    session.run("bash", "scripts/test_engines", *session.posargs, external=True)

@@ -18,6 +18,7 @@ import statistics
 import sys
 import time
 from collections.abc import Callable, Iterable
+from pathlib import Path
 from typing import Any
 
 from tests.support.paths import SHARED_TEMPLATES
@@ -26,7 +27,7 @@ from toolwire.testing import isolated_plugin_manager
 
 from .harness import fit_exponent, print_table, time_runs, write_results
 
-__all__ = ["SHAPES", "run"]
+__all__ = ["SHAPES", "run", "template_renderer"]
 
 BENCHMARK = "parser_streaming"
 SIZES = (1_000, 10_000, 100_000, 1_000_000)
@@ -161,8 +162,11 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
 def _template_renderer(family: str, spec: ParserSpec
                        ) -> Callable[[str, dict[str, Any]], str] | None:
     path = SHARED_TEMPLATES / FAMILY_TEMPLATES[family]
-    if not path.exists():
-        return None
+    return template_renderer(path, spec) if path.exists() else None
+
+
+def template_renderer(path: Path, spec: ParserSpec) -> Callable[[str, dict[str, Any]], str]:
+    """``render(name, arguments)``: one call rendered through the template at ``path``."""
     from toolwire.testing import AssistantTurnRenderer
 
     renderer = AssistantTurnRenderer(path.read_text(encoding="utf-8"),

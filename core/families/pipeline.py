@@ -18,18 +18,26 @@ __all__ = ["build_pipeline"]
 
 def build_pipeline(spec: ParserSpec | None, tools: Mapping[str, Any], *,
                    plugins: PluginManager | None = None, chat_template: str | None = None,
-                   prompt_tail: str = "", prompt_state: PromptState | None = None
-                   ) -> ReplyPipeline:
+                   prompt_tail: str = "", prompt_state: PromptState | None = None,
+                   filters: bool = True, parser: bool = True) -> ReplyPipeline:
     """The stream filters that apply, then a fresh parser from ``spec``.
 
     The pipeline's ``close(end_reason=...)`` says why the reply ended (a call the
     token limit cut is never recovered).
+
+    A host that already splits a reply in two (a serving engine's reasoning parser,
+    then its tool parser: ``toolwire.engines``) builds the two halves: ``parser=False``
+    gives the filters alone (their text is what the parser would be fed), and
+    ``filters=False`` the parser alone (with the end-of-turn token dropped). Fed one
+    after the other they read a reply exactly as the whole pipeline does.
 
     :param tools: tool name -> parameters schema (values are typed by it).
     :param prompt_tail: the end of the rendered prompt, so filters know, e.g.,
         that the reply begins inside an open ``<think>`` block.
     :param prompt_state: what the generation prompt left open, when the tail is
         not at hand (a stored reply); wins over what ``prompt_tail`` implies.
+    :param filters: include the stream filters (reasoning, ...).
+    :param parser: include the family's parser.
     """
     plugins = plugins or default_plugin_manager()
     fmt = spec.format if spec is not None else None
@@ -39,21 +47,21 @@ def build_pipeline(spec: ParserSpec | None, tools: Mapping[str, Any], *,
         call_open=(*fmt.section_open, *fmt.call_open) if fmt is not None else (),
         call_close=(*fmt.section_close, *fmt.call_close, *fmt.trailers) if fmt is not None
         else ())
-    filters = []
-    for filter_spec in plugins.stream_filters():
+    stages = []
+    for filter_spec in plugins.stream_filters() if filters else ():
         made = filter_spec.create(context)
         if made is not None:
-            filters.append(made)
-    parser: StreamParser | None = spec.create(tools) if spec is not None else None
-    if parser is not None and chat_template is not None:
+            stages.append(made)
+    reader: StreamParser | None = spec.create(tools) if spec is not None and parser else None
+    if reader is not None and chat_template is not None:
         known = (*fmt.drops, *fmt.trailers) if isinstance(fmt, CallFormat) else ()
         token = _end_of_turn(chat_template)
         # the parser drops its family's own tokens first: what is left of the token too
         tokens = {token, *(token.replace(k, "").strip() for k in known if k.strip())}
         tokens -= {"", *known}
         if token and tokens:
-            parser = EndTokenDropper(parser, tuple(sorted(tokens)))
-    return ReplyPipeline(filters, parser)
+            reader = EndTokenDropper(reader, tuple(sorted(tokens)))
+    return ReplyPipeline(stages, reader)
 
 
 @functools.lru_cache(maxsize=64)

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from .markers import MAX_NAME, TokenSet, compile_header, skip_blanks
+from .markers import MAX_NAME, CallStart, TokenSet, compile_header, skip_blanks
 from .record import Arguments, CallFormat, CallObjects, PythonicCalls, TaggedArguments
-from .tagged_reader import TaggedSyntax
+from .tagged_syntax import TaggedSyntax
 
 __all__ = ["NEED_MORE", "CompiledFormat", "choose_whole_syntax", "compile_format"]
 
@@ -37,29 +37,43 @@ class CompiledFormat:
             c for c in fmt.section_close
             if not any(c in t for t in (*openers, *fmt.drops, *fmt.trailers) if t != c)
         ) if fmt.section_open and fmt.strict_open else frozenset()
+        self.opener_set = TokenSet(openers)
         self.text = TokenSet((*openers, *fmt.drops, *fmt.blocks, *self.strays))
         self.text_after_call = TokenSet((*openers, *fmt.drops, *fmt.trailers, *fmt.blocks,
                                          *self.strays))
         self.section_close = TokenSet(fmt.section_close)
         self.call_open = TokenSet(fmt.call_open)
         self.call_close = TokenSet(fmt.call_close)
-        self.section_body = TokenSet((*fmt.call_open, *fmt.section_close,
+        self.section_open = TokenSet(fmt.section_open)
+        self.section_body = TokenSet((*fmt.call_open, *fmt.section_close, *fmt.section_open,
                                       fmt.separator.strip()))
         self.header_end = TokenSet((*fmt.header_end, *fmt.header_stop))
         self.header_prefixes = TokenSet(fmt.header.prefixes)
         self.read_header = compile_header(fmt.header)
         self.block_closes = {open_: TokenSet((close,)) for open_, (_, close) in fmt.blocks.items()}
-        self.arg_ends = TokenSet((*fmt.call_close, *fmt.section_close, *fmt.call_open))
+        # what ends a call's arguments: its close, the section's, the next call or section
+        self.arg_ends = TokenSet((*fmt.call_close, *fmt.section_close, *fmt.call_open,
+                                  *fmt.section_open))
+        # the family's end-of-turn tokens: met while a call is open, the turn ended there
+        self.turn_ends = TokenSet(t for t in (*fmt.drops, *fmt.trailers) if t.strip())
+        # what they all begin with, and its beginnings: a delta that holds none of it and
+        # does not end with a beginning of it holds no end of turn (a quick test, in C)
+        mark = _common_beginning(self.turn_ends.tokens)
+        self.turn_mark = mark
+        self.turn_mark_cuts = tuple(mark[:i] for i in range(1, len(mark)))
+        self.turn_mark_cuts_longest_first = self.turn_mark_cuts[::-1]
         self.after_call = TokenSet((*fmt.section_close, *fmt.call_open, *fmt.section_open))
         self.whole_kinds: tuple[Arguments, ...] = tuple(
             k for k in fmt.kinds if isinstance(k, CallObjects | PythonicCalls))
         header_kinds = [k for k in fmt.kinds if not isinstance(k, CallObjects | PythonicCalls)]
         self.header_kind: Arguments | None = header_kinds[0] if header_kinds else None
         closers = TokenSet((*fmt.call_close, *fmt.section_close))
+        self.next_call = CallStart(fmt.call_open, fmt.section_open, fmt.header,
+                                   (*fmt.header_end, *fmt.header_stop))
         self.tagged = TaggedSyntax(self.header_kind, self.arg_ends, closers,
                                    TokenSet(fmt.section_close),
                                    TokenSet((*fmt.section_open, *fmt.call_open)),
-                                   TokenSet(t for t in (*fmt.drops, *fmt.trailers) if t.strip())) \
+                                   self.next_call) \
             if isinstance(self.header_kind, TaggedArguments) else None
         self.scope_close = TokenSet(fmt.section_close if fmt.section_open else fmt.call_close)
         self.resync = TokenSet((*self.scope_close.tokens, *openers))
@@ -77,6 +91,17 @@ class CompiledFormat:
         self.whole_ends = TokenSet((*fmt.section_close, *fmt.drops))
         self.whole_stops = TokenSet((*fmt.section_open, *fmt.section_close, *fmt.call_open,
                                      *fmt.call_close, *fmt.drops))
+
+
+def _common_beginning(tokens: tuple[str, ...]) -> str:
+    """The longest text every token begins with."""
+    if not tokens:
+        return ""
+    first, last = min(tokens), max(tokens)
+    size = 0
+    while size < min(len(first), len(last)) and first[size] == last[size]:
+        size += 1
+    return first[:size]
 
 
 _COMPILED: dict[int, tuple[CallFormat, CompiledFormat]] = {}

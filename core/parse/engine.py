@@ -23,7 +23,15 @@ here and in the readers, and hold for every family:
 * a body that is not the format (malformed JSON, a stray tag) becomes text, with
   a diagnostic, up to and including the scope's closing marker (or up to the next
   opening marker, or the reply's end; immediately where the scope has no closing
-  marker), and parsing goes on from there.
+  marker), and parsing goes on from there;
+* the family's end-of-turn tokens (``drops``, ``trailers``) met while a section, call
+  or value is open are the model's end of turn: what is open ends as at the reply's
+  end (an open value too: the model was not cut), and the token is dropped;
+* where a call's closing marker belongs, after arguments that ended by themselves,
+  a header that reads and its arguments are the next call of the same block (Gemma 4's
+  ``call:a{...}call:b{...}``); a section's opening marker ends a section still open;
+* a reply that ends with the beginning of a call's opening marker was cut inside it:
+  that text comes with a ``truncated_call`` diagnostic.
 
 The engine never raises: an internal failure becomes a ``parser_error`` diagnostic.
 """
@@ -67,6 +75,7 @@ from .record import (
     TaggedArguments,
 )
 from .tagged_reader import TaggedArgsReader
+from .turn_ends import TurnEnds
 
 __all__ = ["CallParser"]
 
@@ -74,7 +83,7 @@ _TEXT, _BLOCK, _SECTION, _HEADER, _BODY, _AFTER_CALL, _AFTER_CALLS, _MALFORMED =
     TEXT, BLOCK, SECTION, HEADER, BODY, AFTER_CALL, AFTER_CALLS, MALFORMED)
 
 
-class CallParser(ParseState):
+class CallParser(TurnEnds):
     """One reply's parser for a :class:`CallFormat`; ``feed`` deltas, then ``close``.
 
     :param fmt: the family's markup.
@@ -83,11 +92,13 @@ class CallParser(ParseState):
         parser in a larger one numbers calls across it).
     """
 
+    __slots__ = ()
+
     # -- the StreamParser protocol -----------------------------------------------------
 
     def feed(self, text: str) -> list[Event]:
         """Consume a delta; return the events it makes certain."""
-        if not self._pending and text:
+        if text and (not self._pending or self._turn_tail):
             state = self._state
             if state == _TEXT and not self._lead and not self._at_start:
                 for ch in self._c.fast_break:
@@ -101,6 +112,9 @@ class CallParser(ParseState):
                         self._text_seen = not chunk.isspace()
                     return [TextEvent(chunk)]
             elif state == _BODY and self._reader is not None:
+                first = self._turn_first  # the family's end-of-turn tokens: one here?
+                if first is not None and (self._pending or first in text):
+                    return self._feed_value(text)
                 try:
                     taken = self._reader.plain_delta(text)  # a value being written
                 except Exception:
@@ -109,12 +123,28 @@ class CallParser(ParseState):
                     return taken
         out: list[Event] = []
         try:
-            self._run(self._pending + text, out, eof=False)
+            self._run(self._pending + text, out, False,
+                      -1 if self._turn_first is None else self._turns_from(text))
         except Exception as exc:  # a parser bug must never take down a chat
             self._pending = ""
             out.append(DiagnosticEvent("parser_error", f"{self._fmt.family} parser failed: "
                                                        f"{exc!r}"))
         return out
+
+    def _turns_from(self, text: str) -> int:
+        """Where the family's end-of-turn tokens are looked for in the pending text plus
+        ``text`` (``-1``: none can be there): in the new text, where what they all begin
+        with is in it or it ends with a beginning of that; from the start where what is
+        pending may begin one or the text scanner held it back (not looked at). What a
+        call scope held back was looked at: it holds none, nor ends with a beginning."""
+        held = self._pending
+        mark = self._turn_mark
+        if self._turn_watch:
+            return 0
+        if held and self._state < _SECTION:
+            data = held + text
+            return 0 if mark in data or data.endswith(self._turn_cuts) else -1
+        return len(held) if mark in text or text.endswith(self._turn_cuts) else -1
 
     def close(self, end_reason: EndReason = "stop") -> list[Event]:
         """End of reply: decide what is still held, flush it (``end_reason="length"``:
@@ -122,7 +152,7 @@ class CallParser(ParseState):
         self._cut = end_reason == "length"
         out: list[Event] = []
         try:
-            self._run(self._pending, out, eof=True)
+            self._run(self._pending, out, True, 0)
             self._finish(out)
         except Exception as exc:
             out.append(DiagnosticEvent("parser_error", f"{self._fmt.family} parser failed: "
@@ -131,13 +161,31 @@ class CallParser(ParseState):
 
     # -- the loop ------------------------------------------------------------------------
 
-    def _run(self, data: str, out: list[Event], eof: bool) -> None:
+    def _run(self, data: str, out: list[Event], eof: bool, turns: int = -1) -> None:
+        """Read ``data``; the family's end-of-turn tokens are looked for from ``turns``
+        on (``-1``: none can be there), once a call scope reads the data."""
         self._pending = ""
+        self._turn_tail = self._turn_watch = False
         pos = 0
         n = len(data)
         scanners = _SCANNERS
+        # the next end-of-turn token (or the beginning of one that ends the data), searched
+        # for once a call scope reads this data, and again only past one already passed
+        at = end = -1
+        searched = -1 if turns >= 0 else n
         while True:
             state = self._state
+            if state >= _SECTION and searched < n:
+                if searched < 0 or 0 <= at < pos:
+                    searched = max(pos, turns)
+                    at, end = self._turn_end_at(data, searched)
+                if at < 0 or (eof and end < 0):
+                    searched = n  # no end of turn in what is left: the scanners as ever
+                    continue
+                pos = self._scan_to_turn_end(data, pos, out, eof, at, end)
+                if pos < 0 or (pos >= n and self._state >= _SECTION):
+                    return
+                continue
             pos = scanners[state](self, data, pos, out, eof)
             if pos < 0:
                 return
@@ -167,7 +215,10 @@ class CallParser(ParseState):
         tokens = self._c.text_after_call if self._made_call else self._c.text
         match = tokens.find(data, pos)
         if match is None:
-            safe = len(data) if eof else tokens.partial(data, pos)
+            if eof:
+                self._text_at_end(data, pos, out)
+                return len(data)
+            safe = tokens.partial(data, pos)
             self._emit_text(data[pos:safe], out)
             return self._hold(data, safe) if safe < len(data) else len(data)
         k = match.start()
@@ -203,6 +254,20 @@ class CallParser(ParseState):
         # a dropped token or an end-of-turn trailer: not text, nor the blanks before it
         self._held.drop()
         return end
+
+    def _text_at_end(self, data: str, pos: int, out: list[Event]) -> None:
+        """The reply's last text. One that ends inside a call's opening marker was cut
+        there (a model that ends its turn writes its end token, not half a marker): the
+        start of the marker stays text, with a ``truncated_call`` diagnostic holding it
+        (where the marker is markup only: a format whose marker may be prose has none)."""
+        cut = self._c.opener_set.partial(data, pos) if self._fmt.strict_open else len(data)
+        self._emit_text(data[pos:cut], out)
+        if cut < len(data):
+            tail = data[cut:]
+            self._emit_text(tail, out)
+            out.append(DiagnosticEvent("truncated_call", f"the reply ended inside a "
+                                       f"{self._fmt.family} call's opening marker; shown as "
+                                       "text", tail))
 
     def _open_at_start(self, data: str, pos: int, eof: bool) -> int | None:
         """At the reply's first non-blank character: calls without their opening marker."""
@@ -298,6 +363,14 @@ class CallParser(ParseState):
             return start + len(opener)
         if not eof and self._c.section_body.is_prefix(data, start):
             return self._hold(data, start)
+        if eof and self._section_calls and self._c.call_open.is_prefix(data, start) and \
+                self._fmt.strict_open:
+            self._end_section()  # the reply was cut inside the next call's opening marker
+            self._emit_text(data[start:], out)
+            out.append(DiagnosticEvent("truncated_call", f"the reply ended inside a "
+                                       f"{fmt.family} call's opening marker; shown as text",
+                                       data[start:]))
+            return n
         if eof and self._section_calls and self._c.section_close.is_prefix(data, start):
             self._end_section()  # the reply was cut inside the section's closing marker
             return n
@@ -308,6 +381,12 @@ class CallParser(ParseState):
                 not fmt.section_close or eof or self._implicit):
             self._end_section()  # the section ends where its calls end (the blanks: text's)
             return pos
+        if self._section_calls and self._c.section_open.at(data, start) is not None:
+            # the next section opens: this one's closing marker is missing
+            out.append(DiagnosticEvent("unclosed_call", f"the calls ended without "
+                                       f"{fmt.section_close[0]}", ""))
+            self._end_section()
+            return start
         code = "json_in_tool_call" if data.startswith("{", start) else "malformed_call"
         return self._to_malformed(start, code, f"text inside a {fmt.family} tool-call section "
                                                "is not a call; shown as text")
@@ -368,7 +447,11 @@ class CallParser(ParseState):
                 return end
             self._start_call(fields.name, fields.call_id, out)
             return end
-        return self._not_a_call(data, pos, out)
+        # the reply ended inside the header (held till now): where no closing marker
+        # gathers the unfinished call's text, the rest of the reply is that text
+        cut = eof and not self._c.scope_close and len(data) - start < MAX_NAME + MAX_GAP \
+            and self._c.header_end.find(data, start) is None
+        return self._not_a_call(data, pos, out, rest=cut)
 
     def _body_follows(self, data: str, at: int, eof: bool) -> bool | None:
         """Whether the arguments begin after the header (``None``: cannot tell yet):
@@ -405,7 +488,7 @@ class CallParser(ParseState):
             return None
         return fields, match.start(), match.group(0)
 
-    def _not_a_call(self, data: str, pos: int, out: list[Event]) -> int:
+    def _not_a_call(self, data: str, pos: int, out: list[Event], *, rest: bool = False) -> int:
         fmt = self._fmt
         if self._implicit and not self._section_calls and not self._section_failures:
             self._to_text(out)  # prose that mentions a call's opening marker
@@ -421,6 +504,9 @@ class CallParser(ParseState):
             return pos
         after = skip_blanks(data, pos)
         code = "json_in_tool_call" if data.startswith("{", after) else "malformed_call"
+        if rest:
+            self._take(data, pos, len(data))
+            pos = len(data)
         message = (f"JSON where a {fmt.family} call's name belongs is not a call in this "
                    "format; shown as text") if code == "json_in_tool_call" else \
             f"text inside {fmt.family} tool-call markup is not a call; shown as text"
@@ -448,6 +534,8 @@ class CallParser(ParseState):
     def _scan_body(self, data: str, pos: int, out: list[Event], eof: bool) -> int:
         reader = self._reader
         assert reader is not None
+        if eof and self._turn_ended and isinstance(reader, TaggedArgsReader):
+            reader.turn_ended = True  # the model ended its turn: an open value ends too
         before = len(out)
         status, at = reader.feed(data, pos, out, eof)
         if self._call is None and len(out) > before and \
@@ -478,6 +566,8 @@ class CallParser(ParseState):
         return at
 
     def _reader_failed(self, reader: BodyReader, at: int, out: list[Event]) -> int:
+        if self._cut and reader.failure == "unclosed_call" and self._call is not None:
+            return self._truncated(at)  # the token limit cut the body (prose-like openers too)
         self._reader = None
         self._call = None
         if reader.failure == NOT_A_CALL or (not self._fmt.strict_open and not reader.started
@@ -492,8 +582,8 @@ class CallParser(ParseState):
         fmt = self._fmt
         start = skip_blanks(data, pos)
         n = len(data)
-        if eof and start >= n and self._cut_open():
-            self._take(data, pos, n)
+        if eof and self._cut_open() and (start >= n or self._c.call_close.is_prefix(data, start)):
+            self._take(data, pos, n)  # cut before (or inside) the closing marker
             return self._truncated(n)
         if not fmt.call_close:
             self._complete_call(out)
@@ -509,6 +599,16 @@ class CallParser(ParseState):
         if not eof and start < n and self._c.call_close.is_prefix(data, start):
             self._take(data, pos, start)
             return self._hold(data, start)
+        if start < n and self._c.after_call.at(data, start) is None:
+            following = self._next_in_block(data, start, eof)
+            if following is None:
+                self._take(data, pos, start)
+                return self._hold(data, start)
+            if following:  # several calls in one block: the closing marker ends the last
+                self._take(data, pos, start)
+                self._complete_call(out)
+                self._state = _HEADER
+                return start
         # the call's closing marker is missing. Kept when what follows shows the call ended:
         # the next structure, the end of the reply, or text in which the closing marker does
         # not come soon (when it does, the body was cut short: the call is text)
@@ -524,11 +624,36 @@ class CallParser(ParseState):
                 return self._hold(data, start)
         self._take(data, pos, start)
         assert self._call is not None
-        if start < n:  # at the end of the reply the call simply ended
+        said = self._reader is not None and any(n.code == "unclosed_call"
+                                                for n in self._reader.notes)
+        if start < n or (self._turn_ended and not said):  # the reply's end: the call ended
             out.append(DiagnosticEvent("unclosed_call", f"call {self._call.name!r} ended "
                                        f"without {fmt.call_close[0]}; it is kept", ""))
         self._complete_call(out)
         return start
+
+    def _next_in_block(self, data: str, start: int, eof: bool) -> bool | None:
+        """Whether the next call's header (and its arguments) begins at ``start``, where
+        the call's closing marker belongs (``None``: cannot tell yet). A block may hold
+        several calls, its closing marker written once after the last (Gemma 4's
+        ``<|tool_call>call:a{...}call:b{...}<tool_call|>``, as Mistral's ``name[ARGS]``)."""
+        if self._c.tagged is not None or self._c.header_kind is None:
+            return False  # a tagged call's arguments end only at structure
+        prefix = self._c.header_prefixes.at(data, start)
+        if prefix is not None:  # a prefix that may be written (DeepSeek R1's call type)
+            start = skip_blanks(data, start + len(prefix))
+        elif not eof and self._c.header_prefixes.is_prefix(data, start):
+            return None
+        found = self._header_from(data, start, eof)
+        if found is None:
+            return False
+        if isinstance(found, int):
+            return None
+        fields, match_start, token = found
+        if fields.name in self._fmt.text_headers:
+            return False
+        end = match_start + len(token) if token in self._fmt.header_end else match_start
+        return self._body_follows(data, end, eof)
 
     def _scan_after_calls(self, data: str, pos: int, out: list[Event], eof: bool) -> int:
         """After whole calls: the section's closing marker, where the format has one."""
@@ -570,3 +695,5 @@ _SCANNERS: tuple[Callable[[CallParser, str, int, list[Event], bool], int], ...] 
     CallParser._scan_header, CallParser._scan_body, CallParser._scan_after_call,
     CallParser._scan_after_calls, ParseState._scan_malformed)
 """The scanner of each state, indexed by state (unbound: no reference cycle per parser)."""
+
+CallParser.SCANNERS = _SCANNERS  # type: ignore[assignment]  # (the turn-end reading's too)

@@ -40,6 +40,15 @@ class ParseState:
         parser in a larger one numbers calls across it).
     """
 
+    # slots: the scanners read these on every delta (fast, whatever their number)
+    __slots__ = ("_at_start", "_block_close", "_block_kind", "_c", "_call", "_cut", "_failure",
+                 "_fmt", "_gap", "_gap_open", "_header_at_start", "_held", "_implicit",
+                 "_in_section", "_lead", "_made_call", "_message", "_numbering", "_pending",
+                 "_raw", "_reader", "_schemas", "_section_calls", "_section_failures",
+                 "_separator", "_state", "_text_seen", "_turn_cuts", "_turn_cuts_longest",
+                 "_turn_ended", "_turn_first",
+                 "_turn_mark", "_turn_tail", "_turn_watch")
+
     def __init__(self, fmt: CallFormat, tools: Mapping[str, Any], *,
                  first_index: int = 0) -> None:
         self._fmt = fmt
@@ -69,6 +78,16 @@ class ParseState:
         self._block_kind = ""
         self._block_close = self._c.call_close
         self._cut = False
+        self._turn_ended = False  # the scope being read ends at an end-of-turn token
+        self._turn_tail = False  # what is pending is only the beginning of one, held back
+        self._turn_watch = False  # what is pending may begin one: look at the next delta
+        # what the family's end-of-turn tokens all begin with ("" when nothing: every delta
+        # is looked at), the beginnings of that, and its first character (None: the family
+        # has no end-of-turn tokens)
+        self._turn_mark: str = self._c.turn_mark
+        self._turn_cuts = self._c.turn_mark_cuts
+        self._turn_cuts_longest = self._c.turn_mark_cuts_longest_first
+        self._turn_first = self._turn_mark[:1] if self._c.turn_ends else None
 
     @property
     def calls_started(self) -> int:
@@ -265,6 +284,18 @@ class ParseState:
         self._state = TEXT
 
     def _finish(self, out: list[Event]) -> None:
+        self._settle(out)
+        if self._state == BLOCK:
+            if self._block_kind == "reasoning":
+                self._held.drop()  # blanks at the end of unclosed reasoning are not text
+            self._state = TEXT
+        rest = self._held.release()
+        if rest and not self._lead:
+            out.append(TextEvent(rest))
+
+    def _settle(self, out: list[Event]) -> None:
+        """What is still open ends: at the reply's end, or at the end-of-turn token the
+        model wrote while a call was open."""
         state = self._state
         if state == AFTER_CALL and self._call is not None:
             if self._cut_open():
@@ -294,10 +325,3 @@ class ParseState:
         if self._state == MALFORMED:
             self._failure = self._failure or "unclosed_call"
             self._flush_malformed(out)
-        if self._state == BLOCK:
-            if self._block_kind == "reasoning":
-                self._held.drop()  # blanks at the end of unclosed reasoning are not text
-            self._state = TEXT
-        rest = self._held.release()
-        if rest and not self._lead:
-            out.append(TextEvent(rest))

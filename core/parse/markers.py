@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Callable, Iterable
-from typing import Final
+from typing import Any, Final
 
 import attrs
 
@@ -21,6 +21,7 @@ from .record import Header
 __all__ = [
     "MAX_GAP",
     "MAX_NAME",
+    "CallStart",
     "HeaderFields",
     "TokenSet",
     "attribute",
@@ -99,7 +100,7 @@ class TokenSet:
     :param tokens: the tokens (any first character; longer ones win at one position).
     """
 
-    __slots__ = ("_prefixes", "firsts", "longest", "regex", "tokens")
+    __slots__ = ("__dict__", "_prefixes", "firsts", "longest", "regex", "tokens")
 
     def __init__(self, tokens: Iterable[str]) -> None:
         self.tokens = tuple(sorted({t for t in tokens if t}, key=len, reverse=True))
@@ -124,8 +125,8 @@ class TokenSet:
 
     def at(self, data: str, pos: int) -> str | None:
         """The token that starts exactly at ``pos``, if any."""
-        if pos < len(data) and data[pos] in self.firsts:
-            for token in self.tokens:
+        if pos < len(data) and data[pos] in self.firsts and data.startswith(self.tokens, pos):
+            for token in self.tokens:  # (which one: the longest, they are sorted so)
                 if data.startswith(token, pos):
                     return token
         return None
@@ -136,18 +137,63 @@ class TokenSet:
         Looks only at the last ``longest - 1`` characters of ``data[start:]``.
         """
         n = len(data)
-        firsts = self.firsts
+        low = max(start, n - self.longest + 1)
+        best = n
         prefixes = self._prefixes
-        for k in range(max(start, n - self.longest + 1), n):
-            if data[k] in firsts and data[k:] in prefixes:
-                return k
-        return n
+        for first in self.firsts:  # where a token may begin: found, not stepped through
+            k = data.find(first, low, best)
+            while k >= 0:
+                if data[k:] in prefixes:
+                    best = k
+                    break
+                k = data.find(first, k + 1, best)
+        return best
+
+    @functools.cached_property
+    def _token_or_beginning(self) -> re.Pattern[str] | None:
+        if not self.tokens:
+            return None
+        trie: dict[str, Any] = {}
+        for token in self.tokens:  # the proper beginnings, as a trie: one walk per start
+            node = trie
+            for char in token[:-1]:
+                node = node.setdefault(char, {})
+        return re.compile("(?P<token>" + "|".join(map(re.escape, self.tokens)) + ")|(?:"
+                          + _trie_pattern(trie) + r")\Z")
+
+    def token_or_beginning(self, data: str, pos: int) -> re.Match[str] | None:
+        """The earliest token at or after ``pos`` (its match has a ``token`` group), or,
+        where none comes first, the beginning of one that ends ``data``; in one search."""
+        pattern = self._token_or_beginning
+        return pattern.search(data, pos) if pattern is not None else None
+
+    def touches(self, text: str) -> bool:
+        """Whether ``text`` holds a token, or ends with the beginning of one."""
+        tokens = self.tokens
+        prefixes = self._prefixes
+        for first in self.firsts:
+            k = text.find(first)
+            while k >= 0:
+                if text.startswith(tokens, k) or text[k:] in prefixes:
+                    return True
+                k = text.find(first, k + 1)
+        return False
 
     def is_prefix(self, data: str, start: int) -> bool:
         """Whether ``data[start:]`` is a proper prefix of a token (more text may complete it)."""
         if len(data) - start >= self.longest:  # too long to be a proper prefix (no slice)
             return False
         return data[start:] in self._prefixes
+
+
+def _trie_pattern(node: dict[str, Any]) -> str:
+    """A regular expression matching a non-empty path down ``node`` (each step optional
+    after the first)."""
+    parts = []
+    for char, child in sorted(node.items()):
+        rest = _trie_pattern(child)
+        parts.append(re.escape(char) + (f"(?:{rest})?+" if rest else ""))
+    return "|".join(parts)
 
 
 @functools.lru_cache(maxsize=1024)
@@ -228,3 +274,65 @@ def _pattern_regex(pattern: str) -> str:
         pos = match.end()
     out.append(re.escape(pattern[pos:]))
     return "".join(out)
+
+
+class CallStart:
+    """Whether a call's opening markup begins at a position: the next call, read ahead.
+
+    A call begins with its opening marker (after a section's, when one opens the
+    block) and a header that reads as a name, up to a marker that ends it. Only
+    that bounded lookahead is read; nothing is consumed.
+
+    :param call_open: the markers opening one call (none: the header comes first).
+    :param section_open: the markers opening a block of calls.
+    :param header: how the call's header names the tool.
+    :param header_ends: the markers that end a call's header (consumed or not).
+    """
+
+    __slots__ = ("_calls", "_ends", "_limit", "_prefixes", "_read", "_sections")
+
+    def __init__(self, call_open: Iterable[str], section_open: Iterable[str], header: Header,
+                 header_ends: Iterable[str]) -> None:
+        self._calls = TokenSet(call_open)
+        self._sections = TokenSet(section_open)
+        self._ends = TokenSet(header_ends)
+        self._prefixes = TokenSet(header.prefixes)
+        self._read = compile_header(header)
+        self._limit = MAX_NAME + MAX_GAP + self._ends.longest
+
+    def __bool__(self) -> bool:
+        return bool(self._ends) and bool(self._calls or self._sections)
+
+    def at(self, data: str, pos: int, eof: bool) -> bool | None:
+        """``True`` when a call's opening markup and a readable header begin at ``pos``;
+        ``None`` when the text so far cannot tell (more may come); else ``False``."""
+        n = len(data)
+        section = self._sections.at(data, pos)
+        if section is not None:
+            after = skip_blanks(data, pos + len(section))
+            if after >= n:
+                return None if not eof and after - pos < len(section) + MAX_GAP else False
+            if self._calls:
+                return self._opened_call(data, after, eof, first=False)
+            return self._header(data, after, eof)
+        return self._opened_call(data, pos, eof, first=True)
+
+    def _opened_call(self, data: str, pos: int, eof: bool, *, first: bool) -> bool | None:
+        marker = self._calls.at(data, pos)
+        if marker is None:
+            cut = self._calls.is_prefix(data, pos) or (first and self._sections.is_prefix(
+                data, pos))
+            return None if cut and not eof else False
+        return self._header(data, pos + len(marker), eof)
+
+    def _header(self, data: str, start: int, eof: bool) -> bool | None:
+        start = skip_blanks(data, start)
+        prefix = self._prefixes.at(data, start)
+        if prefix is not None:  # a prefix that may be written: with it or without it
+            skipped = self._header(data, start + len(prefix), eof)
+            if skipped is not False:
+                return skipped
+        match = self._ends.find(data, start, start + self._limit)
+        if match is None:
+            return None if not eof and len(data) < start + self._limit else False
+        return self._read(data[start:match.start()]) is not None

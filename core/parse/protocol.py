@@ -266,19 +266,30 @@ class ReplyPipeline:
         return [diagnostic, TextEvent(text)] if text else [diagnostic]
 
 
+_UNFINISHED: Final = frozenset({"unclosed_call", "malformed_call"})
+"""What a parser reports for a call the reply's end left unfinished (or unreadable)."""
+
+
 def _close_stage(stage: StreamParser, end_reason: EndReason) -> list[Event]:
-    """``stage.close()``, told the end reason where its ``close`` takes it."""
-    if _takes_end_reason(type(stage)):
-        return stage.close(end_reason=end_reason)  # type: ignore[call-arg]
-    closed = stage.close()
+    """``stage.close()``, told the end reason where its ``close`` takes it.
+
+    Under ``"length"`` a call the end of the reply leaves unfinished is reported as
+    ``truncated_call`` whatever the stage calls it (the cut, not the model, left it so),
+    and a stage that cannot be told has every call it completes at the end withheld.
+    """
+    told = _takes_end_reason(type(stage))
+    closed = stage.close(end_reason=end_reason) if told else stage.close()  # type: ignore[call-arg]
     if end_reason == "stop":
         return closed
     out: list[Event] = []
-    for event in closed:  # a call the stage completed only because the reply ended
-        if isinstance(event, ToolCallEndEvent):
+    for event in closed:
+        if isinstance(event, ToolCallEndEvent) and not told:
             event = DiagnosticEvent("truncated_call", f"the reply was cut by the token limit "
                                     f"before call {event.name!r} was closed; it is not run",
                                     event.name)
+        elif isinstance(event, DiagnosticEvent) and event.code in _UNFINISHED:
+            event = DiagnosticEvent("truncated_call", "the reply was cut by the token limit "
+                                    "inside a tool call; shown as text", event.raw)
         out.append(event)
     return out
 

@@ -134,7 +134,11 @@ class PythonicCallsReader(ReaderBase):
                 if pos >= n:
                     if not eof:
                         return MORE, n
-                    if state == _AFTER_CALL and not self._in_list:
+                    if state == _AFTER_CALL:  # the reply's end shows the calls ended
+                        if self._in_list:
+                            self.notes.append(DiagnosticEvent(
+                                "unclosed_call", "the list of calls lacked its closing ']'; "
+                                "it ends with the reply", ""))
                         self._state = _OVER
                         return DONE, n
                     return self.unclosed(n)

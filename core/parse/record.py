@@ -313,7 +313,8 @@ class CallFormat:
     :ivar at_start: calls may begin the reply without their opening marker (Llama
         3's bare JSON, Functionary v3.2's first recipient line).
     :ivar drops: tokens removed from the text wherever they appear (echoed
-        end-of-turn or role tokens).
+        end-of-turn or role tokens). Met while a section, call or value is open,
+        a drop or a trailer is the model's end of turn: what is open ends there.
     :ivar trailers: tokens removed from the text once a call was made.
     :ivar blocks: ``{open: (kind, close)}`` text regions the parser routes itself;
         ``kind`` is ``"reasoning"`` or ``"text"`` (Solar's ``<|think|>``).
@@ -370,6 +371,18 @@ class CallFormat:
                              "or at_start")
         if header_kinds and not (self.header_end or self.header_stop):
             raise ValueError(f"{self.family}: a call header needs header_end or header_stop")
+
+    def ends_inside_opener(self, text: str) -> bool:
+        """Whether ``text`` ends with the beginning of one of the format's opening markers
+        (``"... <tool_"``): a reply that ends there was cut inside a call's opening marker,
+        so its text comes with a ``truncated_call`` diagnostic (the documented ambiguity:
+        text that itself ends so reads the same). Formats whose opening marker may be
+        prose (``strict_open=False``) say nothing of it."""
+        if not self.strict_open:
+            return False
+        openers = (*self.section_open, *(self.call_open if not self.section_open
+                                         or self.implicit_section or self.bare_calls else ()))
+        return any(text.endswith(o[:i]) for o in openers for i in range(1, len(o)))
 
     @property
     def kinds(self) -> tuple[Arguments, ...]:

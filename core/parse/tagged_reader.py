@@ -18,6 +18,12 @@ by rules written once, here, for every family:
   So a string value may hold its format's tags except a closing tag followed by
   structure, and the call's end followed by the section's end: those two read
   as structure.
+* **The next call.** A missing closer before the next call never swallows it: a
+  value's closing tag followed by the next call's opening markup (a call's opening
+  marker with a header that reads, perhaps after a section's) ends the value and the
+  call; the call's or section's closing marker followed by it ends a value whose
+  closing tag is missing (``unclosed_parameter``). A block the value opened keeps
+  precedence: its own closers close it first (a value quoting a whole call block).
 * **Null**: ``null`` (``None`` where the template writes Python) is ``None`` when
   the parameter's schema allows null, and the verbatim text otherwise.
 * **Layout newlines**: where the template writes a newline after the opening
@@ -37,17 +43,9 @@ from typing import Any, Final
 
 from ..events import DiagnosticEvent, Event, ToolCallDeltaEvent
 from .json_readers import JsonArgsReader
-from .markers import (
-    MAX_GAP,
-    MAX_NAME,
-    HeaderFields,
-    TokenSet,
-    compile_header,
-    skip_blanks,
-    token_set,
-)
+from .markers import MAX_GAP, MAX_NAME, HeaderFields, TokenSet, skip_blanks, token_set
 from .readers import DONE, FAIL, MORE, CallContext, ReaderBase
-from .record import TaggedArguments
+from .tagged_syntax import TaggedSyntax, inside_json_string, partial_token
 from .values import decode_nested_value, is_null_text, typed_value
 
 __all__ = ["TaggedArgsReader", "TaggedSyntax"]
@@ -65,44 +63,6 @@ _PLAIN, _CDATA_CHECK, _CDATA, _NESTED, _TRIM_CHECK, _LEAD_CHECK = range(6)
 _BLANKS = " \t\r\n"
 
 
-class TaggedSyntax:
-    """A :class:`~toolwire.parse.record.TaggedArguments` compiled once per format.
-
-    :param args: the record.
-    :param ends: markers that end a call's arguments (the call's close, the
-        section's close, the next call's opening), from the engine.
-    :param closers: the call's and the section's closing markers (a value whose
-        own closing tag is missing may end at one of them).
-    :param after_close: what confirms a call's end met inside a value (the
-        section's end; the end of the reply confirms it too).
-    :param nests: markers that open a section or a call: met inside a value, they
-        open a block nested in it, which its closers close (a file that holds a call).
-    :param turn_ends: the family's end-of-turn tokens (``drops``, ``trailers``):
-        control tokens, never value text.
-    """
-
-    def __init__(self, args: TaggedArguments, ends: TokenSet, closers: TokenSet,
-                 after_close: TokenSet, nests: TokenSet | None = None,
-                 turn_ends: TokenSet | None = None) -> None:
-        self.args = args
-        self.turn_ends = turn_ends or TokenSet(())
-        self.nests = nests or TokenSet(())
-        self.ends = ends
-        self.closers = closers
-        self.after_ends = after_close
-        self.read_header = compile_header(args.header)
-        self.header_ends = TokenSet(args.header_end)
-        self.opens = TokenSet(args.spelt(args.open))
-        self.named_close = any("{name}" in c for c in args.closes())
-        self.static_closes = TokenSet(c for c in args.closes() if "{name}" not in c)
-        self.block = args.json_block
-        self.block_open = TokenSet((args.json_block[0],)) if args.json_block else TokenSet(())
-        self.block_end = TokenSet((args.json_block[1],)) if args.json_block else TokenSet(())
-        self.structure = TokenSet((*self.opens.tokens, *ends.tokens,
-                                   *((args.json_block[0],) if args.json_block else ())))
-        self.separator = args.separator.strip()
-
-
 class TaggedArgsReader(ReaderBase):
     """Reads one call's tagged arguments, up to (not including) what ends them.
 
@@ -113,7 +73,7 @@ class TaggedArgsReader(ReaderBase):
 
     __slots__ = ("_blanks", "_block", "_call", "_close", "_depth", "_given", "_kind",
                  "_layout_end", "_lead", "_mode", "_nest", "_param", "_parts", "_saw_close",
-                 "_state", "_string", "_syntax", "_trim", "_watch")
+                 "_state", "_string", "_syntax", "_trim", "_watch", "turn_ended")
 
     def __init__(self, call: CallContext, syntax: TaggedSyntax) -> None:
         super().__init__()
@@ -136,6 +96,9 @@ class TaggedArgsReader(ReaderBase):
         self._lead = False  # a newline opened the value: layout if one closes it too
         self._layout_end = False  # the value ended at another tag after a layout newline
         self._block: JsonArgsReader | None = None
+        # the engine says the reply's end is the model's own end of turn (an end-of-turn
+        # token), not a cut: a value still open there ends instead of failing the call
+        self.turn_ended = False
 
     def plain_delta(self, text: str) -> list[Event] | None:
         """A plain value's text with no markup character in it: taken whole.
@@ -171,9 +134,10 @@ class TaggedArgsReader(ReaderBase):
             if pos >= n and state == _BETWEEN:
                 if not eof:
                     return MORE, n
-                self.notes.append(DiagnosticEvent(
-                    "unclosed_call", f"the reply ended inside call {self._call.name!r} after a "
-                    "complete parameter; the call is kept", ""))
+                if not self.turn_ended:  # (at the turn's end the engine says so, as ever)
+                    self.notes.append(DiagnosticEvent(
+                        "unclosed_call", f"the reply ended inside call {self._call.name!r} "
+                        "after a complete parameter; the call is kept", ""))
                 self._state = _OVER
                 return DONE, n
             if state == _VALUE:
@@ -320,7 +284,7 @@ class TaggedArgsReader(ReaderBase):
         n = len(data)
         if mode in (_TRIM_CHECK, _LEAD_CHECK):
             if pos >= n:
-                return (MORE, n) if not eof else self._unclosed_value(n)
+                return (MORE, n) if not eof else self._unclosed_value(n, out)
             if data[pos] == "\n":
                 self.take(data, pos, pos + 1)
                 self._lead = mode == _LEAD_CHECK  # layout only if a newline closes it too
@@ -349,7 +313,7 @@ class TaggedArgsReader(ReaderBase):
         """No end of the value in sight: emit up to ``end`` and wait (or fail at eof)."""
         self._piece(data, pos, end, out)
         if eof:
-            return self._unclosed_value(len(data))
+            return self._unclosed_value(len(data), out)
         return MORE, end
 
     def _scan_plain(self, data: str, pos: int, out: list[Event],
@@ -408,7 +372,7 @@ class TaggedArgsReader(ReaderBase):
         while True:
             k = data.find(_CDATA_CLOSE, search)
             if k < 0:
-                end = n if eof else _partial(data, search, _CDATA_CLOSE)
+                end = n if eof else partial_token(data, search, _CDATA_CLOSE)
                 return self._pending_end(data, pos, end, out, eof)
             after = k + len(_CDATA_CLOSE)
             close_token = closes.at(data, after)
@@ -440,7 +404,7 @@ class TaggedArgsReader(ReaderBase):
         while True:
             k = data.find(ns, search)
             if k < 0:
-                end = n if eof else _partial(data, search, ns)
+                end = n if eof else partial_token(data, search, ns)
                 return self._pending_end(data, pos, end, out, eof)
             tag_at = k + len(ns)
             gt = data.find(">", tag_at, tag_at + MAX_NAME + 2)
@@ -462,9 +426,12 @@ class TaggedArgsReader(ReaderBase):
                     self._finish_value(out)
                     self.take(data, k, gt + 1)
                     return _GO, gt + 1
-                self._drop_layout_blanks()
+                self._drop_layout_blanks()  # another closing tag: this parameter's is missing
+                out.append(DiagnosticEvent(
+                    "unclosed_parameter", f"parameter {self._param!r} of {self._call.name!r} "
+                    "lacked its closing tag; it ends where the next tag begins", self._param))
                 self._finish_value(out)
-                return _GO, k  # another closing tag: this parameter's own is missing
+                return _GO, k
             if data.startswith("<", tag_at) and tag:
                 self._depth += 1
             search = gt + 1
@@ -521,9 +488,18 @@ class TaggedArgsReader(ReaderBase):
         self._layout_end = "\n" in self._blanks
         self._blanks = ""
 
-    def _unclosed_value(self, n: int) -> tuple[int, int]:
-        return self.fail(n, "unclosed_call", "the reply ended inside a tool call's value; "
-                                             "shown as text")
+    def _unclosed_value(self, n: int, out: list[Event]) -> tuple[int, int]:
+        """The reply ended inside a value: the call is text, unless the model ended its
+        turn there (:attr:`turn_ended`), where the value ends as at a missing closing tag."""
+        if not self.turn_ended:
+            return self.fail(n, "unclosed_call", "the reply ended inside a tool call's value; "
+                                                 "shown as text")
+        self._drop_layout_blanks()
+        out.append(DiagnosticEvent(
+            "unclosed_parameter", f"parameter {self._param!r} of {self._call.name!r} lacked "
+            "its closing tag; it ends where the model ended its turn", self._param))
+        self._finish_value(out)
+        return _GO, n
 
     def _follows_close(self, data: str, at: int, eof: bool) -> int:
         """Whether structure (or the end of the reply) follows a value's closing tag."""
@@ -541,13 +517,19 @@ class TaggedArgsReader(ReaderBase):
             return _NEED_MORE if j < limit + len(syntax.separator) + MAX_GAP else _LITERAL
         if j >= limit + len(syntax.separator) + MAX_GAP:
             return _LITERAL
-        if syntax.closers.at(data, j) is not None or syntax.block_open.at(data, j) is not None:
+        if syntax.confirms.at(data, j) is not None:
             return at
         if syntax.opens.at(data, j) is not None:
             found = self._header_at(data, j, eof)
             if found == _NEED_MORE:
                 return _NEED_MORE
             return _LITERAL if isinstance(found, int) else at
+        if syntax.next_call is not None:  # the next call: this one's closing marker is missing
+            starts = syntax.next_call.at(data, j, eof)
+            if starts:
+                return at
+            if starts is None:
+                return _NEED_MORE
         if not eof and (syntax.structure.is_prefix(data, j)
                         or (syntax.separator and syntax.separator.startswith(data[j:]))):
             return _NEED_MORE
@@ -574,12 +556,9 @@ class TaggedArgsReader(ReaderBase):
         if not closed:
             return at
         j = skip_blanks(data, j)
-        while (turn_end := syntax.turn_ends.at(data, j)) is not None:
-            j = skip_blanks(data, j + len(turn_end))  # an end-of-turn token is no value text
-            limit += len(turn_end)
-        if j >= n:
+        if j >= n:  # the reply's end (or the turn's: the engine ends the text before it)
             return at if eof or j > limit else _NEED_MORE
-        marks = (syntax.structure, syntax.closers, syntax.nests, syntax.turn_ends)
+        marks = (syntax.structure, syntax.closers, syntax.nests)
         if any(m.at(data, j) is not None for m in marks):
             return at  # the calls go on after it (or end): the value ended
         if any(m.is_prefix(data, j) for m in marks):  # a marker cut by the delta (or the end)
@@ -593,7 +572,7 @@ class TaggedArgsReader(ReaderBase):
         markup between its quotes is text.
         """
         syntax = self._syntax
-        if not self._string and _inside_json_string("".join(self._parts) + self._blanks
+        if not self._string and inside_json_string("".join(self._parts) + self._blanks
                                                      + data[pos:k]):
             return _LITERAL
         if token in syntax.opens:
@@ -617,6 +596,12 @@ class TaggedArgsReader(ReaderBase):
             if eof:
                 return k
             return _NEED_MORE if j - k < MAX_GAP + len(token) else _LITERAL
+        if syntax.next_call is not None:  # the call's end, then the next call's opening
+            starts = syntax.next_call.at(data, j, eof)
+            if starts:
+                return k
+            if starts is None:
+                return _NEED_MORE
         if token in syntax.after_ends:
             return _LITERAL  # the section's end is confirmed by the reply's end only
         if syntax.after_ends.at(data, j) is not None:
@@ -667,31 +652,3 @@ class TaggedArgsReader(ReaderBase):
                 return typed_value(raw, schema, root, python=args.python_values, types=types)
             return raw
         return typed_value(raw, schema, root, python=args.python_values, types=types)
-
-
-def _partial(data: str, start: int, token: str) -> int:
-    """Where a trailing proper prefix of ``token`` begins (``len(data)`` if none)."""
-    n = len(data)
-    for k in range(max(start, n - len(token) + 1), n):
-        if token.startswith(data[k:]):
-            return k
-    return n
-
-
-def _inside_json_string(text: str) -> bool:
-    """Whether JSON text ends inside a string literal (quotes counted, escapes skipped)."""
-    inside = False
-    i = text.find('"')
-    while i >= 0:
-        if inside:
-            backslashes = 0
-            j = i - 1
-            while j >= 0 and text[j] == "\\":
-                backslashes += 1
-                j -= 1
-            if backslashes % 2 == 0:
-                inside = False
-        else:
-            inside = True
-        i = text.find('"', i + 1)
-    return inside

@@ -7,7 +7,10 @@
 * :class:`AssistantTurnRenderer`: renders assistant tool-call turns through any
   template and cuts out the text the model would have written.
 * :mod:`toolwire.testing.strategies`: hypothesis strategies (tool schemas,
-  conforming arguments, adversarial text, chunkings).
+  conforming arguments, adversarial text, chunkings, drifted replies).
+* :mod:`toolwire.testing.drift`: the drifts of a rendered reply the parsing rules read
+  back (a closer left out before the next call, end-of-turn markup inside an open
+  call, several calls in one block), from the family's record.
 * :func:`write_tiny_gguf`: a tiny random-weight GGUF model with any chat
   template, run for real by llama.cpp (``toolwire.testing.tiny_gguf``).
 * :class:`ScriptedBackend`: a stand-in model that replays given raw replies

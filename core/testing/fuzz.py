@@ -13,8 +13,10 @@ and checks on each one the rules every parser keeps:
   random cut points; 1-character deltas for short replies);
 
 Replies go through the whole pipeline (stream filters included), with the prompt
-tail the template renders, as in a live chat. A failure keeps the reply and the
-cuts that show it, so it can be replayed::
+tail the template renders, as in a live chat. The corpus also holds the drifts
+of a rendered reply the rules read (:mod:`toolwire.testing.drift`: a closer left out
+before the next call, end-of-turn markup inside an open call, several calls in one
+block). A failure keeps the reply and the cuts that show it, so it can be replayed::
 
     report = fuzz_parser("qwen_xml", template=source, replies=100_000)
     assert report.passed, report.failures[0].replay()
@@ -36,8 +38,10 @@ from ..events import DiagnosticEvent, Event
 from ..families.pipeline import build_pipeline
 from ..hooks.manager import PluginManager, default_plugin_manager
 from ..parse.protocol import ParserSpec, merge_events
+from ..parse.record import CallFormat
 from ..templates.assistant_turns import AssistantTurnRenderer
 from ..vocabulary.schema import tool_parameters_by_name
+from .drift import drifts, end_tokens
 from .report import KIT_AUDIT_EVENT
 from .strategies import JSON_LOOKALIKES, MARKUP_FRAGMENTS, markup_fragments
 
@@ -191,6 +195,17 @@ def _corpus(source: str | None, spec: ParserSpec) -> tuple[list[str], str, tuple
                 continue
             replies.append(rendered.text)
             tail = rendered.prompt_tail
+    fmt = spec.format
+    if isinstance(fmt, CallFormat):  # the drifts the rules read: a closer left out...
+        calls = [("search", {"query": "twdriftone"}), ("search", {"query": "twdrifttwo"})]
+        try:
+            rendered = renderer.render(calls if renderer.parallel_calls else calls[:1],
+                                       tools=_SAMPLE_TOOLS)
+        except TemplateError:
+            return replies, tail, renderer.markers
+        values = ["twdriftone", "twdrifttwo"][:len(calls) if renderer.parallel_calls else 1]
+        replies.extend(d.reply for d in drifts(fmt, rendered.text, values))
+        return replies, tail, (*renderer.markers, *end_tokens(fmt))
     return replies, tail, renderer.markers
 
 

@@ -25,6 +25,7 @@ PROPERTIES: tuple[str, ...] = (
     "garbage_never_raises",
     "argument_typing",
     "parallel_calls",
+    "drifted_calls",
     "detection",
 )
 """The property names, in the order they run and are reported."""

@@ -38,12 +38,16 @@ from typing import Any
 
 from hypothesis import strategies as st
 
+from ..parse.record import CallFormat
+from .drift import Drift, drifts
+
 __all__ = [
     "JSON_LOOKALIKES",
     "MARKUP_FRAGMENTS",
     "adversarial_text",
     "arguments_for",
     "chunkings",
+    "drifted_replies",
     "identifiers",
     "json_dumps",
     "json_values",
@@ -387,3 +391,19 @@ def _fixed_pieces(text: str, size: int) -> list[str]:
 def json_dumps(value: Any) -> str:
     """Canonical JSON for comparing argument values exactly (keeps -0.0 and int/float)."""
     return json.dumps(value, sort_keys=True, ensure_ascii=False)
+
+
+def drifted_replies(fmt: CallFormat, reply: str, values: Sequence[str]
+                    ) -> st.SearchStrategy[Drift]:
+    """The drifts of a rendered reply that the family's rules read back as its calls
+    (:mod:`toolwire.testing.drift`): a closer left out before the next call, the
+    family's end-of-turn markup inside an open call, several calls in one block.
+
+    :param fmt: the family's record.
+    :param reply: a reply rendered through the family's real template.
+    :param values: the last argument value of each call, as the reply writes it (a
+        distinct word).
+    :returns: one of the drifts (nothing, where the record allows none).
+    """
+    found = drifts(fmt, reply, values)
+    return st.sampled_from(found) if found else st.nothing()

@@ -213,6 +213,8 @@ class HarmonyParser:
         self._call_index = 0
         self._call_name = ""
         self._message_calls = 0
+        self._cut = False  # the token limit cut the reply (known at close)
+        self._header_text: tuple[str, str] | None = None  # (header, text it was shown with)
 
     # -- public protocol -------------------------------------------------------
 
@@ -243,6 +245,7 @@ class HarmonyParser:
             message without its end token is not a call (text, ``truncated_call``).
         """
         out: list[Event] = []
+        self._cut = end_reason == "length"
         try:
             self._run(self._pending, out, eof=True)
             while self._state == _BODY:
@@ -297,13 +300,17 @@ class HarmonyParser:
                     out.append(TextEvent(rest))
             return n
         start = pos + len(START) if data.startswith(START, pos) else pos
-        if start == pos and not eof and len(data) - pos < len(START) and \
-                START.startswith(data[pos:]):
-            return self._hold(data, pos)
+        if start == pos and len(data) - pos < len(START) and START.startswith(data[pos:]):
+            if not eof:
+                return self._hold(data, pos)
+            if self._cut:  # cut inside <|start|>
+                return self._unfinished_header(data, pos, out)
         may = _header_may_start(data, start)
         if may is None:
             if not eof:
                 return self._hold(data, pos)
+            if self._cut:  # cut inside the header's first token
+                return self._unfinished_header(data, pos, out)
             may = False
         if not may:
             return self._header_is_text(data, pos, start, out)
@@ -313,6 +320,17 @@ class HarmonyParser:
         if match is None or newline >= 0:
             if newline < 0 and not eof and n < limit:
                 return self._hold(data, pos)
+            if match is None and newline < 0 and eof and len(data) - start <= _MAX_HEADER:
+                if self._cut:
+                    return self._unfinished_header(data, pos, out)
+                text = data[start:]
+                token = text.rfind("<")
+                if token >= 0 and ">" not in text[token:]:
+                    text = text[:token]  # a token the header ended inside
+                header = read_header(text)
+                if header is not None and self._dialect.route(header).kind in ("call",
+                                                                               "builtin"):
+                    return self._unfinished_header(data, pos, out)
             return self._header_is_text(data, pos, start, out)
         self._held.drop()
         self._lead = False
@@ -328,6 +346,23 @@ class HarmonyParser:
             self._route = self._dialect.route(header)
         self._open_body(data[pos:match.end()], out)
         return match.end()
+
+    def _unfinished_header(self, data: str, pos: int, out: list[Event]) -> int:
+        """The reply ended inside a message's header, before its body: an unfinished
+        message, held back like an unfinished call (text, with ``truncated_call`` where
+        the token limit cut it, so the endpoint keeps it out of the content; a header
+        addressing a tool that simply ends is ``unclosed_call``)."""
+        self._held.drop()
+        raw = data[pos:]
+        out.append(TextEvent(raw))
+        if self._cut:
+            out.append(DiagnosticEvent("truncated_call", "the reply was cut by the token limit "
+                                       "inside a message header; shown as text", raw))
+        else:
+            out.append(DiagnosticEvent("unclosed_call", "the reply ended inside the header of a "
+                                       "tool message; shown as text", raw))
+        self._state = _TEXT
+        return len(data)
 
     def _header_is_text(self, data: str, pos: int, start: int, out: list[Event]) -> int:
         """No header here: the text up to the next end token is plain text."""
@@ -461,8 +496,9 @@ class HarmonyParser:
         if tagged is not None:
             self._tagged_events(tagged.close(end_reason="length" if cut else "stop"), out)
             self._calls = tagged.calls_started
-            if not self._message_calls:
-                self._no_call_in_message(out)
+            self._header_text = None
+            if not self._message_calls and not (cut and not self._raw):
+                self._no_call_in_message(out)  # (a cut body said so, header and all)
             self._raw = []
             return
         if cut:
@@ -494,8 +530,16 @@ class HarmonyParser:
             if isinstance(event, ToolCallEndEvent):
                 self._message_calls += 1
             elif isinstance(event, TextEvent) and not self._message_calls and self._raw:
-                out.append(TextEvent("".join(self._raw)))
+                # one text: what a diagnostic gives back of it holds the header too
+                header = "".join(self._raw)
                 self._raw = []
+                self._header_text = (header, event.text)
+                event = TextEvent(header + event.text)
+            elif isinstance(event, DiagnosticEvent) and self._header_text is not None:
+                header, text = self._header_text
+                self._header_text = None
+                if event.raw and event.raw == text:
+                    event = DiagnosticEvent(event.code, event.message, header + event.raw)
             out.append(event)
 
     def _dropped(self, out: list[Event]) -> None:

@@ -8,7 +8,9 @@
 ``llama4_pythonic`` (Meta Llama 4)
     ``<|python_start|>[get_weather(city="Paris"), get_time()]<|python_end|>``:
     a Python list with Python's escaped string literals; the turn ends with
-    ``<|eot|>`` (or ``<|eom|>`` after a call), which is dropped.
+    ``<|eot|>`` (or ``<|eom|>`` after a call), which is dropped. Meta documents the
+    response as the bare list, ``[get_weather(city="Paris")]<|eot|>``: a reply that
+    begins with a pythonic call list is read as calls, the markers optional.
 ``olmo3`` (Ai2 OLMo 3)
     ``<function_calls>`` with one call per line, no list brackets, and
     ``</function_calls>``: ``get_weather(city='Paris', days=3)``, strings written
@@ -57,10 +59,14 @@ LLAMA4_FORMAT = CallFormat(
     description="Llama 4 <|python_start|>[f(a=\"x\")]<|python_end|> pythonic call lists",
     section_open="<|python_start|>",
     section_close="<|python_end|>",
+    # Meta documents the response as a bare list, [f(a=1), g(b="x")]<|eot|>: a reply
+    # that begins with a pythonic call list is calls, with or without the markers
+    at_start=True,
     arguments=PythonicCalls(),
     drops=("<|eot|>", "<|eom|>"),
 )
-"""The Llama 4 markup (Python's own string literals, with escapes)."""
+"""The Llama 4 markup (Python's own string literals, with escapes); the list may stand
+bare at the reply's start."""
 
 detect_llama4 = template_mentions("<|python_start|>", "<|python_end|>", "<|header_start|>",
                                   score=0.9)

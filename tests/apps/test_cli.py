@@ -132,3 +132,14 @@ def test_demo_explains_it_is_a_stand_in(tmp_path: Path) -> None:
     run = toolwire("demo", "--dir", str(tmp_path))
     assert run.returncode == 0, run.stderr
     assert "stand-in model" in run.stdout and "toolwire chat --model" in run.stdout
+
+
+@pytest.mark.parametrize("reply", ["<tool_", "<", "Sure. <tool_call"])
+def test_parse_says_a_reply_cut_inside_an_opening_marker_was_cut(reply: str) -> None:
+    # issue 39, item 7: the text stays, with a truncated_call diagnostic holding the cut
+    run = toolwire("parse", "--family", "hermes_json", "--compact", stdin=reply)
+    assert run.returncode == 0, run.stderr
+    out = json.loads(run.stdout)
+    assert out["content"] == reply and out["tool_calls"] == []
+    assert [(d["code"], d["raw"]) for d in out["diagnostics"]] == \
+        [("truncated_call", reply.removeprefix("Sure. "))]

@@ -26,6 +26,9 @@ from toolwire.errors import ToolwireError
 from toolwire.templates.default_template import DEFAULT_CHAT_TEMPLATE
 from toolwire.testing.tiny_gguf import write_tiny_gguf
 
+# huggingface_hub reads its variables once, at import: each pull is a process of its own
+pytestmark = pytest.mark.process
+
 
 @pytest.fixture(scope="module")
 def model_bytes(tmp_path_factory: pytest.TempPathFactory) -> bytes:
@@ -52,7 +55,6 @@ def blobs(home: Path) -> list[Path]:
     return sorted(p for p in (home / "hf" / "hub").glob("models--*/blobs/*") if p.is_file())
 
 
-@pytest.mark.process
 def test_a_pulled_model_is_listed_by_models_and_found_by_chat(
         hub: StandInHub, tmp_path: Path, model_bytes: bytes) -> None:
     hub.repos["org/Tiny-GGUF"] = HubRepo({
@@ -83,7 +85,6 @@ def test_a_pulled_model_is_listed_by_models_and_found_by_chat(
     assert chat.returncode in (0, 1) and "Traceback" not in chat.stderr
 
 
-@pytest.mark.process
 def test_pulling_again_checks_the_cached_file_without_downloading_it(
         hub: StandInHub, tmp_path: Path, model_bytes: bytes) -> None:
     hub.repos["org/Tiny-GGUF"] = HubRepo({"tiny.gguf": model_bytes})
@@ -94,7 +95,6 @@ def test_pulling_again_checks_the_cached_file_without_downloading_it(
     assert [m for m, path, _ in hub.requests if path.endswith("/tiny.gguf")] == ["HEAD", "HEAD"]
 
 
-@pytest.mark.process
 def test_a_connection_broken_mid_file_is_resumed_where_it_broke(
         hub: StandInHub, tmp_path: Path) -> None:
     # bigger than the client's 10 MiB read, so some of it has arrived when the cut comes
@@ -112,7 +112,6 @@ def test_a_connection_broken_mid_file_is_resumed_where_it_broke(
     assert "warning" in run.stderr  # random bytes: pulled and checked, but no GGUF header
 
 
-@pytest.mark.process
 def test_a_download_that_does_not_match_the_hubs_sha256_is_refused_and_deleted(
         hub: StandInHub, tmp_path: Path, model_bytes: bytes) -> None:
     hub.repos["org/Tiny-GGUF"] = HubRepo({"tiny.gguf": model_bytes}, corrupt={"tiny.gguf"})
@@ -126,7 +125,6 @@ def test_a_download_that_does_not_match_the_hubs_sha256_is_refused_and_deleted(
     assert json.loads(toolwire(hub, tmp_path, "models", "--json").stdout) == []
 
 
-@pytest.mark.process
 @pytest.mark.parametrize(("source", "extra", "message"), [
     ("org/Absent-GGUF", [], "org/Absent-GGUF: no such model repository on "),
     ("org/Absent-GGUF:m.gguf", [], "org/Absent-GGUF: no such model repository on "),
@@ -147,7 +145,6 @@ def test_what_is_not_there_is_a_one_line_input_error(
     assert blobs(tmp_path) == []
 
 
-@pytest.mark.process
 def test_an_unreachable_hub_is_a_one_line_failure(tmp_path: Path) -> None:
     nobody = f"http://127.0.0.1:{free_port()}"  # nothing listens there
     run = toolwire(nobody, tmp_path, "pull", "org/Tiny-GGUF:tiny.gguf")
@@ -157,7 +154,6 @@ def test_an_unreachable_hub_is_a_one_line_failure(tmp_path: Path) -> None:
     assert "Traceback" not in run.stderr
 
 
-@pytest.mark.process
 def test_a_split_model_is_pulled_whole_and_listed_once(
         hub: StandInHub, tmp_path: Path, model_bytes: bytes) -> None:
     hub.repos["org/Split-GGUF"] = HubRepo({
@@ -172,7 +168,6 @@ def test_a_split_model_is_pulled_whole_and_listed_once(
     assert row["size"] == len(model_bytes) + len(b"second shard")
 
 
-@pytest.mark.process
 def test_several_models_and_no_preferred_one_ask_the_user_to_name_one(
         hub: StandInHub, tmp_path: Path, model_bytes: bytes) -> None:
     hub.repos["org/Tiny-GGUF"] = HubRepo({"tiny-Q8_0.gguf": model_bytes,
@@ -185,7 +180,6 @@ def test_several_models_and_no_preferred_one_ask_the_user_to_name_one(
     assert blobs(tmp_path) == []
 
 
-@pytest.mark.process
 def test_without_huggingface_hub_pull_names_the_extra(tmp_path: Path) -> None:
     script = ("import sys; sys.modules['huggingface_hub'] = None; "
               "from toolwire.apps.cli.main import main; "

@@ -164,6 +164,7 @@ def _chat_process(server: WireServer, workspace: Path, saved: Path) -> subproces
     return process
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])
 def test_sigterm_or_sighup_mid_reply_saves_the_session_and_exits(
         server: WireServer, workspace: Path, tmp_path: Path, signum: int) -> None:
@@ -180,6 +181,7 @@ def test_sigterm_or_sighup_mid_reply_saves_the_session_and_exits(
     assert "Traceback" not in err
 
 
+@pytest.mark.process
 def test_a_killed_chat_still_has_every_exchange_that_ended_saved(
         server: WireServer, workspace: Path, tmp_path: Path) -> None:
     saved = tmp_path / "chat.json"

@@ -81,6 +81,9 @@ CUT_REPLIES = [
                 '{"name": "get_we', ["Tokyo"]),
     ("mistral", '[TOOL_CALLS][{"name": "get_weather", "arguments": {"city": "Tokyo"}}, '
                 '{"name": "get_weather", "arguments": {"city": "Osa', ["Tokyo"]),
+    # a cut inside harmony's header (issue 39, item 5): held back like any unfinished call
+    ("harmony", "<|channel|>analysis<|message|>Sure.<|end|><|start|>assistant "
+                "to=functions.get_weather<|channel|>commentary <|constrain|>json", []),
 ]
 
 
@@ -92,11 +95,26 @@ def test_a_call_cut_by_the_token_limit_is_dropped_and_said_so(
     assert reading.status == 200 and reading.finish == "length"
     assert [(name, json.loads(arguments)) for name, arguments in reading.calls] == \
         [("get_weather", {"city": city}) for city in complete]
-    for marker in ("<tool_call", "<func", "[TOOL_CALLS]", "{", "get_we"):
+    for marker in ("<tool_call", "<func", "[TOOL_CALLS]", "{", "get_we", "<|"):
         assert marker not in reading.content, reading.content
     assert reading.content.strip() in ("", "Sure.")
     (dropped,) = reading.dropped
     assert dropped["reason"] == "length" and dropped["name"] in ("get_weather", "")
+
+
+@pytest.mark.parametrize("choice", ["required", {"type": "function",
+                                                  "function": {"name": "get_weather"}}])
+@pytest.mark.parametrize(("family", "reply"), [
+    ("hermes_json", "<"), ("hermes_json", "<tool"), ("hermes_json", "<tool_"),
+    ("hermes_json", "<tool_call"), ("qwen_xml", "<tool_"), ("qwen_xml", "\n<tool_call>\n<fun")])
+def test_a_forced_call_cut_inside_its_opening_marker_is_not_text(
+        serve: Any, family: str, reply: str, choice: Any) -> None:
+    # the grammar makes a forced reply's first tokens markup: cut there, it is a call cut
+    reading = read_all(serve, reply, {"tools": [WEATHER], "tool_choice": choice},
+                       family=family, finish_reason="length")
+    assert (reading.status, reading.finish, reading.content, reading.calls) == \
+        (200, "length", "", [])
+    assert reading.dropped == [{"name": "", "reason": "length"}]
 
 
 def test_complete_calls_of_a_reply_cut_after_them_are_returned_with_length(serve: Any) -> None:

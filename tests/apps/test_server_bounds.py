@@ -415,3 +415,28 @@ def test_a_large_body_is_decoded_and_checked_off_the_event_loop(
     slow.join(60)
     assert status == 200 and results and results[0][0] == 404
     assert gc.isenabled()  # the collector, held off while the body was read, runs again
+
+
+def test_the_agent_apis_count_unanswered_calls_and_bound_their_depth(default_server: int) -> None:
+    """The Responses and Messages APIs read their conversation on the one path, with the
+    same bounds: unanswered calls count against the message cap, deep arguments are 400."""
+    base = f"http://127.0.0.1:{default_server}"
+    items = [{"type": "function_call", "call_id": f"c{i}", "name": "lookup", "arguments": "{}"}
+             for i in range(3000)]
+    status, answer = json_request(base, "POST", "/v1/responses", {
+        "model": "scripted", "input": [{"role": "user", "content": "hi"}, *items]})
+    assert status == 413 and "--max-messages" in str(answer), answer
+    uses = [{"type": "tool_use", "id": f"c{i}", "name": "lookup", "input": {}}
+            for i in range(3000)]
+    status, answer = json_request(base, "POST", "/v1/messages", {
+        "model": "scripted", "max_tokens": 16, "messages": [
+            {"role": "user", "content": "hi"}, {"role": "assistant", "content": uses},
+            {"role": "user", "content": "go on"}]})
+    assert status == 413 and "--max-messages" in str(answer), answer
+    deep = json.dumps({"name": json.loads("[" * 900 + "]" * 900)})
+    status, answer = json_request(base, "POST", "/v1/responses", {
+        "model": "scripted", "input": [
+            {"role": "user", "content": "hi"},
+            {"type": "function_call", "call_id": "c0", "name": "lookup", "arguments": deep},
+            {"type": "function_call_output", "call_id": "c0", "output": "ok"}]})
+    assert status == 400 and "levels deep" in str(answer), answer

@@ -106,3 +106,15 @@ def test_bad_input_never_raises_and_never_loses_text(text: str) -> None:
     out = parse_text("gemma4", text, TOOLS, chunk=2)
     assert out.tool_calls == ()
     assert re.sub(r"\s", "", out.content) == re.sub(r"\s", "", without_dropped(text, out))
+
+
+def test_several_calls_in_one_tool_call_block_are_each_a_call() -> None:
+    # issue 39, item 3: once a call's body closed, call:NAME{ before the block's closer is
+    # the next call (the block's closer ends the last one)
+    reply = (f"<|tool_call>call:get_weather{{city:{Q}Paris{Q}}}call:get_weather{{city:{Q}Oslo"
+             f"{Q},days:2}}<tool_call|>Both.")
+    for chunk in (0, 1, 5):
+        got = parse_text("gemma4", reply, TOOLS, chunk=chunk)
+        assert [(c.name, dict(c.arguments)) for c in got.tool_calls] == [
+            ("get_weather", {"city": "Paris"}), ("get_weather", {"city": "Oslo", "days": 2})]
+        assert (got.content, got.diagnostics) == ("Both.", ()), chunk

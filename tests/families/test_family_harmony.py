@@ -329,3 +329,28 @@ def test_bad_input_never_raises_and_never_loses_text(family: str, text: str) -> 
 
 def test_stray_end_tokens_are_framing_not_text() -> None:
     assert parse_text("harmony", "<|end|><|call|> tail").content.strip() == "tail"
+
+
+# -- a cut inside a message header (issue 39, item 5) ------------------------------------------
+
+_HEADER = ("<|start|>assistant to=functions.get_weather<|channel|>commentary "
+           "<|constrain|>json")
+
+
+@pytest.mark.parametrize("size", [len("<|st"), len("<|start|>assistant to=functions.get"),
+                                  len(_HEADER) - 3, len(_HEADER)])
+def test_gpt_oss_a_cut_inside_a_call_header_is_held_back_with_truncated_call(size: int) -> None:
+    # at the length limit a header still being written is an unfinished message: its text
+    # comes with truncated_call (the endpoint keeps it out of the content), as any cut call
+    reply = "<|channel|>analysis<|message|>Checking.<|end|>" + _HEADER[:size]
+    for chunk in (0, 1, 4):
+        got = toolwire.parse_reply(reply, family="harmony", tools=TOOLS, chunk_size=chunk,
+                                   end_reason="length")
+        assert (got.reasoning, got.tool_calls) == ("Checking.", ()), chunk
+        assert [(d.code, d.raw) for d in got.diagnostics] == \
+            [("truncated_call", _HEADER[:size])], (chunk, got.diagnostics)
+        assert got.content == _HEADER[:size]  # given back, so the endpoint can drop it
+    # a header addressing a tool where the reply simply stopped: unclosed_call, text
+    got = toolwire.parse_reply(reply, family="harmony", tools=TOOLS, end_reason="stop")
+    if size > len("<|start|>assistant to=functions.get"):
+        assert [d.code for d in got.diagnostics] == ["unclosed_call"]

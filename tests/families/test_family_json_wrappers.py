@@ -390,3 +390,19 @@ def test_functionary_v32_a_backtick_after_the_name_reads_the_same_however_cut(bo
     whole = merge_events(parse("functionary_v3_2", [text], ()))
     for cut in range(1, len(text)):
         assert merge_events(parse("functionary_v3_2", [text[:cut], text[cut:]], ())) == whole, cut
+
+
+@pytest.mark.parametrize("deltas", [
+    ["al", "l<|", "eot_", "id|>", "<|eot_id|>\nSure, let me c}"],
+    ["all<|eot_id|>", "<|eot_id|>\nSure, let me c}"],
+    ["all<|eot_id|><|eot_id|>\nSure, let me c}"],
+])
+def test_a_line_held_at_the_replys_start_is_read_alike_however_it_arrives(
+        deltas: list[str]) -> None:
+    # found by the fuzzer (issue 39): the reply's first line, held until it shows whether
+    # it is a call's header, opened a call scope over text the end-of-turn search had not
+    # looked at; the end-of-turn token in it must read the same whatever the deltas
+    source = template_source("meetkai-functionary-medium-v3.2.jinja")
+    whole = merge_events(parse("functionary_v3_2", ["".join(deltas)], template=source))
+    assert merge_events(parse("functionary_v3_2", deltas, template=source)) == whole
+    assert [e.text for e in whole if isinstance(e, TextEvent)] == ["all\nSure, let me c}"]

@@ -207,6 +207,30 @@ def test_llama4_reads_every_call_of_its_python_block() -> None:
         assert (got.content, got.diagnostics) == ("", ())
 
 
+@pytest.mark.parametrize("reply", [
+    '[get_weather(city="Paris"), note(text="x")]<|eot|>',  # Meta's documented response
+    ' [get_weather(city="Paris"), note(text="x")]',
+    '<|python_start|>[get_weather(city="Paris"), note(text="x")]<|eot|>',
+    '[get_weather(city="Paris"), note(text="x")]<|python_end|><|eom|>',
+])
+def test_llama4_reads_a_bare_call_list_at_the_replys_start(reply: str) -> None:
+    for chunk in (0, 1, 3):
+        got = parse_text("llama4_pythonic", reply, TOOLS, chunk=chunk)
+        assert [(c.name, dict(c.arguments)) for c in got.tool_calls] == [
+            ("get_weather", {"city": "Paris"}), ("note", {"text": "x"})], (chunk, reply)
+        assert got.content == "", got.content
+        # a lone <|python_end|> is markup with no block open: dropped, and said so
+        assert {d.code for d in got.diagnostics} <= {"unclosed_call", "stray_markup"}
+
+
+@pytest.mark.parametrize("reply", ["[1, 2] is a list.", "Sure: [get_weather(city=\"x\")]",
+                                   "[note] is a word in brackets"])
+def test_llama4_text_that_is_not_a_call_list_stays_text(reply: str) -> None:
+    for chunk in (0, 1):
+        got = parse_text("llama4_pythonic", reply, TOOLS, chunk=chunk)
+        assert (got.content, got.tool_calls) == (reply, ()), chunk
+
+
 def test_olmo3_reads_one_call_per_line_with_raw_strings() -> None:
     reply = ("Let me check.\n<function_calls>\nnote(text='it's here', n=null)\n"
              "math.sum(xs=[1, 2])\nnote(title='x')\n</function_calls>")

@@ -33,6 +33,7 @@ from toolwire.parse.record import (
     TaggedArguments,
 )
 from toolwire.templates.assistant_turns import AssistantTurnRenderer
+from toolwire.testing.drift import drifts, end_tokens
 from toolwire.vocabulary.schema import tool_parameters_by_name
 
 TEMPLATES: dict[str, str] = {
@@ -384,6 +385,18 @@ def test_a_call_cut_by_the_token_limit_is_never_recovered(family: str) -> None:
 # -- rule 8: one malformed call never loses the well-formed calls around it ----------------------
 
 
+def _parallel_reply(family: str, calls: list[tuple[str, dict[str, Any]]],
+                    tools: list[dict[str, Any]], last: str) -> tuple[str, str]:
+    """A real reply with several calls (``last``: the last call's value), or a skip."""
+    try:
+        tail, reply = _reply(family, calls, tools)
+    except Exception as exc:  # the template refuses parallel calls
+        pytest.skip(f"the {family} template writes one call per turn ({exc})")
+    if last not in reply:
+        pytest.skip(f"the {family} template writes only the first call of a turn")
+    return tail, reply
+
+
 def _break_call(family: str, reply: str) -> str:
     """``reply`` with its middle call made unreadable the way a drifting model writes it:
     JSON arguments with a stray word (``{"b": "yqv" oops}``), or else a tool name that
@@ -397,12 +410,7 @@ def _break_call(family: str, reply: str) -> str:
 def test_a_malformed_call_never_loses_the_calls_around_it(family: str) -> None:
     tools = [_tool({"a": {"type": "string"}}), _tool({"b": {"type": "string"}}, "gxq")]
     calls = [("f", {"a": "x1"}), ("gxq", {"b": "yqv"}), ("f", {"a": "z2"})]
-    try:
-        tail, reply = _reply(family, calls, tools)
-    except Exception as exc:  # the template refuses parallel calls
-        pytest.skip(f"the {family} template writes one call per turn ({exc})")
-    if "z2" not in reply:
-        pytest.skip(f"the {family} template writes only the first call of a turn")
+    tail, reply = _parallel_reply(family, calls, tools, "z2")
     broken = _break_call(family, reply)
     assert broken != reply
     whole = None
@@ -626,3 +634,190 @@ def test_layout_newlines_around_a_value_read_the_same_in_every_tagged_family(
         assert streamed == expected, (step, streamed)
         whole = whole or got
         assert got.content == whole.content
+
+
+# -- rule 15: a missing closer before the next call never swallows the next call ----------------
+
+_TWO_CALLS = [("f", {"a": "valuexone"}), ("g", {"b": "valuextwo"})]
+
+
+def _two_calls(family: str) -> tuple[CallFormat, list[dict[str, Any]], str, str]:
+    """The record, the tools, the prompt tail and a real reply with two calls (or a skip)."""
+    fmt = _record(family)
+    if fmt is None:
+        pytest.skip(f"{family} writes each call as a message of its own (channels)")
+    tools = [_tool({"a": {"type": "string"}}), _tool({"b": {"type": "string"}}, "g")]
+    tail, reply = _parallel_reply(family, _TWO_CALLS, tools, "valuextwo")
+    return fmt, tools, tail, reply
+
+
+def _drifted(family: str, shape: str) -> tuple[list[dict[str, Any]], str, list[str]]:
+    fmt, tools, tail, reply = _two_calls(family)
+    found = [d.reply for d in drifts(fmt, reply, ["valuexone", "valuextwo"]) if d.shape == shape]
+    if not found:
+        pytest.skip(f"{family} has no {shape.replace('_', ' ')} shape: "
+                    + _NO_SHAPE.get(shape, "no closing markup between its calls"))
+    return tools, tail, found
+
+
+_NO_SHAPE = {
+    "missing_value_close": "its values are not tagged (the arguments end by themselves)",
+    "calls_in_one_block": "its calls are tagged (their arguments end only at structure), "
+                          "whole JSON, or have no closing marker of their own",
+}
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize(("shape", "code"), [("missing_call_close", "unclosed_call"),
+                                             ("missing_value_close", "unclosed_parameter")])
+def test_a_missing_closer_before_the_next_call_never_swallows_it(family: str, shape: str,
+                                                                 code: str) -> None:
+    tools, tail, replies = _drifted(family, shape)
+    fmt = _record(family)
+    for stored in replies:
+        whole = None
+        for step in (0, 1, 5):
+            got, _ = _read(family, stored, tools, tail, step)
+            assert [(c.name, dict(c.arguments)) for c in got.tool_calls] == _TWO_CALLS, \
+                (step, stored, got.content)
+            assert got.content.strip() == "", (step, stored, got.content)
+            if _kind(fmt) is TaggedArguments or shape != "missing_call_close":
+                assert code in _codes(got), (step, stored, _codes(got))
+            whole = whole or got
+            assert (got.content, _codes(got)) == (whole.content, _codes(whole)), step
+
+
+@pytest.mark.parametrize("family", ["qwen_xml", "seed_xml", "glm_xml", "minimax_xml", "dsml",
+                                    "minicpm_xml", "kimi_k3", "hy3_xml"])
+def test_a_value_quoting_a_whole_call_block_stays_a_value(family: str) -> None:
+    # the rule of the next call never outranks the nested-block rule: a value holding a
+    # complete call block (its closing tag followed by the block's own closers) is text
+    fmt = _record(family)
+    assert fmt is not None
+    tools = [_tool({"a": {"type": "string"}}), _tool({"b": {"type": "string"}}, "g")]
+    _, inner = _reply(family, [("g", {"b": "valuextwo"})], tools)
+    opener = (fmt.section_open or fmt.call_open)[0]
+    block = inner[inner.index(opener):]
+    for token in end_tokens(fmt):  # a value holds the block, not the turn's end
+        block = block.replace(token, "")
+    quoted = "See " + block.rstrip() + " for the form."
+    tail, outer = _reply(family, [("f", {"a": quoted})], tools)
+    for step in (0, 3):
+        got, _ = _read(family, outer, tools, tail, step)
+        assert [(c.name, dict(c.arguments)) for c in got.tool_calls] == [("f", {"a": quoted})], \
+            (step, outer)
+        assert not got.diagnostics, got.diagnostics
+
+
+# -- rule 16: a family's end-of-turn markup is never text where a closer is expected ------------
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_end_of_turn_markup_inside_an_open_call_ends_it(family: str) -> None:
+    fmt = _record(family)
+    if fmt is None:
+        pytest.skip("harmony's messages end at its own end tokens (the channel hook)")
+    if not end_tokens(fmt):
+        pytest.skip(f"{family} declares no end-of-turn token of its own (drops, trailers)")
+    tools = [_tool({"a": {"type": "string"}})]
+    tail, reply = _reply(family, [("f", {"a": "valuexone"})], tools)
+    found = [d for d in drifts(fmt, reply, ["valuexone"]) if d.shape == "end_of_turn"]
+    if not found:
+        pytest.skip(f"{family} writes no closing marker after a call's arguments")
+    for drift in found:
+        whole = None
+        for step in (0, 1, 4):
+            got, _ = _read(family, drift.reply, tools, tail, step)
+            assert [(c.name, dict(c.arguments)) for c in got.tool_calls] == \
+                [("f", {"a": "valuexone"})], (step, drift.note, got.content)
+            assert got.content.strip() == "", (step, drift.note, got.content)
+            assert not any(t in got.content for t in end_tokens(fmt))
+            whole = whole or got
+            assert (got.content, _codes(got)) == (whole.content, _codes(whole)), step
+        # a model that wrote its end marker was not cut: the same under "length"
+        limited = _read_ended(family, drift.reply, tools, tail, 3, "length")
+        assert [c.name for c in limited.tool_calls] == ["f"], drift.note
+
+
+# -- rule 17: several calls in one block --------------------------------------------------------
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_several_calls_in_one_block_are_each_a_call(family: str) -> None:
+    tools, tail, replies = _drifted(family, "calls_in_one_block")
+    for stored in replies:
+        for step in (0, 1, 5):
+            got, _ = _read(family, stored, tools, tail, step)
+            assert [(c.name, dict(c.arguments)) for c in got.tool_calls] == _TWO_CALLS, \
+                (step, stored, got.content)
+            assert got.content.strip() == "" and not got.diagnostics, (step, got)
+
+
+# -- rule 18: a reply cut inside a call's opening marker ----------------------------------------
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_a_reply_cut_inside_an_opening_marker_is_text_with_truncated_call(family: str) -> None:
+    fmt = _record(family)
+    if fmt is None:
+        pytest.skip("harmony's headers are read by its channel hook (test_family_harmony.py)")
+    if not fmt.strict_open:
+        pytest.skip(f"{family}'s opening marker may be prose: its beginning says nothing")
+    _reply(family, [], [_tool({})])  # (a family whose template is here)
+    tail = "\n"  # a prompt that leaves no reasoning block open
+    openers = [o for o in (*fmt.section_open, *fmt.call_open) if fmt.ends_inside_opener(o[:-1])]
+    assert openers, fmt
+    opener = openers[0]
+    for size in range(1, len(opener)):
+        stored = "Checking. " + opener[:size]
+        for end in ("stop", "length"):
+            got = _read_ended(family, stored, [], tail, 1, end)
+            assert got.content == stored and not got.tool_calls, (size, got)
+            assert [(d.code, d.raw) for d in got.diagnostics] == \
+                [("truncated_call", opener[:size])], (size, end, got.diagnostics)
+
+
+# -- rule 19: a call the token limit left unfinished is truncated_call in every family ---------
+
+
+def _last_call_start(family: str, reply: str, calls: list[tuple[str, dict[str, Any]]],
+                     tools: list[dict[str, Any]]) -> int:
+    """Where the last call of ``reply`` begins: past what it shares with the reply that
+    has one call fewer (cut back to a blank, then past the blanks), or at the first
+    opening marker (the first non-blank) of a reply with one call."""
+    fmt = _record(family)
+    openers = [o for o in (*fmt.section_open, *fmt.call_open) if o.strip()] \
+        if fmt is not None else ["<|start|>", "<|channel|>"]
+    after = reply.index("valuexone") + len("valuexone") if len(calls) == 2 else 0
+    opens = [k for o in openers if (k := reply.find(o, after)) >= 0]
+    if opens:  # the call's own opening marker
+        return min(opens)
+    if len(calls) == 1:
+        return len(reply) - len(reply.lstrip())
+    _, fewer = _reply(family, calls[:-1], tools)
+    shared = next((i for i, (a, b) in enumerate(zip(fewer, reply, strict=False)) if a != b),
+                  min(len(fewer), len(reply)))
+    while shared and not reply[shared - 1].isspace() and reply[shared - 1] not in ">}]),":
+        shared -= 1
+    return len(reply) - len(reply[shared:].lstrip())
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_an_unfinished_call_at_a_length_end_is_truncated_call(family: str) -> None:
+    tools = [_tool({"a": {"type": "string"}}), _tool({"b": {"type": "string"}}, "g")]
+    try:
+        tail, reply = _reply(family, _TWO_CALLS, tools)
+    except Exception:  # the template refuses parallel calls: one call, cut
+        tail, reply = _reply(family, _TWO_CALLS[:1], tools)
+    calls = _TWO_CALLS if "valuextwo" in reply else _TWO_CALLS[:1]
+    fmt = _record(family)
+    last = reply.index(str(calls[-1][1][next(iter(calls[-1][1]))]))
+    start = _last_call_start(family, reply, calls, tools)
+    strict = fmt is None or fmt.strict_open
+    for cut in range(start + 1, last + 1):  # the last call begun, its value not ended
+        got = _read_ended(family, reply[:cut], tools, tail, 0, "length")
+        codes = _codes(got)
+        assert not {"unclosed_call", "malformed_call"} & set(codes), (reply[:cut], codes)
+        assert [c.name for c in got.tool_calls] == [n for n, _ in calls[:-1]], reply[:cut]
+        if strict:  # the call that is not run is said to be cut (text that may be prose not)
+            assert "truncated_call" in codes, (reply[:cut], codes)

@@ -94,26 +94,32 @@ def literal_markup_keep(fmt: CallFormat) -> Keep:
     That is the documented ambiguity of every tagged format; ``</parameter>`` alone,
     or followed by text, is fine. So is a value beginning and ending with a newline
     where the template writes none inside the tags (:meth:`TaggedArguments.reads_as_layout`).
+    A closing tag, or the call's end, followed by the next call's opening marker reads
+    as that call (the rule of the next call), and the family's end-of-turn tokens end
+    the turn wherever they are (a value cannot hold one).
     """
     args = next(k for k in fmt.kinds if isinstance(k, TaggedArguments))
+    opens = [re.escape(t) for t in (*fmt.call_open, *fmt.section_open) if t]
     follows = [re.escape(t) for t in (*fmt.call_close, *fmt.section_close, args.open,
                                       *(args.json_block[:1] if args.json_block else ())) if t]
     closes = "|".join(re.escape(c.replace("{name}", "")) for c in args.closes())
-    pattern = re.compile("(?:" + closes + r")[ \t\r\n]*(?:" + "|".join(follows) + r"|$)")
-    # the call's end followed by the section's end (or the value's end) reads as a call
-    # whose value lacks its closing tag
+    pattern = re.compile("(?:" + closes + r")[ \t\r\n]*(?:" + "|".join([*follows, *opens])
+                         + r"|$)")
+    # the call's end followed by the section's end (or the value's end, or the next call)
+    # reads as a call whose value lacks its closing tag
     ends = [re.escape(t) for t in (*fmt.call_close, *fmt.section_close)]
     if ends:
         sections = [re.escape(t) for t in fmt.section_close]
-        after = r"[ \t\r\n]*(?:" + "|".join([*sections, "$"]) + ")"
+        after = r"[ \t\r\n]*(?:" + "|".join([*sections, *opens, "$"]) + ")"
         pattern = re.compile(pattern.pattern + "|(?:" + "|".join(ends) + ")" + after)
+    turn_ends = [t for t in (*fmt.drops, *fmt.trailers) if t.strip()]
 
     def keep(schema: dict[str, Any], arguments: dict[str, Any]) -> bool:
         for value in arguments.values():
             if isinstance(value, str) and args.reads_as_layout(value):
                 return False  # a newline on both sides is layout where the template has none
             text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-            if pattern.search(text):
+            if pattern.search(text) or any(t in text for t in turn_ends):
                 return False
         return True
 
@@ -226,8 +232,10 @@ def check_literal_markup(family: str, template: str, fmt: CallFormat, data: st.D
     # the template's end-of-turn token is a control token no model writes as text
     end = _renderer(template).end_of_turn.strip()
     avoid = (*fmt.markup, *content_markers, *((end,) if end else ()))
+    # nor ends with an opening marker's beginning (a reply ending there was cut in it)
     content = data.draw(tws.adversarial_text().filter(
-        lambda text: not any(m in text for m in avoid)), label="content")
+        lambda text: not any(m in text for m in avoid)
+        and not fmt.ends_inside_opener(text.rstrip())), label="content")
     try:
         tail, reply = render(template, calls, tools, content=content)
     except toolwire.TemplateError:

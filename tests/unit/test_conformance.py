@@ -157,6 +157,18 @@ def _unchanged(events: list[Event]) -> list[Event]:
     return events
 
 
+def _swallow_calls_missing_a_closer(events: list[Event]) -> list[Event]:
+    """A call whose closing marker was missing is lost (as a parser that read the next
+    call as more of its arguments would lose it)."""
+    out: list[Event] = []
+    for event in events:
+        if isinstance(event, ToolCallEndEvent) and out and isinstance(out[-1], DiagnosticEvent) \
+                and out[-1].code.startswith("unclosed"):
+            continue
+        out.append(event)
+    return out
+
+
 BROKEN: dict[str, tuple[Callable[[list[Event]], list[Event]], Callable[[str], float],
                         set[str], set[str]]] = {
     # defect: (change, detect, properties that must fail, properties that must pass)
@@ -177,6 +189,10 @@ BROKEN: dict[str, tuple[Callable[[list[Event]], list[Event]], Callable[[str], fl
                                {"round_trip", "no_markup_in_text"}, {"detection"}),
     "never_claims_its_template": (_unchanged, lambda t: 0.0, {"detection"},
                                   set(PROPERTIES) - {"detection"}),
+    "swallows_a_call_missing_its_closer": (_swallow_calls_missing_a_closer, lambda t: 0.9,
+                                           {"drifted_calls"},
+                                           {"round_trip", "argument_typing", "parallel_calls",
+                                            "detection"}),
 }
 
 
@@ -189,10 +205,13 @@ def test_broken_parser_fails_the_properties_its_defect_breaks(defect: str,
     def create(tools: Mapping[str, Any]) -> Any:
         return _Wrapped(CallParser(bracket_calls.BRACKET_FORMAT, tools), change)
 
-    spec = ParserSpec(name=f"broken_{defect}", detect=detect, create=create)
+    spec = ParserSpec(name=f"broken_{defect}", detect=detect, create=create,
+                      format=bracket_calls.BRACKET_FORMAT)
     # A fixed seed and few examples: these defects are found at once; the point is
-    # which properties report them.
-    report = check_parser(spec, BRACKET_TEMPLATE, examples=20, raise_on_failure=False, seed=1)
+    # which properties report them. (Seed 0 since the kit's content stopped ending with
+    # a marker's beginning: at seed 1 the 20 draws then hold no text a stripped delta
+    # changes.)
+    report = check_parser(spec, BRACKET_TEMPLATE, examples=20, raise_on_failure=False, seed=0)
     assert must_fail <= set(report.failed), report.format_table()
     assert not must_pass & set(report.failed), report.format_table()
     for name in must_fail - {"detection"}:

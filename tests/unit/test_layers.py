@@ -33,7 +33,7 @@ FLOORS: tuple[tuple[str, ...], ...] = (
     ("toolwire.backends", "toolwire.conversation"),
     ("toolwire.testing",),
     ("toolwire", "toolwire.plugin_api"),
-    ("toolwire.apps",),
+    ("toolwire.apps", "toolwire.engines"),
     ("toolwire.__main__",),
 )
 """The floors, bottom first; each entry is a part (a module or a package)."""

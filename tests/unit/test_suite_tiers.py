@@ -4,6 +4,7 @@ forbidden (tests/support/tiers.py, tests/conftest.py), run on small suites of th
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -104,3 +105,29 @@ def test_the_watch_knows_the_kits_audit_event() -> None:
     from toolwire.testing import KIT_AUDIT_EVENT
 
     assert tiers.KIT_AUDIT_EVENT == KIT_AUDIT_EVENT
+
+
+@pytest.mark.process
+def test_scripts_test_gives_pytest_its_options_in_a_form_the_first_parse_keeps(tmp_path: Path) -> None:
+    """scripts/test's own pytest line, run as CI runs it: from a checkout in a temporary
+    folder, with the record file beside it. An option the suite's conftest adds is known
+    only once the conftest is loaded, so a value given as a separate word is first taken
+    for a path: pytest then finds its rootdir in the folder both share, loads no conftest
+    and refuses the option (CI's exit 4)."""
+    checkout = tmp_path / "checkout"
+    shutil.copytree(REPO / "tests", checkout / "tests",
+                    ignore=shutil.ignore_patterns("__pycache__", ".hypothesis"))
+    for name in ("pyproject.toml", "setup.cfg"):
+        shutil.copy(REPO / name, checkout)
+    line = next(text for text in (REPO / "scripts" / "test").read_text().splitlines()
+                if text.startswith(".venv/bin/python -m pytest"))
+    words = line.split()[3:]  # after the interpreter, -m and pytest
+    record = tmp_path / "record"
+    record.touch()  # as mktemp makes it: pytest takes only a path that exists for one
+    arguments = [word.replace('"$record"', str(record)) for word in words if word != '"$@"']
+    assert all("$" not in word for word in arguments), arguments
+    # --markers reads the whole configuration (conftest included) and collects nothing
+    result = subprocess.run([sys.executable, "-m", "pytest", *arguments, "--markers"],
+                            cwd=checkout, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "@pytest.mark.process" in result.stdout

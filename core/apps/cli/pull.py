@@ -116,10 +116,16 @@ def run_pull(args: argparse.Namespace, plugins: PluginManager) -> int:
     cache = next(s.root for s in model_stores() if s.source == "hf")
     endpoint = os.environ.get("HF_ENDPOINT", "").rstrip("/") or "https://huggingface.co"
     with _hub_errors(hub, repo, args.revision, endpoint), _guard_hub_answers(hub, endpoint):
+        # the listing first, also when a file is named: one request, which the hub client
+        # does not retry, so a hub that is not there is said at once (its downloads retry
+        # for half a minute), and a file that is not in the repository before any download
+        listed = [s.rfilename for s in hub.HfApi().model_info(
+            repo, revision=None if args.revision == "main" else args.revision).siblings or ()]
         if filename is None:
-            listed = hub.HfApi().model_info(
-                repo, revision=None if args.revision == "main" else args.revision).siblings
-            filename = choose_file(repo, [s.rfilename for s in listed or ()])
+            filename = choose_file(repo, listed)
+        elif filename not in listed:
+            fail(f"{repo} has no such file on {endpoint} (toolwire pull {repo} lists its "
+                 "GGUF files)")
         names = shard_set(Path(filename).name) or [Path(filename).name]
         folder = str(Path(filename).parent)
         pulled = [_pull_one(hub, repo, name if folder == "." else f"{folder}/{name}",

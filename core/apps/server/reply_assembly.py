@@ -241,8 +241,10 @@ class ReplyAssembler:
         self.make_call_id = make_call_id
         self.max_calls = 1 if not parallel_tool_calls else max_calls
         self._stop = StopMatcher(stop)
-        self._tail = ""  # the latest text, held one item: it may be markup of a cut call
-        self._suspect = ""  # markup the parser gave back as text: dropped if the limit cut it
+        self._tail = ""  # the latest text, held one item: it may end in markup of a cut call
+        # markup the parser gave back as text, written right after the tail: dropped if
+        # the limit cut the reply, else released after the tail
+        self._suspect = ""
         self._open: dict[int, tuple[str, str]] = {}  # parser index -> (name, id), unfinished
         self._ledger = TokenLedger() if logprobs else None
         self.calls: list[ReplyCall] = []
@@ -265,8 +267,8 @@ class ReplyAssembler:
         if type(item) is TextEvent and self._ledger is None and not self.should_stop:
             # the common case, on its own path: the held text goes out, this one is held
             held, self._tail = self._tail, item.text
-            if self._suspect:
-                held, self._suspect = self._suspect + held, ""
+            if self._suspect:  # the markup given back came after the held text
+                held, self._suspect = held + self._suspect, ""
             if not held:
                 return []
             text = self._stop.feed(held)
@@ -285,8 +287,9 @@ class ReplyAssembler:
             named_only = any(item.raw == name for name, _ in self._open.values())
             if item.code in _GIVEN_BACK and item.raw and not named_only \
                     and self._tail.endswith(item.raw):
+                # the markup ends the held text: it stays after what precedes it
                 self._tail = self._tail[:len(self._tail) - len(item.raw)]
-                self._suspect += item.raw
+                self._suspect = item.raw + self._suspect
             return []
         pieces = self._release()
         if isinstance(item, TextEvent):
@@ -311,8 +314,9 @@ class ReplyAssembler:
         return pieces
 
     def _release(self) -> list[ReplyPiece]:
-        """The held text is content after all (something came after it)."""
-        held, self._tail, self._suspect = self._suspect + self._tail, "", ""
+        """The held text is content after all (something came after it), in the order
+        the model wrote it: the text, then the markup given back at its end."""
+        held, self._tail, self._suspect = self._tail + self._suspect, "", ""
         if not held:
             return []
         return self._text(self._stop.feed(held))

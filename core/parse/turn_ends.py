@@ -1,0 +1,166 @@
+"""The family's end-of-turn tokens met while a call is open: the model ended its turn.
+
+A family's ``drops`` and ``trailers`` are control tokens that end a model's message
+(Kimi K3's ``<|end_of_msg|>``, DeepSeek's ``<｜end▁of▁sentence｜>``...). Met while a
+section, call or value is open, what is open ends there as at the reply's end (an open
+value too: the model was not cut) and the token is dropped. :class:`TurnEnds` is that
+part of the engine's parse state: where to look for the tokens (cheaply: what they all
+begin with first), how the text before one is read (as in any delta: only what is still
+held at the token is read as at the reply's end, so the reading does not depend on the
+deltas), and a value's delta offered whole to its reader with the beginning of a token
+held back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import ClassVar
+
+from ..events import DiagnosticEvent, Event
+from .engine_base import BODY, SECTION, TEXT, ParseState
+
+__all__ = ["TurnEnds"]
+
+Scanner = Callable[["TurnEnds", str, int, list[Event], bool], int]
+
+
+class TurnEnds(ParseState):
+    """The parse state's reading of end-of-turn tokens (see the module doc).
+
+    :cvar SCANNERS: the engine's scanner of each state, by state.
+    """
+
+    __slots__ = ()
+
+    SCANNERS: ClassVar[tuple[Scanner, ...]] = ()
+
+    def _run(self, data: str, out: list[Event], eof: bool, turns: int = -1) -> None:
+        """Read ``data`` (the engine's loop)."""
+        raise NotImplementedError
+
+    def _feed_value(self, text: str) -> list[Event]:
+        """A value's delta that holds what the family's end-of-turn tokens begin with, or
+        follows the beginning of one held back: offered to the reader whole as ever, up to
+        the beginning of one that ends it, which is held back; the full path where one may
+        be in it, or the reader will not take it."""
+        if self._pending:
+            text = self._pending + text
+            self._pending = ""
+            self._turn_tail = self._turn_watch = False
+        keep = ""
+        if self._turn_mark in text:
+            taken = self._plain_before_turn_end(text)
+        else:
+            if text.endswith(self._turn_cuts):  # a beginning of one ends it: held back
+                for keep in self._turn_cuts_longest:
+                    if text.endswith(keep):
+                        break
+            value = text[:len(text) - len(keep)]
+            reader = self._reader
+            assert reader is not None  # (a value is being read)
+            try:
+                taken = reader.plain_delta(value) if value else []
+            except Exception:
+                taken = None  # the full path reports what is wrong
+            if taken is not None and keep:
+                self._pending = keep
+                self._turn_tail = self._turn_watch = True
+        if taken is not None:
+            return taken
+        out: list[Event] = []
+        try:
+            self._run(text, out, False, 0)
+        except Exception as exc:  # a parser bug must never take down a chat
+            self._pending = ""
+            out.append(DiagnosticEvent("parser_error", f"{self._fmt.family} parser failed: "
+                                                       f"{exc!r}"))
+        return out
+
+    def _plain_before_turn_end(self, text: str) -> list[Event] | None:
+        """A value's delta offered to the reader whole, as ever, where the family has
+        end-of-turn tokens: one in the delta takes the full path, and the beginning of
+        one at its end is held back (``None``: the full path)."""
+        data = self._pending + text if self._pending else text
+        keep = ""
+        at, end = self._turn_end_at(data, 0)
+        if at >= 0:
+            if end >= 0:
+                return None
+            data, keep = data[:at], data[at:]
+        try:
+            taken = self._reader.plain_delta(data) if data else []  # type: ignore[union-attr]
+        except Exception:
+            taken = None  # the full path reports what is wrong
+        if taken is not None:
+            self._pending, self._turn_tail = keep, bool(keep)
+            self._turn_watch = bool(keep)
+        return taken
+
+    def _turn_end_at(self, data: str, pos: int) -> tuple[int, int]:
+        """The first end-of-turn token at or after ``pos``, ``(start, end)``; or the
+        beginning of one that ends ``data``, ``(start, -1)``; or ``(-1, -1)``. What the
+        tokens all begin with is looked for first, in C: the search runs where it is."""
+        c = self._c
+        mark = c.turn_mark
+        if mark and data.find(mark, pos) < 0:  # at most a beginning of that, at the end
+            for beginning in c.turn_mark_cuts_longest_first:
+                at = len(data) - len(beginning)
+                if at >= pos and data.endswith(beginning):
+                    return at, -1
+            return -1, -1
+        found = c.turn_ends.token_or_beginning(data, pos)
+        if found is None:
+            return -1, -1
+        return found.start(), found.end() if found.group("token") is not None else -1
+
+    def _scan_scope(self, data: str, pos: int, out: list[Event], eof: bool) -> int:
+        """Run the scanners while a call scope is open: the position where it ended
+        (text goes on there), ``len(data)`` when all was read inside it, ``-1`` when a
+        scanner holds the rest back."""
+        n = len(data)
+        scanners = self.SCANNERS
+        while True:
+            state = self._state
+            if state < SECTION:
+                return pos
+            pos = scanners[state](self, data, pos, out, eof)
+            if pos < 0:
+                return -1
+            if pos >= n and self._state == state and not (eof and state == BODY):
+                return n
+
+    def _scan_to_turn_end(self, data: str, pos: int, out: list[Event], eof: bool, k: int,
+                          end: int) -> int:
+        """A call scope, up to the family's next end-of-turn token (``drops``,
+        ``trailers``): the model ended its message there, so what is still open ends
+        as at the reply's end (a value too: the model was not cut), and the token is
+        dropped. A tail that may begin such a token waits for the next delta.
+
+        What the text before the token decides by itself is decided as if more were to
+        come (as it is when the token arrives in a later delta); only what is still held
+        at the token is read as at the reply's end."""
+        if end < 0:  # the beginning of one ends the data
+            at = self._scan_scope(data[:k], pos, out, False)
+            if at < 0 or self._state >= SECTION:
+                self._pending += data[k:]
+                self._turn_watch = True
+                return -1
+            return at  # the scope ended before the tail: the text scanner reads it
+        at = self._scan_scope(data[:k], pos, out, False)
+        if at >= 0 and self._state < SECTION:
+            return at  # the scope ended before the token: the text scanner goes on
+        held, self._pending = (self._pending, "") if at < 0 else ("", "")
+        cut, self._cut = self._cut, False  # what came before the token was not cut
+        self._turn_ended = True
+        try:
+            at = self._scan_scope(held, 0, out, True)
+            if 0 <= at < len(held):  # the scope ended inside what was held: text before it
+                self.SCANNERS[TEXT](self, held, at, out, True)
+            self._settle(out)
+        finally:
+            self._turn_ended = False
+            self._cut = cut
+        self._held.drop()
+        self._state = TEXT
+        self._lead = True
+        return end
