@@ -108,7 +108,8 @@ def test_the_watch_knows_the_kits_audit_event() -> None:
 
 
 @pytest.mark.process
-def test_scripts_test_gives_pytest_its_options_in_a_form_the_first_parse_keeps(tmp_path: Path) -> None:
+def test_scripts_test_gives_pytest_its_options_in_a_form_the_first_parse_keeps(
+        tmp_path: Path) -> None:
     """scripts/test's own pytest line, run as CI runs it: from a checkout in a temporary
     folder, with the record file beside it. An option the suite's conftest adds is known
     only once the conftest is loaded, so a value given as a separate word is first taken
