@@ -65,6 +65,17 @@ def _bound(memory: Any, cpu: Any) -> None:
         _set(resource.RLIMIT_CPU, math.ceil(used.ru_utime + used.ru_stime + cpu))
 
 
+def _reset_peak() -> None:
+    """Start the peak resident memory (what the supervisor reports of a stopped child)
+    afresh, at what the process holds now: a warm child's earlier jobs are not this
+    job's (Linux; elsewhere the peak is the process's)."""
+    try:
+        with open("/proc/self/clear_refs", "w", encoding="ascii") as refs:
+            refs.write("5")
+    except OSError:
+        pass
+
+
 def _lift() -> None:
     _set(resource.RLIMIT_AS, None)
     _set(resource.RLIMIT_CPU, None)
@@ -75,6 +86,7 @@ def main(argv: list[str]) -> int:
     handle = importlib.import_module(argv[0]).handle_job
     pipe = ChildPipe()
     while (message := pipe.receive()) is not None:
+        _reset_peak()
         _bound(message.get("memory"), message.get("cpu"))
         try:
             try:

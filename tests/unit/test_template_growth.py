@@ -190,6 +190,20 @@ def test_a_growth_the_memory_cannot_take_is_refused() -> None:
     assert "passed its memory bound" in message
 
 
+def test_a_refused_renders_peak_memory_is_its_own_not_what_the_warm_child_held_before(
+        ) -> None:
+    # the child that renders next has just held a 128 MiB string for another render:
+    # the peak a refusal reports is the refused render's (found by the suite in one
+    # process, where earlier tests had made the warm children large)
+    doubled = "{% set ns = namespace(v='x') %}{% for i in range(27) %}" \
+              "{% set ns.v = ns.v ~ ns.v %}{% endfor %}{{ ns.v | length }}"
+    roomy = RenderLimits(max_memory_bytes=1 << 30, max_seconds=60)
+    assert ChatTemplate(doubled, limits=roomy, name="big.jinja").render([]) == str(1 << 27)
+    message, _ = refused(loop("{% set ns.v = ns.v ~ ns.v %}", 60,
+                              "{% set ns = namespace(v='x') %}"))
+    assert "passed its memory bound" in message
+
+
 # ---------------------------------------------------------------------------
 # The general rule.
 
