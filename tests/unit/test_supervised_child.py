@@ -1,0 +1,91 @@
+"""The one supervised child (toolwire.isolation.supervisor): how a child's end is
+described, and a real child talked to over its JSON-lines pipe, ended by a signal,
+and killed when it writes more than its pipe takes (issue 41, item 1).
+
+The bounds of a job (memory, CPU time, wall time) are held by the template and
+pattern tests, which run in the job children; these tests hold the supervisor under
+them with programs of their own.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+
+import pytest
+
+from toolwire.isolation.supervisor import MEMORY_STATUS, ChildEnd, ChildGone, SupervisedChild
+
+WAIT = 60.0  # a failure bound only: every wait below ends on an event
+
+
+@pytest.mark.parametrize(("end", "bound", "said"), [
+    (ChildEnd(None, signal.SIGSEGV), "crash", "SIGSEGV: a crash in native code"),
+    (ChildEnd(None, signal.SIGKILL), "crash", "SIGKILL: killed, often by the kernel when "
+                                               "memory runs out"),
+    (ChildEnd(None, signal.SIGXCPU), "crash", "SIGXCPU: its CPU-time limit"),
+    (ChildEnd(3), "crash", "exit status 3"),
+    (ChildEnd(0), "", "it exited"),
+    (ChildEnd(None, signal.SIGKILL, "wall time"), "wall time",
+     "it passed its time bound and was killed"),
+    (ChildEnd(None, signal.SIGKILL, "cancelled"), "cancelled",
+     "it was stopped: its work was cancelled"),
+])
+def test_one_description_says_how_any_child_ended(end: ChildEnd, bound: str, said: str) -> None:
+    assert (end.bound, end.describe()) == (bound, said)
+
+
+def test_a_wait_status_is_read_into_the_bound_it_means() -> None:
+    class Usage:
+        ru_maxrss = 2048
+        ru_utime = 0.5
+        ru_stime = 0.25
+
+    memory = ChildEnd.from_wait(MEMORY_STATUS << 8, Usage())
+    assert (memory.status, memory.bound, memory.cpu_seconds) == (MEMORY_STATUS, "memory", 0.75)
+    cpu = ChildEnd.from_wait(signal.SIGXCPU, Usage())
+    assert (cpu.signal_name, cpu.bound) == ("SIGXCPU", "cpu time")
+    assert ChildEnd.from_wait(signal.SIGKILL, Usage(), "wall time").bound == "wall time"
+
+
+ECHO = """
+import json, os
+inbox = os.fdopen(3, "rb")
+out = os.fdopen(4, "wb")
+for line in inbox:
+    message = json.loads(line)
+    if message.get("crash"):
+        os.abort()
+    if message.get("flood"):
+        out.write(b"x" * message["flood"]); out.flush()
+    out.write(json.dumps({"echo": message}).encode() + b"\\n"); out.flush()
+"""
+
+
+@pytest.mark.process
+def test_a_child_answers_over_its_pipe_and_exits_when_the_pipe_closes() -> None:
+    child = SupervisedChild([sys.executable, "-c", ECHO])
+    assert child.send({"text": "café \udce9", "n": [1, 2]})
+    assert child.receive(WAIT) == {"echo": {"text": "café \udce9", "n": [1, 2]}}
+    end = child.close(WAIT)
+    assert (end.status, end.bound, end.describe()) == (0, "", "it exited")
+    assert child.send({"late": True}) is False
+
+
+@pytest.mark.process
+def test_a_child_that_crashes_is_gone_with_the_signal_named() -> None:
+    child = SupervisedChild([sys.executable, "-c", ECHO])
+    child.send({"crash": True})
+    with pytest.raises(ChildGone) as gone:
+        child.receive(WAIT)
+    assert gone.value.end.signal_name == "SIGABRT"
+    assert gone.value.end.describe() == "SIGABRT: an abort in native code"
+
+
+@pytest.mark.process
+def test_a_child_that_writes_more_than_its_pipe_takes_is_killed_for_its_output() -> None:
+    child = SupervisedChild([sys.executable, "-c", ECHO], max_line_bytes=1 << 16)
+    child.send({"flood": 1 << 20})
+    with pytest.raises(ChildGone) as gone:
+        child.receive(WAIT)
+    assert gone.value.end.bound == "output"
