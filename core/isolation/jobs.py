@@ -5,8 +5,10 @@ A :class:`JobPool` keeps up to ``max_idle`` children of one handler module warm
 :class:`JobLimits`, which the child sets as kernel limits for that job alone
 (address space, CPU time), while the pool waits for the answer until the wall
 deadline or a cancellation, and kills the child then. A child that passed a bound,
-was killed, or died is never reused: the next job starts a new one. What passed
-which bound is a :class:`~toolwire.errors.ChildStoppedError`.
+was killed, or died is never reused: the next job starts a new one; nor is one that
+still holds more than :data:`KEEP_RESIDENT_BYTES` after its job (a large job's memory
+is not carried into the next, whose peak a refusal reports). What passed which bound
+is a :class:`~toolwire.errors.ChildStoppedError`.
 
 Nothing here knows what a job does: a chat template's render and a pattern's
 match are bounded alike, without counting a single operation of either.
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import atexit
 import math
+import os
 import sys
 import threading
 import time
@@ -28,9 +31,13 @@ import attrs
 from ..errors import ChildStoppedError, ToolwireError
 from .supervisor import ChildEnd, ChildGone, SupervisedChild, encode_line, package_folder
 
-__all__ = ["JobLimits", "JobPool"]
+__all__ = ["KEEP_RESIDENT_BYTES", "JobLimits", "JobPool"]
 
 _POLL_SECONDS: Final = 0.05
+_PAGE: Final = os.sysconf("SC_PAGE_SIZE")
+KEEP_RESIDENT_BYTES: Final = 96 << 20
+"""The most resident memory a child may hold after a job and be kept warm (a new one
+holds some 30 MiB: the interpreter and its handler's modules)."""
 _OOM_SCORE: Final = 800  # of -1000..1000: a job child goes first when memory runs out
 _START: Final = ("import sys, types; package = types.ModuleType('toolwire'); "
                  "package.__path__ = [sys.argv[1]]; sys.modules['toolwire'] = package; "
@@ -151,7 +158,7 @@ class JobPool:
 
     def _give_back(self, child: SupervisedChild) -> None:
         with self._lock:
-            if len(self._idle) < self.max_idle:
+            if len(self._idle) < self.max_idle and _resident(child.pid) <= KEEP_RESIDENT_BYTES:
                 self._idle.append(child)
                 return
         child.close()
@@ -169,6 +176,15 @@ class JobPool:
         for child in idle:
             child.close()
             child.release()
+
+
+def _resident(pid: int) -> int:
+    """The resident memory of process ``pid`` (Linux; ``0`` where it cannot be read)."""
+    try:
+        with open(f"/proc/{pid}/statm", "rb") as statm:
+            return int(statm.read().split()[1]) * _PAGE
+    except (OSError, ValueError, IndexError):
+        return 0
 
 
 _POOLS: weakref.WeakSet[JobPool] = weakref.WeakSet()

@@ -89,3 +89,21 @@ def test_a_child_that_writes_more_than_its_pipe_takes_is_killed_for_its_output()
     with pytest.raises(ChildGone) as gone:
         child.receive(WAIT)
     assert gone.value.end.bound == "output"
+
+
+def test_a_job_child_that_still_holds_much_after_its_job_is_not_kept_warm(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # a warm child carries its resident memory into the next job, whose refusal reports
+    # the child's peak: only a child back near its starting size is reused
+    from toolwire.isolation import jobs
+    from toolwire.templates import chat_template
+
+    pool = chat_template._CHILDREN
+    template = chat_template.ChatTemplate("{{ messages | length }}", name="small.jinja")
+    pool.close()
+    assert template.render([]) == "0"
+    kept = pool.idle_children()
+    assert len(kept) == 1 and jobs._resident(kept[0]) <= jobs.KEEP_RESIDENT_BYTES
+    monkeypatch.setattr(jobs, "KEEP_RESIDENT_BYTES", 1 << 20)  # less than any child holds
+    assert template.render([]) == "0"
+    assert pool.idle_children() == []
