@@ -11,7 +11,8 @@ process needed to watch:
 
 * ``memory``: the address space the job may add (``RLIMIT_AS`` set to the process's
   size now plus it, Linux). Past it an allocation fails; the ``MemoryError`` ends
-  the process with :data:`~.supervisor.MEMORY_STATUS`, which its supervisor reads
+  the process with :data:`~.supervisor.MEMORY_STATUS` (after a last message with its
+  own peak memory, which the supervisor cannot read once it has exited), which its supervisor reads
   as the memory bound (a job that ran out of memory may have left anything half
   built, so the child is never reused);
 * ``cpu``: the CPU seconds the job may use (``RLIMIT_CPU``): past them the kernel
@@ -30,7 +31,7 @@ import sys
 from typing import Any
 
 from .pipe import ChildPipe
-from .supervisor import MEMORY_STATUS, encode_line
+from .supervisor import MEMORY_STATUS, encode_line, own_peak_memory
 
 __all__ = ["main"]
 
@@ -96,6 +97,11 @@ def main(argv: list[str]) -> int:
             except Exception as exc:  # a handler's own failure is its answer
                 line = encode_line({"failed": f"{type(exc).__name__}: {exc}"})
         except MemoryError:
+            _lift()
+            try:  # its own peak, which its supervisor cannot read once it has exited
+                pipe.send({"peak": own_peak_memory(os.getpid())})
+            except (OSError, MemoryError):
+                pass
             os._exit(MEMORY_STATUS)
         _lift()
         pipe.send_line(line)

@@ -120,6 +120,9 @@ class JobPool:
                 if cancelled is not None:
                     wait = min(wait, _POLL_SECONDS)
                 answer = child.receive(max(wait, 0.0) if math.isfinite(wait) else None)
+                if answer is not None and answer.keys() == {"peak"}:  # its last word
+                    child.note_peak(int(answer["peak"]))
+                    continue
                 if answer is not None:
                     break
                 if cancelled is not None and cancelled():

@@ -40,7 +40,8 @@ from typing import Any, Final, TypeVar
 import attrs
 
 __all__ = ["MEMORY_STATUS", "PIPE_VARIABLE", "ChildEnd", "ChildGone", "SupervisedChild",
-           "encode_line", "find_program", "host_bound_command", "package_folder"]
+           "encode_line", "find_program", "host_bound_command", "own_peak_memory",
+           "package_folder"]
 
 PIPE_VARIABLE: Final = "TOOLWIRE_CHILD_PIPE"
 """Environment variable: the child's two pipe descriptors, ``"3,4"`` (read, write)."""
@@ -83,7 +84,10 @@ class ChildEnd:
     :ivar signal: the signal that ended it (``None``: it exited).
     :ivar breach: the bound that ended it: ``memory``, ``cpu time``, ``wall time``,
         ``cancelled``, ``output``, or ``""`` (none: it exited or crashed).
-    :ivar peak_memory_bytes: its peak resident memory (``0``: unknown).
+    :ivar peak_memory_bytes: its own peak resident memory, as it was read before it was
+        killed or as it said on its way out (``0``: unknown). Not ``wait4``'s
+        ``ru_maxrss``, which for a spawned child counts the peak of the process that
+        spawned it.
     :ivar cpu_seconds: the CPU time it used.
     """
 
@@ -123,8 +127,9 @@ class ChildEnd:
         return "it exited" if self.status == 0 else f"exit status {self.status}"
 
     @classmethod
-    def from_wait(cls, status: int, rusage: Any, breach: str = "") -> ChildEnd:
-        """The end ``wait4`` reported."""
+    def from_wait(cls, status: int, rusage: Any, breach: str = "", peak: int = 0
+                  ) -> ChildEnd:
+        """The end ``wait4`` reported (``peak``: the child's own peak, when known)."""
         signal_number = os.WTERMSIG(status) if os.WIFSIGNALED(status) else None
         code = os.WEXITSTATUS(status) if os.WIFEXITED(status) else None
         if not breach:
@@ -132,7 +137,6 @@ class ChildEnd:
                 breach = "memory"
             elif signal_number == signal.SIGXCPU:
                 breach = "cpu time"
-        peak = int(rusage.ru_maxrss) * (1 if sys.platform == "darwin" else 1024)
         return cls(code, signal_number, breach, peak, rusage.ru_utime + rusage.ru_stime)
 
 
@@ -215,6 +219,19 @@ def find_program(command: str, env: Mapping[str, str],
     return found
 
 
+def own_peak_memory(pid: int) -> int:
+    """Process ``pid``'s own peak resident memory (``VmHWM``, Linux; ``0`` where it
+    cannot be read, or once the process has ended)."""
+    try:
+        with open(f"/proc/{pid}/status", "rb") as status:
+            for line in status:
+                if line.startswith(b"VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
+
+
 def _high(fd: int) -> int:
     """``fd`` moved above the descriptors a child's pipe takes (and closed on exec)."""
     moved = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, _HIGH_FD)
@@ -269,6 +286,7 @@ class SupervisedChild:
         self._eof = not pipe
         self._end: ChildEnd | None = None
         self._breach = ""
+        self._peak = 0
         self._to_child = self._from_child = -1
         actions: list[tuple[Any, ...]] = [(os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0)]
         if quiet:
@@ -400,12 +418,17 @@ class SupervisedChild:
         was killed for. A thread reading from it then sees it gone."""
         if self._end is None:
             self._breach = self._breach or breach
+            self.note_peak(own_peak_memory(self.pid))
             try:
                 os.kill(self.pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
         self._close_input()
         return self.wait(_REAP_SECONDS) or ChildEnd(None, signal.SIGKILL, self._breach)
+
+    def note_peak(self, peak: int) -> None:
+        """The child's own peak resident memory, as it said it or as it was read."""
+        self._peak = max(self._peak, peak)
 
     def close(self, grace: float = 5.0) -> ChildEnd:
         """End the child: close its pipe (it exits), kill it after ``grace`` seconds."""
@@ -434,7 +457,7 @@ class SupervisedChild:
             self._end = ChildEnd(None, None, self._breach)
             return
         if pid:
-            self._end = ChildEnd.from_wait(status, rusage, self._breach)
+            self._end = ChildEnd.from_wait(status, rusage, self._breach, self._peak)
 
     def __repr__(self) -> str:
         state = "running" if self._end is None else self._end.describe()

@@ -37,12 +37,13 @@ def test_one_description_says_how_any_child_ended(end: ChildEnd, bound: str, sai
 
 def test_a_wait_status_is_read_into_the_bound_it_means() -> None:
     class Usage:
-        ru_maxrss = 2048
+        ru_maxrss = 1 << 30  # a spawned child's counts its spawner's peak: never read
         ru_utime = 0.5
         ru_stime = 0.25
 
-    memory = ChildEnd.from_wait(MEMORY_STATUS << 8, Usage())
-    assert (memory.status, memory.bound, memory.cpu_seconds) == (MEMORY_STATUS, "memory", 0.75)
+    memory = ChildEnd.from_wait(MEMORY_STATUS << 8, Usage(), peak=5 << 20)
+    assert (memory.status, memory.bound, memory.cpu_seconds, memory.peak_memory_bytes) == \
+        (MEMORY_STATUS, "memory", 0.75, 5 << 20)
     cpu = ChildEnd.from_wait(signal.SIGXCPU, Usage())
     assert (cpu.signal_name, cpu.bound) == ("SIGXCPU", "cpu time")
     assert ChildEnd.from_wait(signal.SIGKILL, Usage(), "wall time").bound == "wall time"
@@ -56,6 +57,9 @@ for line in inbox:
     message = json.loads(line)
     if message.get("crash"):
         os.abort()
+    if message.get("hold"):
+        held = bytearray(message["hold"])
+        held[::4096] = b"x" * len(held[::4096])  # touched: resident
     if message.get("flood"):
         out.write(b"x" * message["flood"]); out.flush()
     out.write(json.dumps({"echo": message}).encode() + b"\\n"); out.flush()
@@ -107,3 +111,17 @@ def test_a_job_child_that_still_holds_much_after_its_job_is_not_kept_warm(
     monkeypatch.setattr(jobs, "KEEP_RESIDENT_BYTES", 1 << 20)  # less than any child holds
     assert template.render([]) == "0"
     assert pool.idle_children() == []
+
+
+@pytest.mark.process
+def test_a_killed_childs_peak_memory_is_its_own_not_its_hosts() -> None:
+    # wait4's ru_maxrss of a spawned child starts at its host's peak: the pytest worker
+    # of a whole run holds hundreds of MiB, which a refusal reported as the child's
+    ballast = bytearray(256 << 20)
+    ballast[::4096] = b"x" * len(ballast[::4096])
+    child = SupervisedChild([sys.executable, "-c", ECHO])
+    child.send({"hold": 40 << 20})
+    assert child.receive(WAIT) is not None
+    end = child.kill("wall time")
+    del ballast
+    assert (40 << 20) <= end.peak_memory_bytes < (40 << 20) + (100 << 20)
