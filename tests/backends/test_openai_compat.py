@@ -112,7 +112,7 @@ def server() -> Iterator[WireServer]:
 
 
 def backend_for(server: WireServer, **options: Any) -> OpenAICompatBackend:
-    options.setdefault("timeout", 3.0)
+    options.setdefault("timeout", 60.0)  # the tests of a timeout set their own
     options.setdefault("retry_backoff", 0.0)
     options.setdefault("environ", {})
     provider = options.pop("provider", "custom")
@@ -711,14 +711,14 @@ def test_gemini_never_sends_the_openai_key(server: WireServer,
     monkeypatch.setenv("GEMINI_API_KEY", "gemini-key")
     server.enqueue(Stream(reply_chunks("hi")), Stream(reply_chunks("hi")))
     backend = OpenAICompatBackend("gemini", model="gemini-flash", base_url=server.url,
-                                  timeout=3)
+                                  timeout=60)
     assert end_of(run_turn(backend)).reason == "stop"
     headers = server.requests[0].headers
     assert "authorization" not in headers  # base_url is not Google's: no key at all
     assert not {"openai-organization", "openai-project", "x-custom-secret"} & set(headers)
     assert "secret" not in json.dumps(headers)
     explicit = OpenAICompatBackend("gemini", model="gemini-flash", base_url=server.url,
-                                   api_key="explicit-key", timeout=3)
+                                   api_key="explicit-key", timeout=60)
     run_turn(explicit)
     assert server.requests[1].headers["authorization"] == "Bearer explicit-key"
 

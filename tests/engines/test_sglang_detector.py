@@ -116,6 +116,7 @@ def _launch(args: list[str]) -> subprocess.CompletedProcess[str]:
                           capture_output=True, text=True, env=env, cwd=REPO, timeout=600)
 
 
+@pytest.mark.process  # the launcher, as an operator runs it
 def test_the_launcher_hands_over_to_sglangs_own_launcher_with_toolwire_registered() -> None:
     """A process: the launcher replaces itself with SGLang's ``launch_server``, whose
     own argument parser then lists toolwire among ``--tool-call-parser``'s choices."""
@@ -125,6 +126,7 @@ def test_the_launcher_hands_over_to_sglangs_own_launcher_with_toolwire_registere
     assert "toolwire-qwen_xml" in done.stdout and "toolwire" in done.stdout
 
 
+@pytest.mark.process  # the launcher, as an operator runs it
 def test_the_launcher_refuses_a_template_no_family_claims_before_sglang_starts(
         tmp_path: Path) -> None:
     byte_tokenizer(shared_template("google-gemma-2-2b-it.jinja")).save_pretrained(tmp_path)

@@ -327,11 +327,13 @@ def _given_back_at_the_end(turn: BfclTurn, live: str) -> tuple[str, str] | None:
     spec = toolwire.select_parser(turn.template).spec
     filters = toolwire.build_pipeline(spec, {}, chat_template=turn.template,
                                       prompt_tail=live[-64:], parser=False)
-    if any(isinstance(e, toolwire.TextEvent) and e.text for e in filters.feed(turn.text)):
+    fed = list(filters.feed(turn.text))
+    if any(isinstance(e, toolwire.TextEvent) and e.text for e in fed):
         return None
-    events = filters.close(end_reason="length")
-    return ("".join(e.text for e in events if isinstance(e, toolwire.ReasoningEvent)),
-            "".join(e.text for e in events if isinstance(e, toolwire.TextEvent)))
+    closed = list(filters.close(end_reason="length"))
+    # the reasoning streamed while the reply was fed and what the end gave back
+    return ("".join(e.text for e in fed + closed if isinstance(e, toolwire.ReasoningEvent)),
+            "".join(e.text for e in closed if isinstance(e, toolwire.TextEvent)))
 
 
 @functools.cache
