@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import inspect
 import os
+import signal
 from collections import Counter
 from collections.abc import Generator
 from pathlib import Path
@@ -60,6 +61,11 @@ def _folder(path: Path) -> str:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        # a shell starts a background job (`cmd &`, nohup) with SIGINT ignored, and Python
+        # then installs no Ctrl-C handler: the tests that deliver a Ctrl-C to themselves
+        # (`_thread.interrupt_main`) would see nothing. The suite runs as a terminal does.
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     config.addinivalue_line("markers", "fast: in-process and quick (every test in no other "
                                        "tier); pytest -m fast is the developer's loop")
     for tier, meaning in TIERS.items():
@@ -121,6 +127,21 @@ def pytest_runtest_protocol(item: pytest.Item) -> Generator[None, object, object
 
 
 _OBSERVED = pytest.StashKey[Observed]()
+
+
+@pytest.fixture(autouse=True)
+def _sigint_handler_kept() -> Generator[None, None, None]:
+    """Every test leaves Ctrl-C's handler as it found it. A test (or the code it drives)
+    that set SIGINT to SIG_IGN or SIG_DFL and kept it would silently disarm every later
+    test in the same process that delivers a Ctrl-C (``_thread.interrupt_main`` does
+    nothing then): the handler is put back and the test that changed it fails, named."""
+    before = signal.getsignal(signal.SIGINT)
+    yield
+    after = signal.getsignal(signal.SIGINT)
+    if after is not before:
+        signal.signal(signal.SIGINT, before)
+        pytest.fail(f"the test left SIGINT's handler set to {after!r} (it was {before!r})",
+                    pytrace=False)
 
 
 @pytest.hookimpl(wrapper=True)

@@ -30,14 +30,16 @@ NAMES_THE_SHARED_FOLDER = re.compile(
 _NOT_THE_REPOSITORY = {".git", ".venv", "build", "dist", ".hypothesis", ".pytest_cache", ".nox",
                        ".mypy_cache", ".ruff_cache", "__pycache__", "node_modules",
                        "toolwire.egg-info", ".cache", ".agent-clients"}
-"""What tools made or installed beside the checkout's own files."""
+"""What tools made or installed beside the checkout's own files (and any virtual
+environment: a folder holding ``pyvenv.cfg``, such as the engines' venvs)."""
 
 
 def _repository_files() -> list[str]:
     """Every file of the checkout (its own, not what tools made or installed beside it)."""
     found = []
     for folder, subfolders, files in os.walk(REPO):
-        subfolders[:] = sorted(d for d in subfolders if d not in _NOT_THE_REPOSITORY)
+        subfolders[:] = sorted(d for d in subfolders if d not in _NOT_THE_REPOSITORY
+                               and not os.path.isfile(os.path.join(folder, d, "pyvenv.cfg")))
         found += [os.path.relpath(os.path.join(folder, f), REPO) for f in sorted(files)]
     return found
 

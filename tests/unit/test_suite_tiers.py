@@ -132,3 +132,31 @@ def test_scripts_test_gives_pytest_its_options_in_a_form_the_first_parse_keeps(
                             cwd=checkout, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "@pytest.mark.process" in result.stdout
+
+
+@pytest.mark.process
+def test_a_suite_started_with_ctrl_c_ignored_still_delivers_a_ctrl_c_to_its_tests(
+        tmp_path: Path) -> None:
+    """As a shell starts a background job (``bash .ci/run &``): SIGINT ignored."""
+    import signal
+    folder = tmp_path / "suite"
+    (folder / "tests").mkdir(parents=True)
+    (folder / "tests" / "conftest.py").write_text("from tests_of_the_project.conftest import *\n")
+    (folder / "tests" / "test_it.py").write_text(textwrap.dedent('''
+        import _thread, time
+        import pytest
+
+        def test_ctrl_c():
+            with pytest.raises(KeyboardInterrupt):
+                _thread.interrupt_main()
+                time.sleep(30)
+    '''))
+    link = tmp_path / "imports" / "tests_of_the_project"
+    link.parent.mkdir()
+    link.symlink_to(REPO / "tests", target_is_directory=True)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path / "imports"), str(REPO)])}
+    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                          "--rootdir", str(folder)], cwd=folder, env=env, capture_output=True,
+                         text=True, timeout=300,
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    assert "1 passed" in run.stdout, run.stdout
