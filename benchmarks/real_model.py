@@ -226,7 +226,7 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
         return []
     import llama_cpp
 
-    from toolwire.apps.server.model_worker import WorkerBackend, WorkerSpec
+    from toolwire.backends.model_worker import WorkerBackend, WorkerSpec
     from toolwire.plugins.llama_cpp import LlamaCppBackend
 
     reps = 2 if quick else 8

@@ -19,6 +19,7 @@ from .conversation.dispatch import Dispatcher, DispatchResult
 from .errors import (
     BackendError,
     BackendNotFoundError,
+    ChildStoppedError,
     ContextOverflowError,
     DerivationError,
     DuplicateToolError,
@@ -126,6 +127,7 @@ __all__ = [
     "CancelToken",
     "Chat",
     "ChatTemplate",
+    "ChildStoppedError",
     "ContextOverflowError",
     "DerivationError",
     "DiagnosticEvent",

@@ -28,7 +28,7 @@ catch generically (``except LookupError``)::
     ├── ToolSourceNotFoundError (LookupError)  no tool source of that name is registered
     ├── TemplateError (ValueError)          a chat template failed to compile or raised
     │   ├── TemplateSecurityError           a template tried to leave the sandbox
-    │   └── TemplateResourceError           a render passed its time, output or memory bound
+    │   └── TemplateResourceError           a render passed its memory, time or output bound
     ├── GGUFError (ValueError)              a GGUF file is malformed or hostile
     ├── GrammarError (ValueError)           no grammar can say this
     │   ├── GrammarFormatError              the family's record (or parser) cannot be
@@ -39,6 +39,8 @@ catch generically (``except LookupError``)::
     │                                       or names a tool that is not offered
     ├── ConformanceError (AssertionError)   a parser failed check_parser (lives in
     │                                       toolwire.testing.conformance)
+    ├── ChildStoppedError                   work in a supervised child process passed a
+    │                                       bound, was cancelled, or ended the child
     └── BackendError                        a model backend failed (load, request, stream)
         └── ContextOverflowError            the prompt cannot fit the context window
 
@@ -65,6 +67,7 @@ from typing import Any
 __all__ = [
     "BackendError",
     "BackendNotFoundError",
+    "ChildStoppedError",
     "ContextOverflowError",
     "DerivationError",
     "DuplicateToolError",
@@ -142,7 +145,7 @@ class ToolSchemaBudgetError(ToolDefinitionError):
         ``$ref``/``anyOf``/``allOf``/...), ``cycle`` (a subschema applied to
         a value through itself, or a schema object that contains itself) or
         ``pattern`` (a regular expression that cannot be used, see
-        :mod:`toolwire.vocabulary.schema_patterns`).
+        :mod:`toolwire.vocabulary.patterns`).
     :ivar limit: the budget's value (``0`` for ``cycle``).
     :ivar found: what the schema has; counting stops once past the limit, so it
         may be more.
@@ -264,8 +267,42 @@ class TemplateSecurityError(TemplateError):
 
 
 class TemplateResourceError(TemplateError):
-    """A render passed one of its bounds (time, output, the size of a value, memory);
-    see :mod:`toolwire.templates.render_budget`."""
+    """A render passed one of its bounds (:class:`toolwire.limits.RenderLimits`): the
+    memory or time of the child process it runs in, or the prompt's length.
+
+    :ivar bound: ``memory``, ``time`` or ``output`` (``crash``: the render ended its
+        process otherwise, a signal the message names).
+    :ivar template: where the template came from (a GGUF file's name, a file, or
+        the hash of its source).
+    :ivar peak_memory_bytes: the peak resident memory of the process the render ran
+        in, when the process was stopped (``0``: not known, or not stopped).
+    """
+
+    def __init__(self, message: str, *, bound: str = "", template: str = "",
+                 peak_memory_bytes: int = 0) -> None:
+        super().__init__(message)
+        self.bound = bound
+        self.template = template
+        self.peak_memory_bytes = peak_memory_bytes
+
+
+class ChildStoppedError(ToolwireError):
+    """Work sent to a supervised child process (:mod:`toolwire.isolation`) did not
+    finish: it passed a bound, was cancelled, or the child ended under it. The child
+    is gone; the next job gets a new one.
+
+    :ivar bound: ``memory``, ``cpu time``, ``wall time``, ``cancelled``, ``output``
+        (it wrote more than its pipe takes) or ``crash`` (a signal, an exit).
+    :ivar how: how the child ended, for people.
+    :ivar peak_memory_bytes: the child's peak resident memory (``0``: not known).
+    """
+
+    def __init__(self, message: str, *, bound: str, how: str, peak_memory_bytes: int = 0
+                 ) -> None:
+        super().__init__(message)
+        self.bound = bound
+        self.how = how
+        self.peak_memory_bytes = peak_memory_bytes
 
 
 class GGUFError(ToolwireError, ValueError):

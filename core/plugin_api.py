@@ -37,7 +37,7 @@ from .backends.templated import (
 )
 from .conversation.dispatch import RunningCall, current_call
 from .conversation.validation import ValidationStepsExceeded, checked_validator, value_problems
-from .errors import BackendError, TemplateError, ToolCallError
+from .errors import BackendError, ChildStoppedError, TemplateError, ToolCallError
 from .events import (
     DiagnosticEvent,
     ErrorEvent,
@@ -63,6 +63,7 @@ from .hooks.specs import (
     RegisterToolSource,
     hookimpl,
 )
+from .isolation.supervisor import ChildEnd, SupervisedChild, find_program, host_bound_command
 from .parse.engine import CallParser
 from .parse.family import parser_spec, reasoning_filter, register_reasoning, template_mentions
 from .parse.json_readers import double_encoded_note
@@ -105,6 +106,7 @@ from .vocabulary.backend import (
 from .vocabulary.call_ids import default_call_id, nine_char_call_id
 from .vocabulary.cancel import CancelToken
 from .vocabulary.history import Message, ToolCall, to_openai_messages
+from .vocabulary.patterns import PatternError, check_patterns, compile_pattern, match_lines
 from .vocabulary.schema import ToolSchemaIndex, coerce_text_value, json_type_of
 from .vocabulary.tool_sources import ToolSource, ToolSourceSpec
 from .vocabulary.tools import Tool, tool
@@ -127,6 +129,8 @@ __all__ = [
     "CallParser",
     "CancelToken",
     "ChatTemplate",
+    "ChildEnd",
+    "ChildStoppedError",
     "DiagnosticEvent",
     "EncodedPrompt",
     "EndReason",
@@ -146,6 +150,7 @@ __all__ = [
     "ObjectLiteral",
     "OpenedStream",
     "ParserSpec",
+    "PatternError",
     "PluginManager",
     "PromptPiece",
     "PromptState",
@@ -171,6 +176,7 @@ __all__ = [
     "StreamFilterSpec",
     "StreamParser",
     "StreamPump",
+    "SupervisedChild",
     "TaggedArguments",
     "TemplateChoice",
     "TemplateError",
@@ -195,19 +201,24 @@ __all__ = [
     "ValidationStepsExceeded",
     "aend_at_repeated_call",
     "calls_from_source",
+    "check_patterns",
     "checked_validator",
     "classify_exception",
     "coerce_text_value",
+    "compile_pattern",
     "current_call",
     "default_call_id",
     "double_encoded_note",
     "end_at_repeated_call",
     "extra_hint",
     "family_think_filter_spec",
+    "find_program",
     "get_chat_template",
     "hookimpl",
+    "host_bound_command",
     "json_arguments",
     "json_type_of",
+    "match_lines",
     "nine_char_call_id",
     "parser_spec",
     "partial_tag_start",

@@ -95,11 +95,19 @@ class TemplateSource:
         (``tokenizer.chat_template``), ``"override"``, ``"default"``, a file path...
     :ivar source: the Jinja source.
     :ivar is_default: the runtime had no template and uses toolwire's default.
+    :ivar where: the file it came from (a GGUF file's name...), when the key does not
+        say it; a render's errors name it.
     """
 
     key: str
     source: str
     is_default: bool = False
+    where: str = ""
+
+    @property
+    def label(self) -> str:
+        """Where the template came from, as a render's errors name it."""
+        return f"{self.where}: {self.key}" if self.where else self.key
 
 
 @attrs.frozen
@@ -292,7 +300,7 @@ class TemplatedBackend:
         return self._choices[tools]
 
     def _choose_template(self, origin: TemplateSource) -> TemplateChoice:
-        template = get_chat_template(origin.source)
+        template = get_chat_template(origin.source, name=origin.label)
         try:
             selected = select_parser(origin.source, self._plugins, family=self._family)
         except ParserNotFoundError as exc:

@@ -52,6 +52,8 @@ DEFAULT_FINAL_ANSWER_PROMPT = (
     "you can, from the tool results above."
 )
 _CANCELLED_RESULT = "Not run: the user cancelled the reply before this call ran."
+_NOT_A_BACKENDS_EVENT = ("the backend yielded a tool_call event, which only the chat loop "
+                         "emits as it runs a call; a call the model wrote is a tool_call_end")
 
 
 class _Failure:
@@ -287,12 +289,13 @@ class Chat:
                     outcome.reasoning.append(item.text)
                 elif isinstance(item, ToolCallStartEvent | ToolCallDeltaEvent):
                     item = attrs.evolve(item, id=call_id(item.index, item.id))
-                elif isinstance(item, ToolCallEndEvent | ToolCallEvent):
-                    # a call the model wrote (ToolCallEvent: a backend of before 0.2)
+                elif isinstance(item, ToolCallEndEvent):  # a call the model wrote
                     cid = call_id(item.index, item.id)
                     outcome.calls.append(ToolCall(cid, item.name, item.arguments))
                     continue  # announced when it runs
-                elif isinstance(item, ErrorEvent):
+                elif isinstance(item, ToolCallEvent):  # the loop's own event, not a backend's
+                    item = ErrorEvent("backend", _NOT_A_BACKENDS_EVENT)
+                if isinstance(item, ErrorEvent):
                     outcome.failed = True
                 yield item
         except BaseException as exc:  # a backend must not raise; one that does ends the turn

@@ -14,10 +14,12 @@ each value of a large one).
 
 Its regular expressions (``pattern``, ``patternProperties`` and the
 ``additionalProperties`` that depends on them) are matched by
-:mod:`toolwire.vocabulary.schema_patterns`, in time linear in the text and
-bounded by :data:`~toolwire.vocabulary.schema_patterns.PATTERN_STEPS`, never by
-Python's backtracking ``re``: a value the bound stops is a validation error the
-model reads ("could not be checked against the pattern").
+:mod:`toolwire.vocabulary.patterns`, with the ``regex`` package's timeout (a
+validation's matches share
+:attr:`~toolwire.limits.PatternLimits.match_seconds`, and its deadline), never by
+Python's ``re``, which backtracks holding the interpreter lock: a value the timeout
+stops is a validation error the model reads ("could not be checked against the
+pattern").
 
 A schema from outside that is not a tool's parameters (an MCP tool's
 ``outputSchema``) passes the same one place: :func:`checked_validator` measures
@@ -49,13 +51,9 @@ from jsonschema.protocols import Validator
 from jsonschema.validators import extend, validator_for
 
 from ..errors import ToolDefinitionError
+from ..limits import PATTERN_LIMITS
+from ..vocabulary.patterns import PatternError, compile_pattern, search
 from ..vocabulary.schema_budget import check_schema_budget
-from ..vocabulary.schema_patterns import (
-    PATTERN_STEPS,
-    PatternError,
-    PatternStepsExceeded,
-    compile_pattern,
-)
 
 __all__ = ["VALIDATION_STEPS", "VALIDATION_STEPS_PER_VALUE", "ValidationStepsExceeded",
            "bounded_validator", "checked_validator", "step_allowance", "validation_steps",
@@ -93,16 +91,24 @@ _CLOCK_EVERY: Final = 256
 
 
 class _Allowance:
-    """The steps left to one validation. The share of the arguments' values is
-    added once, when the fixed share runs out: an ordinary call never counts them."""
+    """The steps left to one validation (and the time left to its pattern matches). The
+    share of the arguments' values is added once, when the fixed share runs out: an
+    ordinary call never counts them."""
 
-    __slots__ = ("arguments", "deadline", "left", "steps")
+    __slots__ = ("arguments", "deadline", "left", "matching", "steps")
 
     def __init__(self, steps: int, arguments: Any, deadline: float | None = None) -> None:
         self.steps = steps
         self.left = steps
         self.arguments = arguments
         self.deadline = deadline
+        self.matching = PATTERN_LIMITS.match_seconds
+
+    def match_seconds(self) -> float:
+        """The time the next pattern match may take."""
+        if self.deadline is None:
+            return self.matching
+        return min(self.matching, self.deadline - time.monotonic())
 
     def spend(self) -> None:
         """Take one step; raise when none is left (or the deadline has passed)."""
@@ -188,14 +194,21 @@ class _Unchecked(Exception):
 
 
 def _matches(pattern: str, text: str) -> bool:
+    allowance = _ALLOWANCE.get()
+    seconds = allowance.match_seconds() if allowance is not None else \
+        PATTERN_LIMITS.match_seconds
+    started = time.monotonic()
     try:
-        return compile_pattern(pattern).search(text)
+        return search(compile_pattern(pattern), text, seconds)
     except PatternError as exc:
         raise _Unchecked(f"the schema's pattern {pattern!r} cannot be used: {exc}") from None
-    except PatternStepsExceeded:
+    except TimeoutError:
         raise _Unchecked(f"a value of {len(text):,} characters could not be checked against "
-                         f"the pattern {pattern!r} within {PATTERN_STEPS:,} steps; send a "
-                         "shorter one") from None
+                         f"the pattern {pattern!r} within {PATTERN_LIMITS.match_seconds:g} s; "
+                         "send a shorter one") from None
+    finally:
+        if allowance is not None:
+            allowance.matching -= time.monotonic() - started
 
 
 def _pattern(validator: Any, pattern: Any, instance: Any, schema: Any) -> Any:
@@ -225,7 +238,7 @@ def _pattern_properties(validator: Any, patterns: Any, instance: Any, schema: An
 
 
 def _additional_properties(validator: Any, extra: Any, instance: Any, schema: Any) -> Any:
-    # jsonschema's own, with the property names matched by the bounded engine
+    # jsonschema's own, with the property names matched by the timed matcher
     if not validator.is_type(instance, "object"):
         return
     properties = schema.get("properties", {})

@@ -43,7 +43,13 @@ from .derive_probe import (
     ProbeRenderer,
     refusal,
 )
-from .derive_record import KEY_HOLE, InferredMarkup, to_call_format, verify_format
+from .derive_record import (
+    CHECK_CALLS,
+    KEY_HOLE,
+    InferredMarkup,
+    to_call_format,
+    verify_format,
+)
 
 __all__ = ["DerivationError", "clear_derivation_cache", "derive_format"]
 
@@ -141,7 +147,7 @@ def derive_format(source: str, *, verify: bool = True) -> CallFormat:
 
 
 def _derive_format(source: str, verify: bool) -> CallFormat:
-    renderer = ProbeRenderer(source)
+    renderer = ProbeRenderer(source, probes=_PROBES)
     inferred = _derive(renderer, source)
     fmt = to_call_format(_snap_boundaries(inferred), drops=renderer.drops(),
                          prompt_opens=renderer.prompt_opens,
@@ -612,3 +618,13 @@ def _wrapped_in_cdata(r: ProbeRenderer, key_close: str, value_close: str) -> boo
     raise refusal("a string holding markup characters is written escaped in a way "
                   "no rule reads (known: raw, or wrapped in CDATA)", seen=written[:300],
                   rule="content-dependent wrapping")
+
+
+_PROBES: tuple[list[Call], ...] = (
+    [_call(NAME_A, {KEY_A: TEXT_VALUE}), _call(NAME_B, {KEY_A: TEXT_VALUE})],
+    [_call(NAME_A, {KEY_A: _QUOTED_VALUE})], [_call(NAME_A, {KEY_A: _ESCAPED_VALUE})],
+    [_call(NAME_A, {})], [_call(NAME_A, {KEY_A: NUMBER_VALUE})],
+    [_call(NAME_A, {KEY_A: TEXT_VALUE, KEY_B: NUMBER_VALUE})],
+    [_call(NAME_A, {"zqkeythree": {_INNER_KEY: TEXT_VALUE}})], [_call(NAME_A, {KEY_A: True})],
+    [_call(NAME_A, {KEY_A: _MARKUP_VALUE})], [_call(*CHECK_CALLS[0])], list(CHECK_CALLS))
+"""The call turns derivation reads (each also with content), rendered in one job."""

@@ -146,6 +146,8 @@ class ProbeRenderer:
     """Renders probe calls through a template and cuts out what the model wrote.
 
     :param source: the chat template.
+    :param probes: the call turns the caller will read (each is rendered with and
+        without content in one job with the first, per probe shape).
     :raises DerivationError: the template renders no call in any probe shape.
 
     :ivar content_mode: where the template writes an assistant's content beside
@@ -159,7 +161,7 @@ class ProbeRenderer:
         (set by the derivation once it has seen it).
     """
 
-    def __init__(self, source: str) -> None:
+    def __init__(self, source: str, *, probes: Sequence[Sequence[Call]] = ()) -> None:
         self.source = source
         try:
             self.turns = AssistantTurnRenderer(source, make_call_id=lambda i: IDS[i % len(IDS)])
@@ -178,6 +180,9 @@ class ProbeRenderer:
         failure: TemplateError | None = None
         for shape in _SHAPES:  # the first shape the template renders is kept
             self.tools = _probe_tools(shape)
+            self.turns.prefetch([(calls, content)
+                                 for calls in ([(NAME_A, {KEY_A: TEXT_VALUE})], *probes)
+                                 for content in ("", CONTENT)], self.tools, ids=IDS)
             try:
                 one = self.text([(NAME_A, {KEY_A: TEXT_VALUE})])
             except TemplateError as exc:
@@ -300,30 +305,27 @@ def _drops_calls(source: str) -> bool:
     call: the template drops calls (it has no call markup), rather than raising on them."""
     user = {"role": "user", "content": CONTENT}
     plain = {"role": "assistant", "content": CONTENT}
-    template = get_chat_template(source)
+    arguments: dict[str, Any] = {KEY_A: TEXT_VALUE}
+    messages = [{"role": "assistant", "content": content, "tool_calls": [{
+        "id": IDS[0], "type": "function", "function": {
+            "name": NAME_A, "arguments": json.dumps(arguments) if as_string else arguments}}]}
+        for as_string in (False, True) for content in ("", None)]
+    renders = [{"messages": [user, message], "tools": _probe_tools(shape),
+                "add_generation_prompt": False}
+               for shape in _SHAPES for message in (plain, *messages)]
+    results = iter(get_chat_template(source).render_many(renders))
     rendered = False
-    for shape in _SHAPES:
-        tools = _probe_tools(shape)
-        try:  # the tools may name the probe tool already (a system prompt lists them)
-            listed = template.render([user, plain], tools=tools,
-                                     add_generation_prompt=False).count(NAME_A)
-        except TemplateError:
+    for _shape in _SHAPES:
+        # the tools may name the probe tool already (a system prompt lists them)
+        listed, *with_calls = (next(results) for _ in range(1 + len(messages)))
+        if isinstance(listed, TemplateError):
             continue
-        for as_string in (False, True):
-            for content in ("", None):
-                arguments: Any = {KEY_A: TEXT_VALUE}
-                call = {"id": IDS[0], "type": "function", "function": {
-                    "name": NAME_A, "arguments": json.dumps(arguments) if as_string
-                    else arguments}}
-                message = {"role": "assistant", "content": content, "tool_calls": [call]}
-                try:
-                    text = template.render([user, message], tools=tools,
-                                           add_generation_prompt=False)
-                except TemplateError:
-                    continue
-                if text.count(NAME_A) > listed:
-                    return False
-                rendered = True
+        for text in with_calls:
+            if isinstance(text, TemplateError):
+                continue
+            if text.count(NAME_A) > listed.count(NAME_A):
+                return False
+            rendered = True
     return rendered
 
 

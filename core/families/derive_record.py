@@ -45,7 +45,8 @@ from ..parse.record import (
 )
 from .derive_probe import CONTENT, ID_HOLE, ProbeRenderer, refusal
 
-__all__ = ["ID_HOLE", "KEY_HOLE", "InferredMarkup", "to_call_format", "verify_format"]
+__all__ = ["CHECK_CALLS", "ID_HOLE", "KEY_HOLE", "InferredMarkup", "to_call_format",
+           "verify_format"]
 
 KEY_HOLE = "{key}"
 DERIVED_FAMILY = "derived"
@@ -359,6 +360,13 @@ def _inside_open_think(source: str, reply: str, prompt_tail: str) -> bool:
         "</think>" not in reply
 
 
+CHECK_CALLS: tuple[tuple[str, dict[str, Any]], ...] = (
+    ("zqfnalpha", {"zqkeyone": "multi\nline < value", "zqkeytwo": 42,
+                   "zqkeythree": {"a": [1, 2]}, "zqkeyfour": True}),
+    ("zqfnbeta", {"zqkeyone": "second"}), ("zqfnalpha", {}))
+"""The calls of the richer turn :func:`verify_format` renders."""
+
+
 def verify_format(fmt: CallFormat, renderer: ProbeRenderer) -> str:
     """Render a richer assistant turn and parse it back with ``fmt``; a problem or ``""``.
 
@@ -366,10 +374,7 @@ def verify_format(fmt: CallFormat, renderer: ProbeRenderer) -> str:
     content beside the calls; each is parsed whole and in 1- and 3-character
     deltas, through the core's ``<think>`` filter as a chat would.
     """
-    calls: list[tuple[str, dict[str, Any]]] = [
-        ("zqfnalpha", {"zqkeyone": "multi\nline < value", "zqkeytwo": 42,
-                       "zqkeythree": {"a": [1, 2]}, "zqkeyfour": True}),
-        ("zqfnbeta", {"zqkeyone": "second"}), ("zqfnalpha", {})]
+    calls = [(name, dict(arguments)) for name, arguments in CHECK_CALLS]
     if fmt.max_calls == 1 or not renderer.parallel:
         calls = calls[:1]
     contents = ["", CONTENT] if renderer.content_mode != "none" else [""]

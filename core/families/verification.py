@@ -87,8 +87,9 @@ class ClaimCheck:
 
 
 def _render_probe(spec: ParserSpec, source: str) -> RenderedReply:
-    renderer = AssistantTurnRenderer(source, make_call_id=spec.make_call_id)
     calls = [(name, dict(args)) for name, args in PROBE_CALLS]
+    renderer = AssistantTurnRenderer(source, make_call_id=spec.make_call_id,
+                                     prefetch=[(calls, PROBE_TOOLS)])
     return renderer.render(calls if renderer.parallel_calls else calls[:1], tools=PROBE_TOOLS)
 
 

@@ -10,7 +10,7 @@ import json
 import re
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, Final
 
 import attrs
 
@@ -25,7 +25,8 @@ __all__ = ["AssistantTurnRenderer", "RenderedReply"]
 
 Call = tuple[str, dict[str, Any]]
 
-_USER = "hi"
+_USER_MESSAGE: Final = {"role": "user", "content": "hi"}
+_REMEMBERED: Final = 256
 
 _PROBE_CONTENT = "toolwireprobecontent"
 _PROBE_TOOL = "toolwire_probe_tool"
@@ -159,6 +160,8 @@ class AssistantTurnRenderer:
 
     :param source: the chat template source.
     :param make_call_id: makes call ids in the form the template requires.
+    :param prefetch: ``(calls, tools)`` turns the caller will render, rendered in the
+        same job as the probes (in the usual shape of a call turn).
     :raises TemplateError: the template cannot render a tool-call turn this way.
 
     :ivar header: what a plain-text assistant turn starts with.
@@ -173,23 +176,32 @@ class AssistantTurnRenderer:
     """
 
     def __init__(self, source: str, *,
-                 make_call_id: Callable[[int], str] = default_call_id) -> None:
+                 make_call_id: Callable[[int], str] = default_call_id,
+                 prefetch: Sequence[tuple[Sequence[Call], Sequence[Mapping[str, Any]]]] = ()
+                 ) -> None:
         self._template = get_chat_template(source)
         self._source = source
         self._make_call_id = make_call_id
         self._empty: str | None = ""
         self.string_arguments = False
-        self._conversations: dict[str, tuple[str, str]] = {}
+        self._rendered: dict[str, str | TemplateError] = {}
         self.notes: list[str] = []
         tools = _probe_tools()
         self._probe_ids = [make_call_id(0), make_call_id(1)]
+        one: list[Call] = [(_PROBE_TOOL, {_PROBE_PARAM: _PROBE_VALUE})]
+        two = [*one, (_PROBE_TOOL_2, {_PROBE_PARAM: _PROBE_VALUE})]
+        # every probe below in the usual shape, and what the caller will ask, in one job
+        wanted = self._wanted([((), _PROBE_CONTENT), (one, ""), (one, _PROBE_CONTENT),
+                               (two, "")], tools, self._probe_ids)
+        for calls, asked_tools in prefetch:
+            wanted += self._wanted([(calls, "")], asked_tools, None)
+        self._renders(wanted, keep_errors=True)
         plain = self._turn(_call_message([], _PROBE_CONTENT, []), tools)[1]
         at = plain.find(_PROBE_CONTENT)
         if at < 0:
             raise TemplateError("the template does not render an assistant message's content")
         self.header = plain[:at]
         self.end_of_turn = plain[at + len(_PROBE_CONTENT):]
-        one: list[Call] = [(_PROBE_TOOL, {_PROBE_PARAM: _PROBE_VALUE})]
         self._empty = self._probe_empty_content(one, tools)
         with_content = self._try(one, _PROBE_CONTENT, tools)
         self.content_with_calls = with_content is not None and all(
@@ -219,11 +231,7 @@ class AssistantTurnRenderer:
         :param ids: the call ids (default: made by ``make_call_id``).
         :raises TemplateError: the template failed, or its render has an unexpected shape.
         """
-        ids = list(ids) if ids is not None else \
-            [self._make_call_id(i) for i in range(len(calls))]
-        message = _call_message(calls, content if content else self._empty, ids,
-                                self.string_arguments)
-        before, turn, generation = self._turn(message, tools)
+        before, turn, generation = self._turn(self._message(calls, content, ids), tools)
         if generation and turn.startswith(generation):
             start = len(generation)
         elif turn.startswith(self.header):
@@ -244,31 +252,71 @@ class AssistantTurnRenderer:
 
     def prompt(self, tools: Sequence[Mapping[str, Any]] | None = None) -> str:
         """The prompt a live model continues: a user turn and the generation prompt."""
-        return self._render([{"role": "user", "content": _USER}], tools, True)
+        prompt: str = self._renders([([_USER_MESSAGE], tools, True)])[0]
+        return prompt
 
-    def _render(self, messages: list[dict[str, Any]],
-                tools: Sequence[Mapping[str, Any]] | None, generation: bool) -> str:
-        # The clock is fixed: templates that print the time (firefunction's
-        # ``datetime``, Llama's ``strftime_now``) must render alike twice.
-        return self._template.render(messages, tools=list(tools) if tools else None,
-                                     add_generation_prompt=generation,
-                                     strftime_now=_FIXED_NOW.strftime,
-                                     datetime=_FIXED_NOW.strftime("%Y-%m-%d %H:%M:%S"))
+    def prefetch(self, turns: Sequence[tuple[Sequence[Call], str]],
+                 tools: Sequence[Mapping[str, Any]] | None, *,
+                 ids: Sequence[str] | None = None) -> None:
+        """Render the assistant turns ``(calls, content)`` with ``tools`` in one job, so
+        that :meth:`render` finds them done (a render that fails is kept as its error).
+
+        :param ids: the call ids (default: made by ``make_call_id``).
+        """
+        self._renders(self._wanted(turns, tools, ids), keep_errors=True)
+
+    def _wanted(self, turns: Sequence[tuple[Sequence[Call], str]],
+                tools: Sequence[Mapping[str, Any]] | None, ids: Sequence[str] | None
+                ) -> list[tuple[list[dict[str, Any]], Any, bool]]:
+        """The renders :meth:`render` needs for ``turns``: the user turn before them,
+        with and without the generation prompt, and each turn after it."""
+        return [([_USER_MESSAGE], tools, False), ([_USER_MESSAGE], tools, True),
+                *(([_USER_MESSAGE, self._message(calls, content, ids)], tools, False)
+                  for calls, content in turns)]
+
+    def _message(self, calls: Sequence[Call], content: str,
+                 ids: Sequence[str] | None) -> dict[str, Any]:
+        ids = list(ids)[:len(calls)] if ids is not None else \
+            [self._make_call_id(i) for i in range(len(calls))]
+        return _call_message(calls, content if content else self._empty, ids,
+                             self.string_arguments)
+
+    def _renders(self, wanted: Sequence[tuple[list[dict[str, Any]], Any, bool]], *,
+                 keep_errors: bool = False) -> list[Any]:
+        """Each ``(messages, tools, generation prompt)`` rendered, the ones not rendered
+        before in one job; raises the first error unless ``keep_errors``."""
+        keys = [json.dumps([messages, tools, generation], default=repr)
+                for messages, tools, generation in wanted]
+        missing = {key: entry for key, entry in zip(keys, wanted, strict=True)
+                   if key not in self._rendered}
+        found = {key: self._rendered[key] for key in keys if key in self._rendered}
+        if missing:
+            # The clock is fixed: templates that print the time (firefunction's
+            # ``datetime``, Llama's ``strftime_now``) must render alike twice.
+            results = self._template.render_many([
+                {"messages": messages, "tools": list(tools) if tools else None,
+                 "add_generation_prompt": generation, "now": _FIXED_NOW,
+                 "datetime": _FIXED_NOW.strftime("%Y-%m-%d %H:%M:%S")}
+                for messages, tools, generation in missing.values()])
+            found.update(zip(missing, results, strict=True))
+            if len(self._rendered) + len(missing) > _REMEMBERED:
+                self._rendered.clear()
+            self._rendered.update(zip(missing, results, strict=True))
+        out = [found[key] for key in keys]
+        if not keep_errors:
+            for result in out:
+                if isinstance(result, TemplateError):
+                    raise result
+        return out
 
     def _turn(self, message: dict[str, Any], tools: Sequence[Mapping[str, Any]] | None
               ) -> tuple[str, str, str]:
         """``(conversation before the turn, the turn, the generation prompt)``."""
-        user = [{"role": "user", "content": _USER}]
         # Keyed in the tools' own key order: a template prints a schema as it is
         # ordered (tojson), so tools equal but ordered otherwise render otherwise.
-        key = json.dumps(tools, default=repr)
-        if key not in self._conversations:  # the same tools render the same [user] turn
-            if len(self._conversations) >= 16:
-                self._conversations.clear()
-            self._conversations[key] = (self._render(user, tools, False),
-                                        self._render(user, tools, True))
-        before, prompt = self._conversations[key]
-        full = self._render([*user, message], tools, False)
+        before, prompt, full = self._renders([([_USER_MESSAGE], tools, False),
+                                              ([_USER_MESSAGE], tools, True),
+                                              ([_USER_MESSAGE, message], tools, False)])
         if full.startswith(before):
             generation = prompt[len(before):] if prompt.startswith(before) else ""
             return before, full[len(before):], generation

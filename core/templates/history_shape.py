@@ -5,9 +5,9 @@ beside calls. A few render a call only in OpenAI's wire form: arguments as a
 JSON string (Functionary v3.2 concatenates them as text, and raises on a
 mapping) or content ``None`` beside calls (DeepSeek-R1-Distill-Llama tests
 ``content is none`` and otherwise renders the turn *without its calls*, which
-would silently hide from the model what it did). One probe render per shape
-finds the first one in which the template shows a probe call; the verdict is
-cached per template.source_hash, so a chat pays for it once.
+would silently hide from the model what it did). A probe render per shape, all in
+one job, finds the first one in which the template shows a probe call; the verdict
+is cached per template.source_hash, so a chat pays for it once.
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ from typing import Any
 
 import attrs
 
-from ..errors import TemplateError
 from .chat_template import ChatTemplate
 
 __all__ = ["HISTORY_SHAPES", "HistoryShape", "apply_history_shape", "history_shape"]
@@ -54,7 +53,8 @@ _LOCK = threading.Lock()
 
 
 def history_shape(template: ChatTemplate, **render_options: Any) -> HistoryShape:
-    """The first shape in which ``template`` renders a probe call (the default if none does).
+    """The first shape in which ``template`` renders a probe call (the default if none does);
+    the probes of every shape render in one job.
 
     :param render_options: passed to the render (``bos_token`` and the like).
     """
@@ -62,15 +62,15 @@ def history_shape(template: ChatTemplate, **render_options: Any) -> HistoryShape
         known = _VERDICTS.get(template.source_hash)
     if known is not None:
         return known
-    found = next((shape for shape in HISTORY_SHAPES
-                  if _renders_call(template, shape, render_options)), _DEFAULT)
+    results = template.render_many([_probe(shape, render_options) for shape in HISTORY_SHAPES])
+    found = next((shape for shape, text in zip(HISTORY_SHAPES, results, strict=True)
+                  if isinstance(text, str) and _PROBE_VALUE in text), _DEFAULT)
     with _LOCK:
         _VERDICTS[template.source_hash] = found
     return found
 
 
-def _renders_call(template: ChatTemplate, shape: HistoryShape,
-                  render_options: Mapping[str, Any]) -> bool:
+def _probe(shape: HistoryShape, render_options: Mapping[str, Any]) -> dict[str, Any]:
     arguments = {"query": _PROBE_VALUE}
     call = {"id": "call0probe", "type": "function", "function": {
         "name": "probe_lookup",
@@ -80,12 +80,8 @@ def _renders_call(template: ChatTemplate, shape: HistoryShape,
                  "tool_calls": [call]},
                 {"role": "tool", "tool_call_id": "call0probe", "name": "probe_lookup",
                  "content": "found"}]
-    try:
-        text = template.render(messages, tools=[_PROBE_TOOL], add_generation_prompt=True,
-                               **render_options)
-    except TemplateError:
-        return False
-    return _PROBE_VALUE in text
+    return {"messages": messages, "tools": [_PROBE_TOOL], "add_generation_prompt": True,
+            **render_options}
 
 
 def apply_history_shape(records: Sequence[dict[str, Any]],

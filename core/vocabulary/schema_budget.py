@@ -29,10 +29,11 @@ each descend can still multiply with the value's depth.
 
 Every regular expression of the schema (each ``pattern`` and each
 ``patternProperties`` key, found by a walk of its subschemas, not of its data) is
-compiled here by :func:`toolwire.vocabulary.schema_patterns.compile_pattern`,
-bounded in size and matched in linear time; one it cannot use is refused as the
-budget ``pattern``, naming where it is (one that is not a regular expression at
-all is left to the metaschema check, whose compile it can no longer slow down).
+checked here by :func:`toolwire.vocabulary.patterns.check_patterns`: bounded in
+length, and compiled in the pattern child within a memory and a time bound, all of
+them in one job; one that cannot be used is refused as the budget ``pattern``,
+naming where it is (one that is not a regular expression at all is left to the
+metaschema check).
 So is ``patternProperties`` beside ``unevaluatedProperties``: jsonschema would
 match those keys with Python's backtracking ``re`` while it works out which
 properties were evaluated.
@@ -53,7 +54,8 @@ import referencing.exceptions
 import referencing.jsonschema
 
 from ..errors import ToolSchemaBudgetError
-from .schema_patterns import MAX_PATTERN_CHARS, PatternError, compile_pattern
+from ..limits import PATTERN_LIMITS
+from .patterns import check_patterns
 
 if TYPE_CHECKING:
     from typing import TypeAlias
@@ -156,6 +158,7 @@ def _check_patterns(schema: Any, tool: str, part: str) -> None:
     """Compile every regular expression of ``schema`` (see the module doc)."""
     evaluated_properties = False
     where_pattern_keys = ""
+    found_patterns: list[tuple[str, str]] = []
     for where, subschema in _subschemas(schema):
         evaluated_properties = evaluated_properties or "unevaluatedProperties" in subschema
         found = subschema.get("pattern")
@@ -165,17 +168,15 @@ def _check_patterns(schema: Any, tool: str, part: str) -> None:
             where_pattern_keys = where_pattern_keys or f"{where}/patternProperties"
             patterns += [(f"{where}/patternProperties/{_pointer(str(key))}", key)
                          for key in keys if isinstance(key, str)]
-        for place, pattern in patterns:
-            try:
-                compile_pattern(pattern)
-            except PatternError as exc:
-                if exc.syntax:
-                    continue  # the metaschema check says the schema is not valid
-                raise ToolSchemaBudgetError(
-                    f"tool {tool!r}: the regular expression at {place} cannot be used: {exc}; "
-                    "the tool is refused (schema budget 'pattern', a fixed bound)",
-                    tool=tool, budget="pattern", limit=MAX_PATTERN_CHARS,
-                    found=len(pattern)) from None
+        found_patterns += patterns
+    problems = check_patterns([pattern for _, pattern in found_patterns])
+    for (place, pattern), problem in zip(found_patterns, problems, strict=True):
+        if problem is not None and not problem.syntax:  # the metaschema check says the rest
+            raise ToolSchemaBudgetError(
+                f"tool {tool!r}: the regular expression at {place} cannot be used: {problem}; "
+                "the tool is refused (schema budget 'pattern', a fixed bound)",
+                tool=tool, budget="pattern", limit=PATTERN_LIMITS.max_chars,
+                found=len(pattern))
     if evaluated_properties and where_pattern_keys:
         raise ToolSchemaBudgetError(
             f"tool {tool!r}: its {part} has patternProperties (at "

@@ -169,7 +169,8 @@ def template_sources(*, template: str | os.PathLike[str] | None, chat_template: 
             f"{engine.label} GET /props chat_template_tool_use", engine.tool_use_template)
         return lambda tools: with_tools if tools else plain
     if facts is not None and facts.templates:
-        found = {tools: TemplateSource(*facts.templates[tools]) for tools in facts.templates}
+        found = {tools: TemplateSource(*facts.templates[tools], where=Path(facts.path).name)
+                 for tools in facts.templates}
         return lambda tools: found.get(tools) or found[not tools]
     where = (f"--model-file {facts.path} has none" if facts is not None
              else "no --model-file was given")

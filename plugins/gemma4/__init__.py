@@ -15,7 +15,6 @@ the ``thought`` header is reasoning too.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 import toolwire
 from toolwire.plugin_api import (
@@ -30,7 +29,6 @@ from toolwire.plugin_api import (
     template_mentions,
 )
 
-from . import values
 from .values import QUOTE, SYNTAX, read_gemma_object
 
 __all__ = [
@@ -61,13 +59,6 @@ GEMMA4_FORMAT = CallFormat(
 )
 """The Gemma 4 markup: a pure record, its arguments read by the engine's object-literal
 reader (:data:`SYNTAX` is the same notation)."""
-
-
-def __getattr__(name: str) -> Any:
-    """``GemmaArgsReader``, deprecated: the engine's own reader reads Gemma's notation."""
-    if name == "GemmaArgsReader":
-        return getattr(values, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 detect = template_mentions("<|tool_call>call:", "<tool_call|>")

@@ -13,10 +13,9 @@ string values as argument deltas, and :func:`read_gemma_object` decodes a comple
 
 from __future__ import annotations
 
-import warnings
 from typing import Any, Final
 
-from toolwire.plugin_api import CallContext, LiteralObjectReader, ObjectLiteral, read_object_literal
+from toolwire.plugin_api import ObjectLiteral, read_object_literal
 
 __all__ = ["QUOTE", "SYNTAX", "read_gemma_object"]
 
@@ -29,21 +28,3 @@ SYNTAX: Final = ObjectLiteral(quote=QUOTE, escapes=False)
 def read_gemma_object(text: str) -> dict[str, Any] | None:
     """Decode a complete ``{key:value,...}`` body (``None`` when it is not one)."""
     return read_object_literal(SYNTAX, text)
-
-
-class _GemmaArgsReader(LiteralObjectReader):
-    """The engine's object-literal reader for Gemma's notation (the deprecated name)."""
-
-    __slots__ = ()
-
-    def __init__(self, call: CallContext) -> None:
-        super().__init__(SYNTAX, call)
-
-
-def __getattr__(name: str) -> Any:
-    if name == "GemmaArgsReader":
-        warnings.warn("toolwire.plugins.gemma4.GemmaArgsReader is deprecated: GEMMA4_FORMAT "
-                      "reads its arguments with GrammarArguments(reader=SYNTAX), the engine's "
-                      "own object-literal reader", DeprecationWarning, stacklevel=2)
-        return _GemmaArgsReader
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

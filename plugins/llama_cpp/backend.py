@@ -722,7 +722,7 @@ class LlamaCppBackend(TemplatedBackend):
                     "without tools keep the model's own; chat_template=... or family=... "
                     "overrides this)")
                 return TemplateSource(DEFAULT_TOOLS_KEY, JSON_TOOLS_TEMPLATE)
-        return TemplateSource(*found)
+        return TemplateSource(*found, where=self.model_path.name)
 
     def _progress(self, enabled: bool, *, started: float | None, failed: bool = False) -> None:
         if not enabled or not sys.stderr.isatty():

@@ -25,8 +25,6 @@ import hashlib
 import json
 import os
 import platform
-import signal
-import subprocess
 import sys
 import tempfile
 import time
@@ -35,6 +33,8 @@ from pathlib import Path
 from typing import Any, Final
 
 import attrs
+
+from toolwire.plugin_api import ChildEnd, SupervisedChild
 
 from .repack_child import CRASH_HOOK_VARIABLE
 
@@ -191,31 +191,18 @@ def _write_cache(path: Path, key: str, entry: Mapping[str, Any]) -> None:
         pass  # a read-only cache folder: the probe runs again next time, nothing worse
 
 
-def _crash_name(returncode: int) -> str:
-    """How a child died, or ``""`` when it exited by itself."""
-    if returncode < 0:
-        try:
-            return signal.Signals(-returncode).name
-        except ValueError:
-            return f"signal {-returncode}"
-    if sys.platform == "win32" and returncode >= 0xC0000000:  # an NTSTATUS exception code
-        return f"exception 0x{returncode:08X}"
-    return ""
-
-
-def _run_child(path: Path) -> int | None:
-    """Run the probe child on ``path``; its exit status (``None``: it timed out)."""
+def _run_child(path: Path) -> ChildEnd | None:
+    """Run the probe child on ``path`` (a supervised child: it dies with this process);
+    how it ended (``None``: it timed out, and was killed)."""
     size_gb = path.stat().st_size / 1e9
-    timeout = _BASE_TIMEOUT + _TIMEOUT_PER_GB * size_gb
-    try:
-        done = subprocess.run(
-            # the file, not the module: the child imports llama_cpp alone, not toolwire
-            [sys.executable, "-P", str(Path(__file__).with_name("repack_child.py")), str(path)],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            timeout=timeout, check=False)
-    except subprocess.TimeoutExpired:
-        return None
-    return done.returncode
+    child = SupervisedChild(
+        # the file, not the module: the child imports llama_cpp alone, not toolwire
+        [sys.executable, "-P", str(Path(__file__).with_name("repack_child.py")), str(path)],
+        pipe=False, quiet=True)
+    end = child.wait(_BASE_TIMEOUT + _TIMEOUT_PER_GB * size_gb)
+    if end is None:
+        child.kill()
+    return end
 
 
 def _has_extra_buffers(identity: Mapping[str, Any]) -> bool:
@@ -262,11 +249,11 @@ def repack_verdict(path: Path, file_type: int | None, *,
     if before_probe is not None:
         before_probe()
     started = time.perf_counter()
-    returncode = _run_child(path)
-    if returncode is None:
+    end = _run_child(path)
+    if end is None:
         return ProbeVerdict(repack=True, probed=True)
-    crash = _crash_name(returncode)
-    if returncode != 0 and not crash:
+    crash = end.signal_name
+    if end.status != 0 and not crash:
         return ProbeVerdict(repack=True, probed=True)
     _write_cache(cache, key, {
         "repack": not crash, "crash": crash, "file": path.name,

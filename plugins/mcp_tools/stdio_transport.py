@@ -3,9 +3,13 @@
 It does what the SDK's ``stdio_client`` does: start the server in a new process
 group with a safe part of the environment, exchange newline-delimited JSON-RPC
 on its standard input and output, and at the end close its input, wait, then
-signal the whole group (``SIGTERM``, then ``SIGKILL``). It differs in two ways.
-On Linux the server is started through :mod:`.host_bound_exec`, so it dies with
-toolwire however toolwire ends (even ``kill -9``), not only when it is closed.
+signal the whole group (``SIGTERM``, then ``SIGKILL``): a server is anyone's
+program, which may start programs of its own, so it keeps the process group the
+SDK's way of ending it needs, and is not one of toolwire's supervised children
+(no JSON-lines pipe of toolwire's, no memory or CPU bound: a server may need
+both). It differs from the SDK in two ways. On Linux the server is started through
+toolwire's launcher (:func:`toolwire.plugin_api.host_bound_command`), so it dies
+with toolwire however toolwire ends (even ``kill -9``), not only when it is closed.
 And in reading:
 the SDK joins a line's pieces until its newline comes (``buffer + chunk``), so a
 100 MB line costs quadratic time and several copies of the line in memory; a
@@ -22,12 +26,9 @@ does; blank lines are skipped.
 from __future__ import annotations
 
 import contextlib
-import errno
 import os
-import shutil
 import sys
 from collections.abc import AsyncIterator, Mapping, Sequence
-from pathlib import Path
 from typing import IO, Any
 
 import anyio
@@ -36,6 +37,8 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from mcp.client.stdio import get_default_environment
 from mcp.os.posix.utilities import terminate_posix_process_tree
 from mcp.shared.message import SessionMessage
+
+from toolwire.plugin_api import find_program, host_bound_command
 
 from .config import ServerConfig
 from .message_cut import MessageReader
@@ -54,7 +57,6 @@ _SIGNAL_WAIT = 2.0
 _REAP_WAIT = 2.0
 _POLL = 0.01
 _READ_BYTES = 1024 * 1024
-_LAUNCHER = Path(__file__).with_name("host_bound_exec.py")
 
 
 @contextlib.asynccontextmanager
@@ -127,19 +129,7 @@ def server_command(command: str, args: Sequence[str], env: Mapping[str, str],
     """
     if not sys.platform.startswith("linux"):
         return [command, *args]
-    if os.sep in command:
-        program = os.path.join(os.fspath(cwd) if cwd is not None else os.getcwd(), command)
-        if not os.path.isfile(program):
-            raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), command)
-        if not os.access(program, os.X_OK):
-            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), command)
-    else:
-        found = shutil.which(command, path=env.get("PATH", os.defpath))
-        if found is None:
-            raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), command)
-        program = found
-    return [sys.executable, "-I", "-S", str(_LAUNCHER), str(os.getpid()), program, command,
-            *args]
+    return host_bound_command(find_program(command, env, cwd), [command, *args])
 
 
 async def _receive(stdout: anyio.abc.ByteReceiveStream) -> bytes:

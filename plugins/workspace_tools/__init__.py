@@ -11,9 +11,10 @@ Everything the model passes is untrusted, and so is the workspace's content
   and anything that is not a regular file (:mod:`.confinement`);
 * read within byte budgets per call and per line, streaming, with a truthful
   note when a result is cut (:mod:`.bounded_lines`, :data:`LIMITS`);
-* run regular expressions in a killable child process under a time budget
-  (``TOOLWIRE_REGEX_TIMEOUT``, default 5 s), so a backtracking pattern cannot
-  freeze the host (:mod:`.regex_search`);
+* match regular expressions with the ``regex`` package in toolwire's pattern
+  child process, under a time budget (``TOOLWIRE_REGEX_TIMEOUT``, default 5 s), the
+  call's deadline and its cancellation, so a backtracking pattern cannot freeze the
+  host (:func:`toolwire.plugin_api.match_lines`);
 * write through a new file renamed into place, creating at most
   ``max_path_depth`` levels of folders.
 """

@@ -12,19 +12,26 @@ from __future__ import annotations
 import os
 import secrets
 import stat
+import time
 from collections.abc import Generator
 
 import attrs
 
 import toolwire
-from toolwire.plugin_api import ToolCallError, current_call
+from toolwire.plugin_api import (
+    CancelToken,
+    ChildStoppedError,
+    ToolCallError,
+    check_patterns,
+    current_call,
+    match_lines,
+)
 
 from .bounded_lines import bounded_lines, skip_lines
 from .confinement import MAX_PATH_DEPTH, Workspace
-from .regex_search import RegexBudgetExceeded, RegexMatcher, RegexPatternError, regex_time_budget
 
-__all__ = ["LIMITS", "TOOLS", "WorkspaceLimits", "current_limits", "list_dir", "read_file",
-           "search_text", "write_file"]
+__all__ = ["DEFAULT_REGEX_SECONDS", "LIMITS", "TOOLS", "WorkspaceLimits", "current_limits",
+           "list_dir", "read_file", "regex_time_budget", "search_text", "write_file"]
 
 
 @attrs.frozen
@@ -70,6 +77,22 @@ _Files = Generator[tuple[str, int | None, os.stat_result | None], None, None]
 def current_limits() -> WorkspaceLimits:
     """The budgets in force: :data:`LIMITS` as it is now (replacing it takes effect at once)."""
     return globals()["LIMITS"]  # type: ignore[no-any-return]
+
+
+DEFAULT_REGEX_SECONDS = 5.0
+
+
+def regex_time_budget() -> float:
+    """Seconds one regular-expression search may spend matching.
+
+    ``TOOLWIRE_REGEX_TIMEOUT`` overrides the default of 5 seconds.
+    """
+    raw = os.environ.get("TOOLWIRE_REGEX_TIMEOUT")
+    try:
+        value = float(raw) if raw else DEFAULT_REGEX_SECONDS
+    except ValueError:
+        value = DEFAULT_REGEX_SECONDS
+    return value if value > 0 else DEFAULT_REGEX_SECONDS
 
 
 # -- list_dir -------------------------------------------------------------------------
@@ -209,37 +232,46 @@ def search_text(pattern: str, path: str = ".", regex: bool = False, max_results:
             files = _walk(ws, folder_fd, "" if display == "." else display, 0, state)
         else:
             files = _single(ws, where.parent_fd, where.name, where.display)
-        matcher = _open_matcher(pattern) if regex else None
+        matcher = _Matcher(pattern) if regex else None
         try:
             hits = _search(files, pattern, matcher, wanted, state)
         finally:
-            if matcher is not None:
-                matcher.close()
             files.close()
     return _report(pattern, hits, wanted, state)
 
 
-def _open_matcher(pattern: str) -> RegexMatcher:
-    """The search's matcher, stopped at the call's deadline or cancellation too."""
-    running = current_call()
-    try:
-        return RegexMatcher(pattern, deadline=running.deadline if running else None,
-                            cancel=running.cancel if running else None)
-    except RegexPatternError as exc:
-        raise ToolCallError(f"bad regular expression: {exc}", tool="search_text") from None
-    except RegexBudgetExceeded as exc:
-        raise ToolCallError(f"the regular expression could not be compiled: "
-                            f"{_why_stopped(exc)}", tool="search_text") from None
+class _Matcher:
+    """A search's regular expression, matched in the pattern child process
+    (:func:`toolwire.plugin_api.match_lines`) until the search's time runs out: its
+    own budget, or the dispatcher's deadline for the call when that comes first; a
+    cancelled reply kills the match at once."""
 
+    def __init__(self, pattern: str) -> None:
+        problem = check_patterns([pattern])[0]
+        if problem is not None:
+            raise ToolCallError(f"bad regular expression: {problem}", tool="search_text")
+        running = current_call()
+        own = time.monotonic() + regex_time_budget()
+        deadline = running.deadline if running is not None else None
+        self.pattern = pattern
+        self.deadline = own if deadline is None else min(own, deadline)
+        self.reason = "budget" if deadline is None or own <= deadline else "deadline"
+        self.cancel: CancelToken | None = running.cancel if running is not None else None
 
-def _why_stopped(exc: RegexBudgetExceeded) -> str:
-    if exc.reason == "cancelled":
-        return "the reply was cancelled"
-    if exc.reason == "deadline":
-        return "the call's time limit ran out first"
-    if exc.reason == "ended":
-        return "the matching process ended unexpectedly"
-    return f"it ran longer than {regex_time_budget():g} seconds and was stopped"
+    def lines(self, text: str, limit: int) -> list[int]:
+        cancel = self.cancel
+        return match_lines(self.pattern, text, limit, deadline=self.deadline,
+                           cancelled=(lambda: cancel.cancelled) if cancel is not None else None)
+
+    def why_stopped(self, stopped: ChildStoppedError) -> str:
+        """Why the match stopped, for the model (``budget``: its own time ran out)."""
+        if stopped.bound == "cancelled":
+            return "the reply was cancelled"
+        if stopped.bound not in ("wall time", "cpu time"):
+            return f"the matching process ended unexpectedly ({stopped.how})"
+        if self.reason == "deadline":
+            return "the call's time limit ran out first"
+        return "budget"
 
 
 def _single(ws: Workspace, parent_fd: int, name: str,
@@ -283,7 +315,7 @@ def _walk(ws: Workspace, folder_fd: int, prefix: str, depth: int,
 
 
 def _search(files: _Files, pattern: str,
-            matcher: RegexMatcher | None, wanted: int, state: _SearchState) -> list[str]:
+            matcher: _Matcher | None, wanted: int, state: _SearchState) -> list[str]:
     limits = current_limits()
     hits: list[str] = []
     for display, fd, info in files:
@@ -308,12 +340,14 @@ def _search(files: _Files, pattern: str,
         capped = [_cap(line, limits.max_match_line_chars, state) for line in lines]
         room = wanted - len(hits)
         try:
-            found = (matcher.matching_lines("\n".join(capped), room) if matcher is not None
+            found = (matcher.lines("\n".join(capped), room) if matcher is not None
                      else [i for i, line in enumerate(capped) if pattern in line][:room])
-        except RegexBudgetExceeded as exc:
-            if exc.reason != "budget":
+        except ChildStoppedError as stopped:
+            assert matcher is not None
+            why = matcher.why_stopped(stopped)
+            if why != "budget":
                 raise ToolCallError(f"the search was stopped while searching {display}, "
-                                    f"after {len(hits)} matching line(s): {_why_stopped(exc)}",
+                                    f"after {len(hits)} matching line(s): {why}",
                                     tool="search_text") from None
             raise ToolCallError(
                 f"the regular expression ran longer than {regex_time_budget():g} seconds "

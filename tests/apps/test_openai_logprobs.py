@@ -299,7 +299,7 @@ def test_a_backend_that_cannot_give_logprobs_answers_400_naming_logprobs() -> No
 @pytest.mark.model
 @pytest.mark.process
 def test_token_logprobs_cross_the_model_worker(tiny: Served) -> None:
-    from toolwire.apps.server.model_worker import WorkerBackend, WorkerSpec
+    from toolwire.backends.model_worker import WorkerBackend, WorkerSpec
     from toolwire.hooks.manager import default_plugin_manager
 
     options = {"model_path": str(tiny.path), "n_ctx": 512, "max_tokens": 8,

@@ -48,14 +48,14 @@ from toolwire import (
     default_plugin_manager,
 )
 from toolwire.apps.server.app import create_app
-from toolwire.apps.server.model_worker import (
+from toolwire.backends.model_worker import (
     CRASH_KIND,
     CrashBackoff,
     WorkerBackend,
     WorkerSpec,
 )
-from toolwire.apps.server.worker_main import ABORT_HOOK_VARIABLE
-from toolwire.apps.server.worker_wire import (
+from toolwire.backends.worker_main import ABORT_HOOK_VARIABLE
+from toolwire.backends.worker_wire import (
     decode_end,
     decode_request,
     encode_end,
@@ -304,7 +304,7 @@ def test_a_worker_that_cannot_load_its_model_raises_the_workers_error(tmp_path: 
 _ORPHAN = """
 import sys, time
 from toolwire import default_plugin_manager
-from toolwire.apps.server.model_worker import WorkerBackend, WorkerSpec
+from toolwire.backends.model_worker import WorkerBackend, WorkerSpec
 spec = WorkerSpec("llama_cpp", {"model_path": sys.argv[1], "n_ctx": 256, "max_tokens": 4,
                                 "n_threads": 1, "progress": False})
 backend = WorkerBackend(spec, default_plugin_manager()).start()

@@ -45,13 +45,15 @@ K2_NOISE = "Reasoning. <|tool_calls_section_begin|> spurious noise here"
 
 class _Script:
     """The reply a model turn after the user's message writes (one after a tool's
-    result writes none, so the loop ends)."""
+    result writes none, so the loop ends; so does the loop's final turn, whose prompt
+    for an answer is a user message after the tool's result)."""
 
     def __init__(self) -> None:
         self.reply = ""
 
     def __call__(self, request: ModelRequest) -> str:
-        return self.reply if request.messages[-1].role == "user" else ""
+        answered = any(m.role == "tool" for m in request.messages)
+        return self.reply if request.messages[-1].role == "user" and not answered else ""
 
 
 @pytest.fixture(scope="module")

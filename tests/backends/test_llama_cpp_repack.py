@@ -13,6 +13,7 @@ child process and holds the outcome to the real probe's verdict for this machine
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -51,7 +52,7 @@ def q4_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return write_q4_0_gguf(tmp_path_factory.mktemp("q4") / "tiny-q4_0.gguf")
 
 
-def _no_probe(path: Path) -> int:
+def _no_probe(path: Path) -> None:
     raise AssertionError("the probe child ran although it should not")
 
 
@@ -184,12 +185,14 @@ def test_a_turn_with_repacking_forced_on_runs_in_a_child_and_agrees_with_the_pro
     assert lines and lines[0] == {"repack": True, "note": "", "extra_bufts": True}, child.stderr
     if child.returncode == 0:
         assert lines[1]["end"] in ("stop", "length") and lines[1]["notices"] == []
-        assert repack_probe._crash_name(repack_probe._run_child(q4_model)) == ""
+        probe = repack_probe._run_child(q4_model)
+        assert probe is not None and probe.signal_name == ""
     else:
-        died = repack_probe._crash_name(child.returncode)
+        died = signal.Signals(-child.returncode).name if child.returncode < 0 else ""
         assert died, f"the child failed without a crash:\n{child.stderr[-2000:]}"
-        probed = repack_probe._crash_name(repack_probe._run_child(q4_model))
-        assert probed, f"the turn died of {died} but the probe finds this CPU healthy"
+        probe = repack_probe._run_child(q4_model)
+        assert probe is not None and probe.signal_name, \
+            f"the turn died of {died} but the probe finds this CPU healthy"
     assert not cache_home.exists()
 
 

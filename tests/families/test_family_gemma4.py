@@ -5,14 +5,11 @@ from __future__ import annotations
 
 import re
 
-import attrs
 import pytest
 
 from tests.support.families import parse, parse_text, template_source, without_dropped
 from tests.support.tagged_families import bfcl_round_trip, conformance, markers
-from toolwire.events import ToolCallDeltaEvent, ToolCallEndEvent
-from toolwire.parse.engine import CallParser
-from toolwire.parse.literal_reader import LiteralObjectReader
+from toolwire.events import ToolCallDeltaEvent
 from toolwire.parse.record import GrammarArguments, ObjectLiteral
 from toolwire.plugins import gemma4
 from toolwire.plugins.gemma4 import GEMMA4_FORMAT, QUOTE, read_gemma_object
@@ -87,16 +84,10 @@ def test_gemma4_is_a_pure_record_on_the_engines_object_literal_reader() -> None:
                                                     name="gemma4 object"),)
 
 
-def test_the_deprecated_reader_name_warns_and_still_reads() -> None:
-    with pytest.warns(DeprecationWarning, match="GemmaArgsReader"):
-        reader_type = gemma4.GemmaArgsReader
-    assert issubclass(reader_type, LiteralObjectReader)
-    parser = CallParser(attrs.evolve(GEMMA4_FORMAT, arguments=GrammarArguments(
-        reader=reader_type)), {})
-    reply = f"<|tool_call>call:f{{a:{Q}x{Q}}}<tool_call|>"
-    events = [*parser.feed(reply), *parser.close()]
-    assert [dict(e.arguments) for e in events if isinstance(e, ToolCallEndEvent)] == \
-        [{"a": "x"}]
+def test_the_plugins_own_reader_of_an_unreleased_version_is_gone() -> None:
+    # the engine's object-literal reader reads the notation: no second reader, no shim
+    assert not hasattr(gemma4, "GemmaArgsReader")
+    assert not hasattr(gemma4.values, "GemmaArgsReader")
 
 
 def test_thought_channel_is_reasoning() -> None:

@@ -61,6 +61,13 @@ _INCIDENTAL = frozenset({"uname"})
 """Commands a library runs once to learn about the machine (``platform.processor()``
 runs ``uname -p``): not the test's own process."""
 
+_JOB_CHILD = "toolwire.isolation.job_child"
+"""What the command of toolwire's job children holds: the warm children every chat
+template renders in and patterns are matched in (:mod:`toolwire.isolation.jobs`),
+started once per test process and reused. They are a part of rendering, as a thread
+pool is, not a process of the test's own; a test of the children themselves starts
+others (a program of its own, a model worker) and is marked ``process``."""
+
 F = TypeVar("F", bound=Callable[..., Any])
 
 
@@ -143,8 +150,9 @@ class Watch:
             return
         if event in _PROCESS_EVENTS:
             described = _describe(event, args)
-            if observed is not None and described.split(" ")[0] not in _INCIDENTAL:
-                observed.processes.append(described)
+            if observed is not None and described.split(" ")[0] not in _INCIDENTAL \
+                    and _JOB_CHILD not in described:
+                observed.processes.append(described[:160])
             return
         if event not in ("open", "os.listdir", "os.scandir") or not args:
             return
@@ -164,11 +172,11 @@ class Watch:
 
 
 def _describe(event: str, args: tuple[Any, ...]) -> str:
-    if event == "subprocess.Popen" and len(args) > 1:
+    if event in ("subprocess.Popen", "os.posix_spawn") and len(args) > 1:
         argv = args[1]
         words = [str(a) for a in argv] if isinstance(argv, Sequence) and not isinstance(
             argv, str | bytes) else [str(argv)]
-        return " ".join(words)[:160]
+        return " ".join(words)
     return event
 
 

@@ -12,9 +12,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.support.mcp_fixtures import running, wait_until
 from toolwire import Dispatcher, ToolCall, ToolRegistry
+from toolwire.errors import ChildStoppedError
 from toolwire.plugins import workspace_tools as wt
-from toolwire.plugins.workspace_tools import regex_search
+from toolwire.vocabulary import patterns
+from toolwire.vocabulary.patterns import PatternError
 
 
 @pytest.fixture
@@ -57,7 +60,7 @@ def test_backtracking_regex_is_stopped_and_other_threads_keep_running(
     beat.start()
     started = time.monotonic()
     try:
-        content, is_error = run(dispatcher, "search_text", pattern="(a+)+$", regex=True)
+        content, is_error = run(dispatcher, "search_text", pattern="(a|a)+$", regex=True)
     finally:
         stop.set()
         beat.join()
@@ -70,11 +73,15 @@ def test_backtracking_regex_is_stopped_and_other_threads_keep_running(
 
 @pytest.mark.process
 def test_a_killed_matcher_leaves_no_process_behind(workspace: Path) -> None:
-    matcher = regex_search.RegexMatcher("(a+)+$", budget=0.5)
-    process = matcher._worker.process  # type: ignore[union-attr]
-    with pytest.raises(regex_search.RegexBudgetExceeded):
-        matcher.matching_lines("a" * 40 + "!", 5)
-    assert process.poll() is not None
+    patterns._CHILDREN.close()
+    assert patterns.match_lines("a", "a", 1, deadline=time.monotonic() + 30) == [0]
+    (pid,) = patterns._CHILDREN.idle_children()
+    stop_at = time.monotonic() + 0.5
+    with pytest.raises(ChildStoppedError) as stopped:
+        patterns.match_lines("(a|a)+$", "a" * 40 + "!", 5, deadline=time.monotonic() + 60,
+                             cancelled=lambda: time.monotonic() > stop_at)
+    assert stopped.value.bound == "cancelled"
+    assert wait_until(lambda: not running(pid), within=5)
 
 
 @pytest.mark.process
@@ -82,7 +89,7 @@ def test_the_search_after_a_timeout_works_again(dispatcher: Dispatcher, workspac
                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TOOLWIRE_REGEX_TIMEOUT", "0.5")
     (workspace / "evil.txt").write_text("a" * 40 + "!\n")
-    assert run(dispatcher, "search_text", pattern="(a+)+$", regex=True)[1]
+    assert run(dispatcher, "search_text", pattern="(a|a)+$", regex=True)[1]
     content, is_error = run(dispatcher, "search_text", pattern=r"al\w+", regex=True)
     assert not is_error and content == "notes.md:1: alex is a colleague"
 
@@ -95,9 +102,8 @@ def test_any_pattern_returns_within_its_budget(pattern: str, line: str) -> None:
     """The general rule: whatever the pattern, matching ends within the budget."""
     started = time.monotonic()
     try:
-        with regex_search.RegexMatcher(pattern, budget=0.5) as matcher:
-            matcher.matching_lines(line, 3)
-    except (regex_search.RegexPatternError, regex_search.RegexBudgetExceeded):
+        patterns.match_lines(pattern, line, 3, deadline=started + 0.5)
+    except (PatternError, ChildStoppedError):
         pass
     assert time.monotonic() - started < 5
 

@@ -446,28 +446,24 @@ def test_backend_error_event_drops_the_turns_calls(tools: Tools, plugins: Plugin
     assert chat.history[-1].tool_calls == ()
 
 
-def test_a_backend_that_still_yields_tool_call_events_has_its_calls_run(
+def test_a_backend_that_yields_the_loops_own_tool_call_event_ends_the_turn_with_an_error(
         tools: Tools, plugins: PluginManager) -> None:
-    class OlderBackend:  # before 0.2 a backend announced a complete call as tool_call
-        name = "older"
-
-        def __init__(self) -> None:
-            self.turns = 0
+    class WrongBackend:  # a call the model wrote is a tool_call_end; tool_call is the loop's
+        name = "wrong"
 
         def stream_turn(self, request: ModelRequest, cancel: CancelToken) -> Iterator[Any]:
-            self.turns += 1
-            if self.turns == 1:
-                yield ToolCallEvent("search", {"query": "x"})
-            else:
-                yield TextEvent("done")
+            yield ToolCallEvent("search", {"query": "x"})
             yield TurnEnd("stop")
 
         def make_call_id(self, index: int) -> str:
             return f"call_{index}"
 
-    events = list(Chat(OlderBackend(), tools.all(), plugins=plugins).send("hi"))
-    assert tools.ran and [e.type for e in events if e.type.startswith("tool_")] == \
-        ["tool_call", "tool_result"]
+    events = list(Chat(WrongBackend(), tools.all(), plugins=plugins).send("hi"))
+    assert tools.ran == []
+    errors = [e for e in events if isinstance(e, ErrorEvent)]
+    assert [e.kind for e in errors] == ["backend"] and "tool_call_end" in errors[0].message
+    assert not any(e.type == "tool_call" for e in events)
+    assert events[-1].reason == "error"
 
 
 # -- history replay ----------------------------------------------------------------------

@@ -22,7 +22,9 @@ import attrs
 from tests.support.paths import DOCS, REPO
 
 FLOORS: tuple[tuple[str, ...], ...] = (
-    ("toolwire.errors", "toolwire.events", "toolwire.boundaries", "toolwire.extras"),
+    ("toolwire.errors", "toolwire.events", "toolwire.boundaries", "toolwire.extras",
+     "toolwire.limits"),
+    ("toolwire.isolation",),
     ("toolwire.vocabulary",),
     ("toolwire.gguf", "toolwire.templates", "toolwire.parse"),
     ("toolwire.grammar",),
@@ -165,3 +167,97 @@ def test_the_floors_on_the_architecture_page_are_the_floors_tested() -> None:
     rows = re.findall(r"^\| (\d+) \| (.*?) \|", table.group(1), re.M)
     written = {int(n): set(re.findall(r"`(toolwire[\w.]*)`", parts)) for n, parts in rows}
     assert written == {n: set(parts) for n, parts in enumerate(FLOORS)}
+
+
+def _private_names(module: str, path: Path) -> Iterator[tuple[int, str, str]]:
+    """(line, module, name) of each private name ``module`` imports from a toolwire module."""
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if not isinstance(node, ast.ImportFrom):
+            continue
+        base = node.module or ""
+        if node.level:
+            anchor = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+            base = ".".join([*anchor, *([node.module] if node.module else [])])
+        if base != "toolwire" and not base.startswith("toolwire."):
+            continue
+        for alias in node.names:
+            if alias.name.startswith("_") and not alias.name.startswith("__"):
+                yield node.lineno, base, alias.name
+
+
+def test_no_app_module_imports_a_private_name_of_another_module() -> None:
+    # what two commands or two routes share is a module of its own with a public name
+    # (the chat's event printer, the server's shared state), not one's private part
+    wrong = [f"{path.relative_to(REPO)}:{line}: {name} from {source}"
+             for module, path in _modules("core") if module.startswith("toolwire.apps.")
+             for line, source, name in _private_names(module, path)]
+    assert wrong == []
+
+
+SERVER_DOOR = "toolwire.apps.cli.serve"
+"""The one command module that starts the HTTP server, so the one that imports it."""
+
+
+def test_the_command_line_imports_no_server_module_but_the_serve_command() -> None:
+    # the model worker is a backend (toolwire.backends.model_worker), not a server part
+    wrong = [f"{path.relative_to(REPO)}:{imp.line}: {imp.target}"
+             for module, path in _modules("core")
+             if module.startswith("toolwire.apps.cli.") and module != SERVER_DOOR
+             for imp in _imports(module, path)
+             if imp.target.startswith("toolwire.apps.server")]
+    assert wrong == []
+
+
+def test_the_server_imports_nothing_of_the_command_line() -> None:
+    wrong = [f"{path.relative_to(REPO)}:{imp.line}: {imp.target}"
+             for module, path in _modules("core") if module.startswith("toolwire.apps.server")
+             for imp in _imports(module, path) if imp.target.startswith("toolwire.apps.cli")]
+    assert wrong == []
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected groups of more than one module (Tarjan's algorithm)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for other in sorted(graph[node]):
+            if other not in index:
+                visit(other)
+                low[node] = min(low[node], low[other])
+            elif other in stack:
+                low[node] = min(low[node], index[other])
+        if low[node] == index[node]:
+            group = []
+            while True:
+                member = stack.pop()
+                group.append(member)
+                if member == node:
+                    break
+            if len(group) > 1:
+                found.append(sorted(group))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_no_two_app_modules_import_each_other_even_for_types() -> None:
+    # a route that needs the state the app assembles imports it from its own module
+    # (server_state.py), so the app and its routes read in one direction
+    graph = {module: {imp.target for imp in _imports(module, path)}
+             for module, path in _modules("core") if module.startswith("toolwire.apps")}
+    for module in graph:
+        graph[module] &= set(graph)
+    assert _cycles(graph) == []
+
+
+def test_the_cycle_finder_sees_a_cycle_through_a_type_only_import() -> None:
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert _cycles({"a": {"b"}, "b": set()}) == []

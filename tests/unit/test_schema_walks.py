@@ -465,7 +465,7 @@ def test_a_tool_made_again_from_its_own_schema_gets_the_same_verdict(values: int
 
 
 def test_the_model_workers_wire_carries_every_tool_the_server_accepted() -> None:
-    from toolwire.apps.server.worker_wire import decode_request, encode_request
+    from toolwire.backends.worker_wire import decode_request, encode_request
     from toolwire.vocabulary.backend import ModelRequest
     from toolwire.vocabulary.history import Message
 

@@ -1,11 +1,12 @@
-"""Templates cannot grow lists, dicts or strings without bound (issue 28, item 3).
+"""Templates cannot grow lists, dicts or strings without bound (issues 28 and 41).
 
-The attacks of the issue (``l.extend(l)`` repeated, two lists extending each
-other) and every other growth path the sandbox allows, each refused with a
-:class:`TemplateResourceError` before it has built much: peak memory is measured
-with ``tracemalloc`` (a memory bound, not a timing). Then the general rule: every
-filter of both environments is replaced, accounted or known to pass its input
-through; every method that mutates a container is accounted; and whatever a
+The attacks of issue 28 (``l.extend(l)`` repeated, two lists extending each other)
+and every other growth path the sandbox allows. Each render ends within the bounds
+of its child process: with a prompt within the output bound, or with a
+:class:`TemplateResourceError` naming the bound (memory, time, output) and the
+template, the child's peak memory within its bound; and what the template built
+never reaches the host, whose peak memory is measured with ``tracemalloc`` (a
+memory bound, not a timing). Then the general rule, as a property: whatever a
 template grows in place, a render ends within the bounds.
 """
 
@@ -19,17 +20,17 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from jinja2.sandbox import _mutable_spec
 
 from toolwire.errors import TemplateError, TemplateResourceError
-from toolwire.templates import bounded_filters, chat_template
-from toolwire.templates.chat_template import ChatTemplate, RenderLimits
-from toolwire.templates.container_growth import _GROWING, MUTABLE_KINDS, READING_METHODS
+from toolwire.limits import RenderLimits
+from toolwire.templates.chat_template import ChatTemplate
 
-SMALL = RenderLimits(max_value_size=100_000, max_output_chars=100_000,
-                     max_memory_bytes=64 << 20, max_seconds=10)
-"""Bounds small enough that a refused attack has built at most a few megabytes."""
+SMALL = RenderLimits(max_output_chars=100_000, max_memory_bytes=64 << 20, max_seconds=10)
+"""Bounds small enough that a refused attack has built at most a few tens of megabytes."""
 PEAK = 8 << 20
+CHILD_PEAK = (64 << 20) + (128 << 20)
+"""The bound plus what a child holds before a job (the interpreter, Jinja): the most a
+stopped child's peak resident memory may be."""
 
 
 @contextmanager
@@ -44,12 +45,32 @@ def peak_memory() -> Iterator[list[int]]:
         tracemalloc.stop()
 
 
+def within_bounds(source: str, limits: RenderLimits = SMALL, *, lenient: bool | None = True,
+                  **variables: Any) -> tuple[TemplateResourceError | None, int]:
+    """Render ``source``: the resource error it raised (``None``: it rendered within the
+    output bound, or failed otherwise: a template that errs ends too), and the host's
+    peak memory meanwhile."""
+    error = None
+    with peak_memory() as peak:
+        try:
+            out = ChatTemplate(source, limits=limits, lenient=lenient, name="grow.jinja"
+                               ).render([], **variables)
+            assert len(out) <= limits.max_output_chars
+        except TemplateResourceError as exc:
+            assert exc.bound in ("memory", "time", "output") and exc.template == "'grow.jinja'"
+            assert exc.peak_memory_bytes < CHILD_PEAK, exc.peak_memory_bytes
+            error = exc
+        except TemplateError as exc:
+            assert "MemoryError" not in str(exc) and "RecursionError" not in str(exc)
+    return error, peak[0]
+
+
 def refused(source: str, limits: RenderLimits = SMALL, *, lenient: bool | None = True,
             **variables: Any) -> tuple[str, int]:
-    """Render ``source``: the resource error it must raise, and the peak memory."""
-    with peak_memory() as peak, pytest.raises(TemplateResourceError) as info:
-        ChatTemplate(source, limits=limits, lenient=lenient).render([], **variables)
-    return str(info.value), peak[0]
+    """Render ``source``: the resource error it must raise, and the host's peak memory."""
+    error, peak = within_bounds(source, limits, lenient=lenient, **variables)
+    assert error is not None, "rendered"
+    return str(error), peak
 
 
 def loop(body: str, times: int = 64, setup: str = "") -> str:
@@ -62,7 +83,7 @@ def loop(body: str, times: int = 64, setup: str = "") -> str:
 
 def test_a_list_extending_itself_is_refused_before_it_holds_much() -> None:
     message, peak = refused(loop("{% set _ = l.extend(l) %}", setup="{% set l = [1] %}"))
-    assert "list.extend would build a value" in message
+    assert "passed its memory bound" in message and "(64 MiB)" in message
     assert peak < PEAK
 
 
@@ -70,15 +91,16 @@ def test_two_lists_extending_each_other_are_refused_before_they_hold_much() -> N
     source = loop("{% set _ = a.extend(b) %}{% set _ = b.extend(a) %}",
                   setup="{% set a = [1] %}{% set b = [2] %}")
     message, peak = refused(source)
-    assert "list.extend" in message
+    assert "passed its memory bound" in message
     assert peak < PEAK
 
 
-def test_under_the_default_bounds_the_self_extending_list_stays_under_100_mb() -> None:
-    message, peak = refused(loop("{% set _ = l.extend(l) %}", setup="{% set l = [1] %}"),
-                            RenderLimits(max_seconds=30))
-    assert "over the limit of 10000000" in message
-    assert peak < 100 << 20
+def test_under_the_default_bounds_the_self_extending_list_stays_under_the_memory_bound(
+        ) -> None:
+    source = loop("{% set _ = l.extend(l) %}", setup="{% set l = [1] %}")
+    message, peak = refused(source, RenderLimits(max_seconds=30))
+    assert "passed its memory bound" in message and "(256 MiB)" in message
+    assert peak < PEAK
 
 
 # ---------------------------------------------------------------------------
@@ -146,54 +168,44 @@ BOTH_MODES = {
 
 @pytest.mark.parametrize("source", list(IN_PLACE.values()), ids=list(IN_PLACE))
 @pytest.mark.parametrize("lenient", [True, None], ids=["lenient", "auto"])
-def test_growing_a_container_in_place_is_refused_before_it_holds_much(
+def test_growing_a_container_in_place_ends_within_the_bounds(
         source: str, lenient: bool | None) -> None:
-    _, peak = refused(source, lenient=lenient)
+    _, peak = within_bounds(source, lenient=lenient)
     assert peak < PEAK
 
 
 @pytest.mark.parametrize("source", list(BOTH_MODES.values()), ids=list(BOTH_MODES))
 @pytest.mark.parametrize("lenient", [False, True], ids=["strict", "lenient"])
-def test_every_way_of_building_a_large_value_is_refused_before_it_is_built(
+def test_every_way_of_building_a_large_value_ends_within_the_bounds(
         source: str, lenient: bool) -> None:
-    _, peak = refused(source, lenient=lenient)
+    _, peak = within_bounds(source, lenient=lenient)
     assert peak < PEAK
 
 
-def test_a_growth_the_memory_cannot_take_is_refused_before_it_happens() -> None:
-    # Each list is under the value bound; the memory bound stops the next extend.
+def test_a_growth_the_memory_cannot_take_is_refused() -> None:
+    # Each list is small; together they pass the memory bound.
     source = loop("{% set _ = kept.append(range(40000) | list) %}", 1000,
                   "{% set kept = [] %}")
     message, _ = refused(source, RenderLimits(max_memory_bytes=32 << 20, max_seconds=30))
-    assert "grew the process's memory" in message
+    assert "passed its memory bound" in message
+
+
+def test_a_refused_renders_peak_memory_is_its_own_not_what_the_warm_child_held_before(
+        ) -> None:
+    # the child that renders next has just held a 128 MiB string for another render:
+    # the peak a refusal reports is the refused render's (found by the suite in one
+    # process, where earlier tests had made the warm children large)
+    doubled = "{% set ns = namespace(v='x') %}{% for i in range(27) %}" \
+              "{% set ns.v = ns.v ~ ns.v %}{% endfor %}{{ ns.v | length }}"
+    roomy = RenderLimits(max_memory_bytes=1 << 30, max_seconds=60)
+    assert ChatTemplate(doubled, limits=roomy, name="big.jinja").render([]) == str(1 << 27)
+    message, _ = refused(loop("{% set ns.v = ns.v ~ ns.v %}", 60,
+                              "{% set ns = namespace(v='x') %}"))
+    assert "passed its memory bound" in message
 
 
 # ---------------------------------------------------------------------------
 # The general rule.
-
-
-def test_every_filter_is_replaced_accounted_or_passed_through() -> None:
-    own = {"tojson", "from_json", "fromjson", chat_template.LOOP_FILTER}
-    classified = (set(bounded_filters.REPLACED) | bounded_filters.ACCOUNTED
-                  | bounded_filters.PASSED_THROUGH | own)
-    for env in (chat_template._STRICT_ENV, chat_template._LENIENT_ENV):
-        assert set(env.filters) <= classified, set(env.filters) - classified
-        for name in bounded_filters.ACCOUNTED | set(bounded_filters.REPLACED):
-            assert env.filters[name] is not bounded_filters.DEFAULT_FILTERS.get(name), name
-    groups = [set(bounded_filters.REPLACED), bounded_filters.ACCOUNTED,
-              bounded_filters.PASSED_THROUGH]
-    assert sum(len(g) for g in groups) == len(set().union(*groups)), "a filter in two groups"
-
-
-def test_every_mutating_method_of_a_container_is_accounted() -> None:
-    # Jinja's own list of the methods that change lists, dicts, sets and deques: each
-    # is a growth that is checked, or one that changes the container (its size is
-    # forgotten); none is taken for a method that only reads.
-    for _abc, methods in _mutable_spec:
-        assert not methods & READING_METHODS
-    growing = {name for table in _GROWING.values() for name in table}
-    assert growing <= {name for _abc, methods in _mutable_spec for name in methods}
-    assert set(MUTABLE_KINDS) == {list, dict, set, _mutable_spec[3][0]}
 
 
 GROWTH_STEPS = [
@@ -221,14 +233,9 @@ def test_whatever_a_template_grows_in_place_the_render_ends_within_the_bounds(
         steps: list[str], rounds: int) -> None:
     source = ("{% set l = ['ab'] %}{% set d = {} %}{% set s = 'ab' %}"
               "{% for i in range(" + str(rounds) + ") %}" + "".join(steps) + "{% endfor %}")
-    limits = RenderLimits(max_value_size=20_000, max_output_chars=20_000, max_seconds=10)
-    with peak_memory() as peak:
-        try:
-            out = ChatTemplate(source, limits=limits, lenient=True).render([])
-            assert len(out) <= limits.max_output_chars
-        except TemplateError as exc:  # a bound, or a step that does not apply
-            assert "MemoryError" not in str(exc) and "RecursionError" not in str(exc)
-    assert peak[0] < 4 << 20
+    limits = RenderLimits(max_output_chars=20_000, max_memory_bytes=64 << 20, max_seconds=10)
+    _, peak = within_bounds(source, limits)  # a step that does not apply ends it too
+    assert peak < 4 << 20
 
 
 SMALL_CASES = {

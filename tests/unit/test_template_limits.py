@@ -1,12 +1,15 @@
-"""Rendering a hostile chat template is bounded in time, output and memory (issue 23, item 6).
+"""Rendering a hostile chat template is bounded in time, output and memory (issues 23, 41).
 
-Every attack from the issue, then the general rule: whatever a template builds,
-a render ends with a prompt within the bounds or one ``TemplateError`` naming
-the resource, and the guards never change what a real template renders.
+Every attack from issue 23, each refused with a :class:`TemplateResourceError` that
+names the bound it passed and the template; then the general rule: whatever a
+template builds, a render ends with a prompt within the bounds or such an error,
+its child process is replaced, the caller's data is untouched, and the child never
+changes what a real template renders.
 """
 
 from __future__ import annotations
 
+import json
 import tracemalloc
 from pathlib import Path
 from typing import Any
@@ -18,10 +21,10 @@ from hypothesis import strategies as st
 from jinja2.sandbox import ImmutableSandboxedEnvironment, SandboxedEnvironment
 
 from tests.support.paths import MISSING_TEMPLATES, SHARED_TEMPLATES
-from toolwire.errors import TemplateError, TemplateSecurityError
-from toolwire.templates import chat_template
-from toolwire.templates.chat_template import ChatTemplate, RenderLimits
-from toolwire.templates.render_budget import RENDER_SECONDS_VARIABLE
+from toolwire.errors import TemplateError, TemplateResourceError, TemplateSecurityError
+from toolwire.limits import RENDER_SECONDS_VARIABLE, RenderLimits
+from toolwire.templates import sandbox
+from toolwire.templates.chat_template import ChatTemplate
 
 TEMPLATES_DIR = SHARED_TEMPLATES
 USER = [{"role": "user", "content": "hi"}]
@@ -29,14 +32,17 @@ QUICK = RenderLimits(max_seconds=1.0)
 
 
 def refused(source: str, limits: RenderLimits = QUICK, *, lenient: bool | None = None,
-            **variables: Any) -> str:
-    """Render ``source``; return the message of the resource-limit error it must raise."""
-    with pytest.raises(TemplateError) as info:
-        ChatTemplate(source, limits=limits, lenient=lenient).render(USER, **variables)
-    assert not isinstance(info.value, TemplateSecurityError)
-    message = str(info.value)
-    assert "resource limit" in message, message
-    return message
+            bounds: tuple[str, ...] = ("memory", "time"), **variables: Any) -> str:
+    """Render ``source`` as the file ``hostile.jinja``; return the message of the
+    :class:`TemplateResourceError` it must raise, which names one of ``bounds`` and the
+    template's source."""
+    template = ChatTemplate(source, limits=limits, lenient=lenient, name="hostile.jinja")
+    with pytest.raises(TemplateResourceError) as info:
+        template.render(USER, **variables)
+    error = info.value
+    assert error.bound in bounds, str(error)
+    assert error.template == "'hostile.jinja'" and "'hostile.jinja'" in str(error)
+    return str(error)
 
 
 # ---------------------------------------------------------------------------
@@ -103,40 +109,59 @@ SLOW = {
 
 
 @pytest.mark.parametrize("source", list(DOUBLING.values()), ids=list(DOUBLING))
-def test_doubling_a_value_stops_at_the_value_bound(source: str) -> None:
-    assert "would build a value of" in refused(source) or "bits" in refused(source)
+def test_doubling_a_value_stops_at_the_memory_or_time_bound(source: str) -> None:
+    assert "passed its" in refused(source)
 
 
 @pytest.mark.parametrize("source", list(ONE_STEP.values()), ids=list(ONE_STEP))
-def test_one_operation_asking_for_a_huge_value_is_refused_before_it_runs(source: str) -> None:
-    refused(source)
+def test_one_operation_asking_for_a_huge_value_is_refused(source: str) -> None:
+    refused(source, bounds=("memory", "time", "output"))
 
 
 @pytest.mark.parametrize("source", list(SLOW.values()), ids=list(SLOW))
 def test_a_template_that_runs_long_stops_at_the_deadline(source: str) -> None:
-    message = refused(source, RenderLimits(max_seconds=0.3))
-    assert "longer than 0.3 seconds" in message
+    message = refused(source, RenderLimits(max_seconds=0.3), bounds=("time",))
+    assert "passed its time bound" in message and "(0.3 s)" in message
 
 
 def test_many_values_each_under_the_bound_stop_at_the_memory_bound() -> None:
     source = ("{% set kept = [] %}{% set big = 'x' * 4000000 %}{% for i in range(100000) %}"
               "{% set _ = kept.append(big ~ i) %}{% endfor %}{{ kept | length }}")
     message = refused(source, RenderLimits(max_memory_bytes=64 << 20, max_seconds=60),
-                      lenient=True)
-    assert "grew the process's memory" in message
+                      lenient=True, bounds=("memory",))
+    assert "passed its memory bound" in message and "(64 MiB)" in message
+
+
+def test_a_refused_render_leaves_the_callers_data_and_the_next_render_alone() -> None:
+    messages = [{"role": "user", "content": "hi", "tags": ["a"]}]
+    kept = json.loads(json.dumps(messages))
+    with pytest.raises(TemplateResourceError):
+        ChatTemplate("{% set _ = messages.append(1) %}{{ 'x' * 10 ** 10 }}",
+                     lenient=True).render(messages)
+    assert messages == kept
+    # the child that passed its bound was killed: the next render gets a new one
+    assert ChatTemplate("{{ messages[0].content }}").render(messages) == "hi"
+
+
+def test_a_smaller_memory_bound_is_honoured() -> None:
+    source = "{{ (messages[0].content * 50000000) | length }}"  # 50 MB
+    assert ChatTemplate(source).render(USER) == "100000000"
+    refused(source, RenderLimits(max_memory_bytes=16 << 20), bounds=("memory",))
 
 
 def test_output_is_bounded() -> None:
     source = "{% for i in range(100000) %}0123456789{% endfor %}"
-    with pytest.raises(TemplateError, match="output exceeds 1000 characters"):
+    with pytest.raises(TemplateResourceError, match="output exceeds 1000 characters") as info:
         ChatTemplate(source, limits=RenderLimits(max_output_chars=1000)).render([])
+    assert info.value.bound == "output"
 
 
 def test_a_huge_constant_is_not_built_while_compiling() -> None:
-    # Jinja folds constant expressions at compile time; the guards apply there too.
+    # Jinja folds constant expressions at compile time: that runs in the child too.
     template = ChatTemplate("{{ 'x' | center(1000000000) }}{{ 'y' * 1000000000 }}")
-    with pytest.raises(TemplateError, match="resource limit"):
+    with pytest.raises(TemplateResourceError) as info:
         template.render([])
+    assert info.value.bound == "memory"
 
 
 # ---------------------------------------------------------------------------
@@ -182,7 +207,8 @@ GROWTH_STEPS = [
     "{% set ns.s = ns.l | join(ns.s) if ns.l is sequence and ns.l is not mapping "
     "else ns.s %}",
 ]
-SMALL_VALUES = RenderLimits(max_value_size=20_000, max_output_chars=20_000, max_seconds=10)
+SMALL_VALUES = RenderLimits(max_output_chars=20_000, max_memory_bytes=64 << 20,
+                            max_seconds=10)
 
 
 @settings(max_examples=60, deadline=None)
@@ -196,12 +222,15 @@ def test_whatever_a_template_builds_the_render_ends_within_the_bounds(steps: lis
     try:
         out = ChatTemplate(source, limits=SMALL_VALUES).render([])
         assert len(out) <= SMALL_VALUES.max_output_chars
-    except TemplateError as exc:  # a bound, or a step that does not apply (dict + dict)
+    except TemplateResourceError as exc:  # a bound: its child held no more than it
+        assert exc.bound in ("memory", "time", "output"), str(exc)
+        assert exc.peak_memory_bytes < (64 << 20) + (128 << 20)
+    except TemplateError as exc:  # a step that does not apply (dict + dict)
         assert "MemoryError" not in str(exc)
     finally:
         _, peak = tracemalloc.get_traced_memory()
         tracemalloc.stop()
-    # A few values of at most 20,000 characters (4 bytes each at worst) at a time.
+    # What the template built stayed in its child: the host holds the prompt at most.
     assert peak < 4 << 20
 
 
@@ -234,16 +263,6 @@ def test_guarded_operations_under_the_bounds_give_their_usual_result(source: str
     assert ChatTemplate(source).render([]) == expected
 
 
-def test_a_smaller_value_bound_is_honoured() -> None:
-    template = ChatTemplate("{{ messages[0].content ~ messages[0].content }}",
-                            limits=RenderLimits(max_value_size=10_000))
-    assert template.render([{"role": "user", "content": "x" * 5000}]) == "x" * 10_000
-    with pytest.raises(TemplateError, match="over the limit of 10000"):
-        template.render([{"role": "user", "content": "x" * 5001}])
-    with pytest.raises(ValueError, match="at least 4096"):
-        RenderLimits(max_value_size=100)
-
-
 def test_the_deadline_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(RENDER_SECONDS_VARIABLE, "0.25")
     assert RenderLimits().max_seconds == 0.25
@@ -253,7 +272,7 @@ def test_the_deadline_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch
 
 
 # ---------------------------------------------------------------------------
-# Real templates: the guards change nothing, and long histories stay in bounds.
+# Real templates: the child changes nothing, and long histories stay in bounds.
 
 
 def _real_templates() -> list[Any]:
@@ -287,15 +306,14 @@ def _history(exchanges: int) -> list[dict[str, Any]]:
 
 
 def _plain_environment(lenient: bool) -> jinja2.Environment:
-    """Toolwire's environment without the budget: Jinja's own sandbox, same options."""
+    """Toolwire's environment in this process: Jinja's own sandbox, same options."""
     cls = SandboxedEnvironment if lenient else ImmutableSandboxedEnvironment
     env = cls(trim_blocks=True, lstrip_blocks=True,
-              extensions=["jinja2.ext.loopcontrols", chat_template._GenerationTag])
-    env.filters["tojson"] = chat_template._tojson_lenient if lenient else \
-        chat_template._tojson_strict
-    env.filters["from_json"] = env.filters["fromjson"] = chat_template._from_json
-    env.globals["raise_exception"] = chat_template._raise_exception
-    env.globals["strftime_now"] = chat_template._strftime_now
+              extensions=["jinja2.ext.loopcontrols", sandbox._GenerationTag])
+    env.filters["tojson"] = sandbox._tojson_lenient if lenient else sandbox._tojson_strict
+    env.filters["from_json"] = env.filters["fromjson"] = sandbox._from_json
+    env.globals["raise_exception"] = sandbox._raise_exception
+    env.globals["strftime_now"] = sandbox._strftime_now
     return env
 
 
@@ -324,7 +342,7 @@ def test_a_real_template_renders_a_long_history_within_the_default_bounds(path: 
     try:
         template.render(_history(150), tools=TOOLS)
     except TemplateError as exc:
-        assert "resource limit" not in str(exc) and "output exceeds" not in str(exc), str(exc)
+        assert not isinstance(exc, TemplateResourceError), str(exc)
 
 
 def test_plus_evaluates_each_operand_once_left_first_whatever_their_types() -> None:
@@ -337,3 +355,15 @@ def test_plus_evaluates_each_operand_once_left_first_whatever_their_types() -> N
     assert ChatTemplate(source).render([]) == "12|3|['1', '2']|ababab"
     with pytest.raises(TemplateError, match="TypeError"):
         ChatTemplate("{{ 'x' + 1 }}").render([])
+
+
+def test_a_conversation_as_large_as_the_server_takes_renders_within_the_default_bounds() -> None:
+    """2,000 messages of 2,000,000 characters in all (``toolwire serve``'s defaults), text
+    outside the Basic Multilingual Plane included: well within the memory bound."""
+    from toolwire.templates.default_template import DEFAULT_CHAT_TEMPLATE
+
+    piece = "日本語 text 🙂 " * 83
+    messages = [{"role": "user" if i % 2 == 0 else "assistant", "content": piece[:1000]}
+                for i in range(2_000)]
+    out = ChatTemplate(DEFAULT_CHAT_TEMPLATE).render(messages, tools=TOOLS)
+    assert out.count("🙂") == sum(m["content"].count("🙂") for m in messages)

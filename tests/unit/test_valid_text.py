@@ -119,9 +119,10 @@ def test_a_template_that_writes_a_lone_surrogate_renders_valid_text() -> None:
     assert template.render([{"role": "user", "content": "hi"}]) == "\ufffdhi"
 
 
-def test_the_workers_wire_never_writes_what_its_pipe_cannot_encode() -> None:
-    from toolwire.apps.server.worker_wire import line
+def test_a_childs_pipe_never_writes_what_it_cannot_encode() -> None:
+    from toolwire.isolation.supervisor import encode_line
 
-    written = line({"op": "turn", "text": "a\udce9", "key\ud800": ["\udfff"]})
-    written.encode("utf-8")
-    assert json.loads(written) == {"op": "turn", "text": "a\ufffd", "key\ufffd": ["\ufffd"]}
+    message = {"op": "turn", "text": "a\udce9", "key\ud800": ["\udfff"], "plain": "café"}
+    written = encode_line(message)
+    assert written.endswith(b"\n") and written.count(b"\n") == 1
+    assert json.loads(written.decode("utf-8")) == message  # crosses unchanged, escaped

@@ -26,21 +26,13 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
-from typing import Any, Final, TextIO
+from typing import Any, Final
 
 from ...conversation.approval import Approver
 from ...conversation.chat import Chat
 from ...errors import ToolwireError
 from ...events import (
-    DiagnosticEvent,
     DoneEvent,
-    ErrorEvent,
-    Event,
-    NoParserEvent,
-    ReasoningEvent,
-    TextEvent,
-    ToolCallEvent,
-    ToolResultEvent,
 )
 from ...hooks.manager import PluginManager
 from ...vocabulary.backend import Backend
@@ -50,6 +42,7 @@ from ...vocabulary.tools import Tool
 from .approval_prompt import TerminalApprover, refuse_writes
 from .common import UsageError, at_least, cli_advice, did_you_mean
 from .conversation_file import save_conversation
+from .event_printer import EventPrinter
 from .model_options import (
     add_generation_arguments,
     check_model_options,
@@ -58,13 +51,12 @@ from .model_options import (
 )
 from .models import add_models_dir_argument
 from .repl import LineEditing, Repl, default_history_file
-from .terminal_text import json_safe, terminal_safe
+from .terminal_text import terminal_safe
 from .tools import add_mcp_arguments, session_tools
 from .user_functions import add_function_arguments
 
 __all__ = ["add_chat_arguments", "build_chat", "register", "run_chat"]
 
-DIM, RED, CYAN, RESET = "\x1b[2m", "\x1b[31m", "\x1b[36m", "\x1b[0m"
 _FAILED_ENDS = frozenset({"error", "length"})
 """How a reply ends that makes an interactive chat's exit status 1 when it was the last."""
 
@@ -223,71 +215,6 @@ def _tool_choice(value: str, tools: list[Tool], read_only: bool) -> Any:
     return named_tool_choice(found)
 
 
-class _Printer:
-    """Renders events for a person (or as JSON lines)."""
-
-    def __init__(self, out: TextIO, *, as_json: bool, show_reasoning: bool,
-                 color: bool) -> None:
-        self.out = out
-        self.as_json = as_json
-        self.show_reasoning = show_reasoning
-        self.color = color
-        self._in_reasoning = False
-        self._line_open = False
-
-    def _paint(self, code: str, text: str) -> str:
-        return f"{code}{text}{RESET}" if self.color else text
-
-    def show(self, event: Event) -> None:
-        """Print one event; everything the model or a tool wrote is made terminal-safe."""
-        if self.as_json:
-            self.out.write(json_safe(json.dumps(event.to_dict(), ensure_ascii=False)) + "\n")
-            self.out.flush()
-            return
-        if isinstance(event, ReasoningEvent):
-            if self.show_reasoning:
-                self._write(self._paint(DIM, terminal_safe(event.text)))
-            return
-        if isinstance(event, TextEvent):
-            self._write(terminal_safe(event.text))
-        elif isinstance(event, ToolCallEvent):
-            args = json.dumps(dict(event.arguments), ensure_ascii=False)
-            self._line(self._paint(CYAN, terminal_safe(f"-> {event.name}({_clip(args, 300)})")))
-        elif isinstance(event, ToolResultEvent):
-            mark = "!!" if event.is_error else "<-"
-            self._line(self._paint(RED if event.is_error else DIM, terminal_safe(
-                f"{mark} {event.name}: {_clip(event.content, 500)}")))
-        elif isinstance(event, ErrorEvent):
-            self._line(self._paint(RED, terminal_safe(
-                f"error ({event.kind}): {cli_advice(event.message)}")))
-        elif isinstance(event, NoParserEvent):
-            self._line(self._paint(RED, terminal_safe(f"note: {cli_advice(event.message)}")))
-        elif isinstance(event, DiagnosticEvent):
-            self._line(self._paint(DIM, terminal_safe(f"({event.code}: {event.message})")))
-        elif isinstance(event, DoneEvent):
-            if self._line_open:
-                self.out.write("\n")
-                self._line_open = False
-            if event.reason == "cancelled":
-                self._line(self._paint(DIM, "(cancelled)"))
-        self.out.flush()
-
-    def _write(self, text: str) -> None:
-        self.out.write(text)
-        self._line_open = not text.endswith("\n")
-
-    def _line(self, text: str) -> None:
-        if self._line_open:
-            self.out.write("\n")
-        self.out.write(text + "\n")
-        self._line_open = False
-
-
-def _clip(text: str, limit: int) -> str:
-    text = text.replace("\n", " ")
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
 class _Ended(BaseException):
     """``SIGTERM`` or ``SIGHUP`` asked the chat to end (a ``BaseException``, like the
     ``KeyboardInterrupt`` it stands beside, so no handler of errors takes it)."""
@@ -374,7 +301,7 @@ class _Interrupts:
             raise _Ended(self.ended_by)
 
 
-def _exchange(chat: Chat, message: str, printer: _Printer,
+def _exchange(chat: Chat, message: str, printer: EventPrinter,
               interrupts: _Interrupts) -> DoneEvent | None:
     token = CancelToken()
     interrupts.begin(token)
@@ -438,8 +365,8 @@ def run_chat(args: argparse.Namespace, plugins: PluginManager,
             chat.load(records)
         except ValueError as exc:
             raise UsageError(f"cannot resume from {args.resume}: {exc}") from exc
-    printer = _Printer(sys.stdout, as_json=args.json, show_reasoning=args.show_reasoning,
-                       color=sys.stdout.isatty() and not args.json)
+    printer = EventPrinter(sys.stdout, as_json=args.json, show_reasoning=args.show_reasoning,
+                           color=sys.stdout.isatty() and not args.json)
     last: list[DoneEvent | None] = [None]
 
     def send(text: str) -> DoneEvent | None:

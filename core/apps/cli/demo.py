@@ -26,6 +26,7 @@ from ...templates.default_template import DEFAULT_CHAT_TEMPLATE
 from ...vocabulary.backend import Backend, ModelRequest
 from ...vocabulary.tools import Tool
 from .common import extra_hint, fail
+from .event_printer import EventPrinter
 
 __all__ = ["DEMO_MODEL", "EXAMPLE_TEXT", "check_demo_folder", "check_demo_options",
            "demo_grammar", "grammar_calling",
@@ -333,8 +334,6 @@ def run_demo(args: argparse.Namespace, plugins: PluginManager) -> int:
 
 
 def _run_demo_in(base: Path, args: argparse.Namespace, plugins: PluginManager) -> int:
-    from .chat import _Printer
-
     if getattr(args, "real", False):
         from .real_demo import run_real_demo
 
@@ -348,8 +347,8 @@ def _run_demo_in(base: Path, args: argparse.Namespace, plugins: PluginManager) -
         out.write(f"\nworkspace: {workspace}\n> {QUESTION}\n")
     chat = Chat(backend, tools=plugins.tools(), workspace=workspace, read_only=True,
                 max_tool_iters=4, plugins=plugins)
-    printer = _Printer(out, as_json=args.json, show_reasoning=True,
-                       color=out.isatty() and not args.json)
+    printer = EventPrinter(out, as_json=args.json, show_reasoning=True,
+                           color=out.isatty() and not args.json)
     done: DoneEvent | None = None
     for event in chat.send(QUESTION):
         printer.show(event)

@@ -197,13 +197,13 @@ def local_backend_options(args: argparse.Namespace) -> dict[str, Any]:
 def local_worker_backend(args: argparse.Namespace, plugins: PluginManager) -> Backend:
     """``serve``'s local model, loaded in a supervised worker process (a crash in
     llama.cpp ends one reply, not the server; see
-    :mod:`toolwire.apps.server.model_worker`). Returns once the model is loaded.
+    :mod:`toolwire.backends.model_worker`). Returns once the model is loaded.
 
     :raises BackendError: the worker could not load the model.
     :raises UsageError: the backend refused an option value (``--ctx-size 10``), as
         ``chat`` says it.
     """
-    from ..server.model_worker import WorkerBackend, WorkerSpec
+    from ...backends.model_worker import WorkerBackend, WorkerSpec
 
     if not getattr(args, "model_options_checked", False):
         check_model_options(args, plugins)

@@ -20,6 +20,7 @@ from ...events import DoneEvent
 from ...hooks.manager import PluginManager
 from ...testing.real_model import MISSING_REAL_MODEL, real_model_path
 from .common import fail
+from .event_printer import EventPrinter
 
 __all__ = ["REAL_TOOL", "run_real_demo"]
 
@@ -44,8 +45,6 @@ def run_real_demo(base: Path, args: argparse.Namespace, plugins: PluginManager,
 
     :raises UsageError: the real-model extra is not installed.
     """
-    from .chat import _Printer
-
     model = real_model_path()
     if model is None:
         fail(MISSING_REAL_MODEL)
@@ -64,8 +63,8 @@ def run_real_demo(base: Path, args: argparse.Namespace, plugins: PluginManager,
         out.write(f"\nworkspace: {workspace}\n> {question}\n")
     chat = Chat(backend, tools=tools, workspace=workspace, read_only=True, max_tool_iters=3,
                 plugins=plugins, tool_choice="required")
-    printer = _Printer(out, as_json=args.json, show_reasoning=True,
-                       color=out.isatty() and not args.json)
+    printer = EventPrinter(out, as_json=args.json, show_reasoning=True,
+                           color=out.isatty() and not args.json)
     done: DoneEvent | None = None
     try:
         for event in chat.send(question):

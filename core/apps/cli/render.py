@@ -48,7 +48,7 @@ def run(args: argparse.Namespace, plugins: PluginManager) -> int:
         messages = to_template_messages(messages_from_openai(records))
     except ValueError as exc:
         fail(f"messages file {args.messages}: {exc}")
-    _, source = template_source(args.path, tools=bool(tools))
+    key, source = template_source(args.path, tools=bool(tools))
     extra = {}
     bos = eos = ""
     if Path(args.path).suffix.lower() == ".gguf":
@@ -58,9 +58,9 @@ def run(args: argparse.Namespace, plugins: PluginManager) -> int:
         bos, eos = meta.bos_token or "", meta.eos_token or ""
     if args.enable_thinking is not None:
         extra["enable_thinking"] = args.enable_thinking
-    prompt = get_chat_template(source).render(messages, tools=tools, bos_token=bos,
-                                              eos_token=eos, add_generation_prompt=True,
-                                              **extra)
+    template = get_chat_template(source, name=f"{Path(args.path).name}: {key}")
+    prompt = template.render(messages, tools=tools, bos_token=bos, eos_token=eos,
+                             add_generation_prompt=True, **extra)
     sys.stdout.write(prompt)  # exactly the prompt: no newline added
     sys.stdout.flush()
     lead = "" if prompt.endswith("\n") else "\n"

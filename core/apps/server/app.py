@@ -27,7 +27,6 @@ arrival order.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -36,20 +35,20 @@ import attrs
 from ...errors import ToolwireError
 from ...extras import extra_hint
 from ...vocabulary.backend import Backend
-from ...vocabulary.cancel import CancelToken
 from ...vocabulary.openai_messages import NO_RESULT_TEXT, messages_from_openai
-from .approvals import DEFAULT_APPROVAL_TIMEOUT, ReplyApprovals
+from .approvals import DEFAULT_APPROVAL_TIMEOUT
 from .chat_request import ChatRequest, parse_chat_request
 from .chat_route import CHAT_ID_HEADER
+from .crash_status import CrashIsUnavailable
 from .dashboard import dashboard_html, page_headers
 from .http_input import RequestError
 from .limits import ServerLimits
 from .metrics import ServerMetrics
 from .model_queue import ModelQueue
-from .model_worker import CrashIsUnavailable
 from .request_guard import LOOPBACK_HOSTS, HostPolicy, parse_origin
 from .responses import JsonResponse, Receive, Scope, Send, error_response
 from .served_model import ChatFactory, LoadedModel, ServedModel
+from .server_state import ServerState
 
 if TYPE_CHECKING:
     from starlette.applications import Starlette
@@ -60,56 +59,12 @@ __all__ = [
     "NO_RESULT_TEXT",
     "ChatFactory",
     "ChatRequest",
-    "ServerState",
     "cancel_replies",
     "create_app",
     "dashboard_html",
     "messages_from_openai",
     "parse_chat_request",
 ]
-
-
-class ServerState:
-    """What the routes share: the model, its queue, the bounds, the live replies.
-
-    :ivar replies: the cancel token of every ``/v1/chat`` reply running or waiting.
-    :ivar generations: the cancel token of every chat-completions request
-        running or waiting.
-    :ivar started: the Unix time the app was made (the model's ``created``).
-    :ivar ask_approval: write calls wait for the client's approval.
-    :ivar approval_timeout: seconds a write call waits for it before it is denied.
-    :ivar approvals: the approver of every ``/v1/chat`` reply running or waiting
-        (with ``ask_approval``).
-    """
-
-    def __init__(self, model: ServedModel, limits: ServerLimits, queue: ModelQueue, *,
-                 ask_approval: bool = False,
-                 approval_timeout: float = DEFAULT_APPROVAL_TIMEOUT) -> None:
-        self.model = model
-        self.limits = limits
-        self.queue = queue
-        self.ask_approval = ask_approval
-        self.approval_timeout = approval_timeout
-        self.approvals: dict[str, ReplyApprovals] = {}
-        self.replies: dict[str, CancelToken] = {}
-        self.generations: set[CancelToken] = set()
-        self.started = int(time.time())
-        self.caches: dict[str, Any] = {}
-        """What the routes learn once per backend (the call-id form...)."""
-        self.metrics: ServerMetrics | None = None
-        """The figures ``/metrics`` shows (``None``: not counted)."""
-
-    def worker_restarts(self) -> int:
-        """Model workers started after a crash (``0`` without a worker)."""
-        status = self.model.worker_status() if self.model.loaded is not None else None
-        return int(status.get("restarts", 0)) if status else 0
-
-    def cancel_all(self, reason: str) -> int:
-        """Cancel every reply and generation; return how many ``/v1/chat`` replies."""
-        tokens = list(self.replies.values())
-        for token in [*tokens, *list(self.generations)]:
-            token.cancel(reason)
-        return len(tokens)
 
 
 class _Page:
@@ -223,7 +178,7 @@ def create_app(make_chat: ChatFactory | None = None, *, model: str = "",
     except ImportError as exc:
         raise ToolwireError(f"the HTTP server needs the serve extra: {extra_hint('serve')} "
                             f"({exc})") from exc
-    from .approvals import ApprovalEndpoint
+    from .approval_route import ApprovalEndpoint
     from .chat_route import CancelEndpoint, ChatEndpoint
     from .dashboard import VendorEndpoint
     from .messages_route import PING_INTERVAL, CountTokensEndpoint, MessagesEndpoint

@@ -5,10 +5,10 @@ each ``/v1/chat`` reply gets a :class:`ReplyApprovals` as its chat's approver.
 Before a call of a tool that is not read-only runs, it puts an
 :class:`~toolwire.events.ApprovalRequestEvent` into the reply's stream (after the
 call's ``tool_call``) and waits, in the chat's worker thread, until the client
-answers at ``POST /v1/chat/{reply id}/approval`` with ``{"id": <call id>,
-"answer": "approve" | "always" | "deny"}``. A reply that is cancelled (or whose
-client goes away) while it waits, or an answer that does not come within the
-timeout, denies the call: nothing is written without a yes.
+answers at ``POST /v1/chat/{reply id}/approval`` (:mod:`.approval_route`) with
+``{"id": <call id>, "answer": "approve" | "always" | "deny"}``. A reply that is
+cancelled (or whose client goes away) while it waits, or an answer that does not
+come within the timeout, denies the call: nothing is written without a yes.
 """
 
 from __future__ import annotations
@@ -17,20 +17,14 @@ import asyncio
 import threading
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
 from ...conversation.approval import Approval, ApprovalRequest
 from ...events import ApprovalRequestEvent, Event, ToolCallEvent
 from ...vocabulary.cancel import CancelToken
-from .http_input import ClientGone, RequestError, decode_json_body, read_body
-from .http_input import require_json_media_type as require_json
-from .responses import JsonResponse, Receive, Scope, Send
 
-if TYPE_CHECKING:
-    from .app import ServerState
-
-__all__ = ["APPROVAL_BODY_BYTES", "DEFAULT_APPROVAL_TIMEOUT", "ApprovalEndpoint",
-           "ReplyApprovals", "parse_approval_answer", "with_approval_requests"]
+__all__ = ["APPROVAL_BODY_BYTES", "DEFAULT_APPROVAL_TIMEOUT", "ReplyApprovals",
+           "parse_approval_answer", "with_approval_requests"]
 
 DEFAULT_APPROVAL_TIMEOUT: Final = 600.0
 """Seconds a write call waits for the client's answer before it is denied."""
@@ -178,38 +172,3 @@ def parse_approval_answer(data: Any) -> tuple[str, Approval]:
     if not isinstance(answer, str) or answer not in _ANSWERS:
         raise ValueError('"answer" must be "approve", "always" or "deny"')
     return call_id, _ANSWERS[answer]
-
-
-class ApprovalEndpoint:
-    """The ``POST /v1/chat/{chat_id}/approval`` route (an ASGI app)."""
-
-    def __init__(self, state: ServerState) -> None:
-        self.state = state
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        """Answer the call named in the body, of the reply named in the path."""
-        await (await self._response(scope, receive))(scope, receive, send)
-
-    async def _response(self, scope: Scope, receive: Receive) -> JsonResponse:
-        limits = self.state.limits
-        try:
-            require_json(scope["headers"])
-            body = await read_body(receive, scope["headers"],
-                                   limit=min(APPROVAL_BODY_BYTES, limits.max_body_bytes),
-                                   timeout=limits.body_timeout)
-            call_id, answer = parse_approval_answer(
-                decode_json_body(body, max_depth=limits.max_json_depth))
-        except ClientGone:
-            return JsonResponse(400, {"error": "the client went away"})
-        except RequestError as exc:
-            return JsonResponse(exc.status, {"error": exc.message})
-        except ValueError as exc:
-            return JsonResponse(400, {"error": str(exc)})
-        if not self.state.ask_approval:
-            return JsonResponse(404, {"error": "this server does not ask for approvals "
-                                               "(toolwire serve --approvals)"})
-        approvals = self.state.approvals.get(scope["path_params"]["chat_id"])
-        if approvals is None or not approvals.answer(call_id, answer):
-            return JsonResponse(404, {"error": "no call of a reply in progress with these ids "
-                                               "waits for approval"})
-        return JsonResponse(200, {"answered": answer.value})

@@ -33,7 +33,7 @@ from .sse import SSE_HEADERS, event_frame
 
 if TYPE_CHECKING:
     from ...conversation.chat import Chat
-    from .app import ServerState
+    from .server_state import ServerState
 
 __all__ = ["CHAT_ID_HEADER", "CancelEndpoint", "ChatEndpoint"]
 

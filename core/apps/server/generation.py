@@ -43,7 +43,7 @@ from .responses import ASGIApp, JsonResponse, Receive, Scope, Send
 from .sse import SSE_HEADERS
 
 if TYPE_CHECKING:
-    from .app import ServerState
+    from .server_state import ServerState
 
 __all__ = ["Generation", "ReplyWriter", "StreamAnswer"]
 

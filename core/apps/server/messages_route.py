@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from ...backends.model_worker import CRASH_KIND
 from ...errors import TemplateError, ToolwireError
 from ...vocabulary.backend import Backend
 from .completion_request import CompletionRequest
@@ -27,7 +28,6 @@ from .http_input import RequestError
 from .messages_request import MessagesRequest, parse_messages_request
 from .messages_stream import MessageWriter, new_message_id
 from .model_route import Admitted, ModelRoute
-from .model_worker import CRASH_KIND
 from .responses import (
     ANTHROPIC_OVERLOADED,
     ASGIApp,

@@ -27,7 +27,7 @@ from .model_queue import QueueFullError, QueueTicket
 from .responses import ASGIApp, JsonResponse, Receive, Scope, Send
 
 if TYPE_CHECKING:
-    from .app import ServerState
+    from .server_state import ServerState
 
 __all__ = ["Admitted", "ModelRoute", "id_form", "model_request_for"]
 

@@ -33,7 +33,7 @@ from .responses import (
 )
 
 if TYPE_CHECKING:
-    from .app import ServerState
+    from .server_state import ServerState
 
 __all__ = ["CompletionsEndpoint", "ModelsEndpoint", "model_request_for", "turn_error_response"]
 

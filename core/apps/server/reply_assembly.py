@@ -40,7 +40,6 @@ from ...events import (
     TextEvent,
     ToolCallDeltaEvent,
     ToolCallEndEvent,
-    ToolCallEvent,
     ToolCallStartEvent,
 )
 from ...vocabulary.backend import TurnEnd
@@ -306,7 +305,7 @@ class ReplyAssembler:
             known = self._open.get(item.index)
             self._open[item.index] = (item.name or (known[0] if known else ""),
                                       item.id or (known[1] if known else ""))
-        elif isinstance(item, ToolCallEndEvent | ToolCallEvent):  # the latter: older backends
+        elif isinstance(item, ToolCallEndEvent):
             call = self._finished_call(item)
             if call is not None:
                 pieces.append(call)
@@ -337,7 +336,7 @@ class ReplyAssembler:
             self.should_stop = True
         return pieces
 
-    def _finished_call(self, item: ToolCallEndEvent | ToolCallEvent) -> ReplyCall | None:
+    def _finished_call(self, item: ToolCallEndEvent) -> ReplyCall | None:
         opened = self._open.pop(item.index, ("", ""))
         limit = self.max_calls
         if limit is not None and len(self.calls) >= limit:

@@ -3,7 +3,7 @@
 ``toolwire serve`` starts listening at once and loads the model in a worker
 thread: until it is ready, the model routes answer ``503`` (and ``/healthz``
 says ``loading``); if loading fails, the server stops with the error. A local
-model runs in a supervised worker process (:mod:`.model_worker`), whose state
+model runs in a supervised worker process (:mod:`toolwire.backends.model_worker`), whose state
 ``/healthz`` shows too.
 """
 
@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from ...backends.model_worker import WorkerBackend
 from ...vocabulary.backend import Backend
 from ...vocabulary.history import Message
-from .model_worker import WorkerBackend
 
 if TYPE_CHECKING:
     from ...conversation.chat import Chat

@@ -20,7 +20,7 @@ from .responses import JsonResponse, Receive, Scope, Send
 
 if TYPE_CHECKING:
     from ...conversation.chat import Chat
-    from .app import ServerState
+    from .server_state import ServerState
 
 __all__ = ["ToolsEndpoint", "tools_listing"]
 

@@ -1,19 +1,20 @@
-"""A backend in a supervised worker process: a native crash never takes the server down.
+"""A backend in a supervised worker process: a native crash never takes its host down.
 
 llama.cpp computes in native code: a segfault, an abort or the kernel's
-out-of-memory killer ends whatever process runs it. ``toolwire serve`` therefore
-runs a local model in a worker process (:mod:`.worker_main`) and talks to it through
-:class:`WorkerBackend`, which is a :class:`~toolwire.Backend` like any other: the
-chats, their tools and the conversation stay in the server; only the model turns
-cross the pipe, as JSON lines (:mod:`.worker_wire`), events as their ``to_dict()``.
+out-of-memory killer ends whatever process runs it. ``toolwire serve`` and
+``toolwire chat`` therefore run a local model in a worker process
+(:mod:`.worker_main`, a :class:`~toolwire.isolation.supervisor.SupervisedChild`)
+and talk to it through :class:`WorkerBackend`, which is a
+:class:`~toolwire.Backend` like any other: the chats, their tools and the
+conversation stay in the host; only the model turns cross the pipe, as JSON lines
+(:mod:`.worker_wire`), events as their ``to_dict()``.
 
 When the worker dies, the turn under way ends with an ``error`` event of kind
-``model_crashed`` naming how it died (the ``/v1/chat`` stream gets it, and
-``/v1/chat/completions`` answers ``503``, see :class:`CrashIsUnavailable`), one
-warning is logged with how it died, a new worker is started, and the next turn
-waits for it. Nothing else is lost: the other clients' requests wait their turn as
-usual, the dashboard keeps its conversations, and each chat's history is the
-server's, not the worker's.
+``model_crashed`` naming how it died (the server answers ``503`` then), one warning
+is logged with how it died, a new worker is started, and the next turn waits for it.
+Nothing else is lost: the other clients' requests wait their turn as usual, the
+dashboard keeps its conversations, and each chat's history is the host's, not the
+worker's.
 
 A request that crashes the worker every time must not cost a model load per
 request: :class:`CrashBackoff` restarts at once after one crash, and after crashes
@@ -24,36 +25,30 @@ saying when the worker comes back, and the first turn that ends resets it.
 
 from __future__ import annotations
 
-import contextlib
-import json
 import logging
 import math
-import os
 import queue
-import signal
-import subprocess
 import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
-from typing import IO, Any, Final
+from typing import Any, Final
 
 import attrs
 
-from ...errors import BackendError, TemplateError
-from ...events import ErrorEvent, Event, event_from_dict
-from ...families.selection import DERIVED_FAMILY
-from ...hooks.manager import PluginManager
-from ...vocabulary.backend import ModelRequest, TurnEnd
-from ...vocabulary.call_ids import default_call_id, nine_char_call_id
-from ...vocabulary.cancel import CancelToken
-from .responses import Receive, Scope, Send
-from .worker_wire import decode_end, encode_request, line
+from ..errors import BackendError, TemplateError
+from ..events import ErrorEvent, Event, event_from_dict
+from ..families.selection import DERIVED_FAMILY
+from ..hooks.manager import PluginManager
+from ..isolation.supervisor import ChildGone, SupervisedChild
+from ..vocabulary.backend import ModelRequest, TurnEnd
+from ..vocabulary.call_ids import default_call_id, nine_char_call_id
+from ..vocabulary.cancel import CancelToken
+from .worker_wire import decode_end, encode_request
 
-__all__ = ["CRASH_KIND", "CrashBackoff", "CrashIsUnavailable", "WorkerBackend", "WorkerSpec",
-           "describe_exit"]
+__all__ = ["CRASH_KIND", "CrashBackoff", "WorkerBackend", "WorkerSpec"]
 
-logger = logging.getLogger("toolwire.apps.server")
+logger = logging.getLogger("toolwire.backends.model_worker")
 
 CRASH_KIND: Final = "model_crashed"
 """The ``error`` event kind of a turn whose worker died."""
@@ -74,23 +69,6 @@ class WorkerSpec:
     backend: str
     options: Mapping[str, Any]
     label: str = "the model"
-
-
-def describe_exit(returncode: int | None) -> str:
-    """How a worker process ended, for people (``"SIGSEGV, a crash"``...)."""
-    if returncode is None:
-        return "it stopped answering"
-    if returncode < 0:
-        try:
-            name = signal.Signals(-returncode).name
-        except ValueError:
-            return f"killed by signal {-returncode}"
-        what = {"SIGSEGV": "a crash in native code", "SIGABRT": "an abort in native code",
-                "SIGBUS": "a crash in native code", "SIGILL": "an instruction this CPU lacks",
-                "SIGFPE": "a crash in native code",
-                "SIGKILL": "killed, often by the kernel when memory runs out"}.get(name, "")
-        return f"{name}: {what}" if what else name
-    return f"exit status {returncode}"
 
 
 @attrs.define
@@ -128,63 +106,38 @@ class CrashBackoff:
         return max(0.0, self._resume_at - time.monotonic())
 
 
+_OOM_SCORE: Final = 800  # of -1000..1000: the worker goes first when memory runs out
+
+
 class _Worker:
-    """One worker process, its pipes, and a thread that reads what it says."""
+    """One worker process, and a thread that reads what it says."""
 
     def __init__(self, spec: WorkerSpec) -> None:
-        from_server, to_worker = os.pipe()  # (read end, write end)
-        from_worker, to_server = os.pipe()
-        try:
-            self.process = subprocess.Popen(
-                [sys.executable, "-m", "toolwire.apps.server.worker_main", str(from_server),
-                 str(to_server)], pass_fds=(from_server, to_server),
-                stdin=subprocess.DEVNULL)
-        except BaseException:
-            for fd in (to_worker, from_server, from_worker, to_server):
-                os.close(fd)
-            raise
-        os.close(from_server)
-        os.close(to_server)
-        self._out: IO[str] = os.fdopen(to_worker, "w", encoding="utf-8")
-        self._lock = threading.Lock()
+        self.process = SupervisedChild([sys.executable, "-m", "toolwire.backends.worker_main"],
+                                       oom_score=_OOM_SCORE)
         self.messages: queue.Queue[Any] = queue.Queue()
         self.send({"backend": spec.backend, "options": dict(spec.options)})
-        threading.Thread(target=self._read, args=(os.fdopen(from_worker, "r", encoding="utf-8"),),
-                         daemon=True, name="toolwire-worker-reader").start()
+        threading.Thread(target=self._read, daemon=True, name="toolwire-worker-reader").start()
 
-    def _read(self, stream: IO[str]) -> None:
-        with stream:
-            for text in stream:
-                try:
-                    self.messages.put(json.loads(text))
-                except ValueError:
-                    continue
-        self.messages.put(_DIED)
+    def _read(self) -> None:
+        try:
+            while True:
+                self.messages.put(self.process.receive())
+        except ChildGone:
+            self.messages.put(_DIED)
 
     def send(self, message: Mapping[str, Any]) -> bool:
         """Write one message; ``False`` when the worker is gone."""
-        try:
-            with self._lock:
-                self._out.write(line(message))
-                self._out.flush()
-        except (OSError, ValueError):
-            return False
-        return True
+        return self.process.send(message)
 
-    def exit_status(self, wait: float = 5.0) -> int | None:
-        """The process's exit status, once it has ended (``None``: it has not)."""
-        try:
-            return self.process.wait(wait)
-        except subprocess.TimeoutExpired:
-            return None
+    def how_it_ended(self) -> str:
+        """How the process ended, for people, once it has (waiting a little)."""
+        end = self.process.wait(5.0)
+        return "it stopped answering" if end is None else end.describe()
 
     def stop(self) -> None:
         """End the process (its pipe closes: it exits; a hung one is killed)."""
-        with contextlib.suppress(OSError, ValueError):
-            self._out.close()
-        if self.exit_status(5.0) is None:
-            self.process.kill()
-            self.exit_status(5.0)
+        self.process.close(5.0)
 
 
 class _Died(Exception):
@@ -271,7 +224,7 @@ class WorkerBackend:
             self._refused = str(message.get("refused") or "")
             worker.stop()
         else:
-            error = f"it died while loading ({describe_exit(worker.exit_status())})"
+            error = f"it died while loading ({worker.how_it_ended()})"
         self.start_error = error
         return error
 
@@ -307,7 +260,7 @@ class WorkerBackend:
     def _lost(self, worker: _Worker) -> str:
         """The worker died: say how (in the log too), and start another when the
         crash back-off allows."""
-        how = describe_exit(worker.exit_status())
+        how = worker.how_it_ended()
         with self._state_lock:
             if self._worker is worker:
                 self._worker = None
@@ -504,42 +457,3 @@ class WorkerBackend:
 
     def __repr__(self) -> str:
         return f"WorkerBackend({self.spec.backend!r}, {self.spec.label!r}, {self.state})"
-
-
-class CrashIsUnavailable:
-    """An ASGI wrapper: an OpenAI error response whose code is ``model_crashed``
-    answers ``503`` with ``Retry-After`` instead of ``500``.
-
-    The completions route answers a failed turn with ``500``; a turn whose model
-    worker crashed is a service that is briefly unavailable, which OpenAI clients
-    retry.
-    """
-
-    def __init__(self, app: Callable[[Scope, Receive, Send], Any]) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        held: list[Any] = []
-
-        async def relay(message: Any) -> None:
-            if message["type"] == "http.response.start" and message.get("status") == 500:
-                held.append(message)
-                return
-            if held and message["type"] == "http.response.body":
-                start = dict(held.pop())
-                if _crash_code(message.get("body", b"")):
-                    start["status"] = 503
-                    start["headers"] = [*start.get("headers", ()), (b"retry-after", b"1")]
-                await send(start)
-            await send(message)
-
-        await self.app(scope, receive, relay)
-
-
-def _crash_code(body: bytes) -> bool:
-    try:
-        data = json.loads(body or b"null")
-    except ValueError:
-        return False
-    error = data.get("error") if isinstance(data, dict) else None
-    return isinstance(error, dict) and error.get("code") == CRASH_KIND

@@ -1,8 +1,8 @@
-"""What crosses the pipe between ``toolwire serve`` and its model worker, as JSON lines.
+"""What crosses the pipe between a host and its model worker, as JSON lines.
 
-One message a line (``json.dumps`` never writes a raw newline). The server sends
-the worker the backend to build, then turns and cancels; the worker answers
-``ready`` (or ``failed``), then each turn's items and its end:
+One message a line (the supervised child's pipe, :mod:`toolwire.isolation`). The
+host sends the worker the backend to build, then turns and cancels; the worker
+answers ``ready`` (or ``failed``), then each turn's items and its end:
 
 * server -> worker: ``{"backend": NAME, "options": {...}}`` (the first line), then
   ``{"op": "turn", "id": N, "request": ...}``, ``{"op": "cancel", "id": N}`` and
@@ -19,37 +19,27 @@ A ``failed`` answer also has ``refused`` when the backend refused an option valu
 backend would.
 
 A request travels whole but for its tools' functions: the worker only renders the
-tools and parses calls, and the server runs them.
+tools and parses calls, and the host runs them.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any
 
 import attrs
 
-from ...vocabulary.backend import (
+from ..vocabulary.backend import (
     ModelRequest,
     ReasoningRequest,
     ResponseFormat,
     SamplingOverrides,
     TurnEnd,
 )
-from ...vocabulary.history import Message, ToolCall
-from ...vocabulary.tools import Tool
-from ...vocabulary.valid_text import valid_text
+from ..vocabulary.history import Message, ToolCall
+from ..vocabulary.tools import Tool
 
-__all__ = ["decode_end", "decode_request", "encode_end", "encode_request", "line"]
-
-
-def line(message: Mapping[str, Any]) -> str:
-    """One message as a line of JSON (values JSON cannot hold are written as text), always
-    valid text: the pipe's encoding can never fail on it, so a failed write means the
-    other side is gone, never that a message held a lone surrogate."""
-    return valid_text(json.dumps(message, ensure_ascii=False, default=str,
-                                 separators=(",", ":"))) + "\n"
+__all__ = ["decode_end", "decode_request", "encode_end", "encode_request"]
 
 
 def _message(message: Message) -> dict[str, Any]:

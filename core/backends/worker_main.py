@@ -1,13 +1,13 @@
-"""The model worker of ``toolwire serve``: one backend in a process of its own.
+"""The model worker: one backend in a process of its own.
 
 Started by :class:`.model_worker.WorkerBackend` as ``python -m
-toolwire.apps.server.worker_main IN_FD OUT_FD``: it reads the backend to build
-from its input pipe, builds it through the plugin manager, says ``ready`` and then
-runs the turns it is sent, one at a time, writing each item back as it comes (the
-protocol is :mod:`.worker_wire`'s). A thread reads the input meanwhile, so a
-cancel reaches the turn under way; when the server goes away (the pipe ends) the
-worker exits at once, even mid-turn. The kernel's out-of-memory killer is asked to
-take the worker before the server.
+toolwire.backends.worker_main``, a supervised child (:mod:`toolwire.isolation`:
+it dies with its host, and the kernel's out-of-memory killer takes it first): it
+reads the backend to build from its pipe, builds it through the plugin manager,
+says ``ready`` and then runs the turns it is sent, one at a time, writing each item
+back as it comes (the protocol is :mod:`.worker_wire`'s). A thread reads the pipe
+meanwhile, so a cancel reaches the turn under way; when the host goes away (the
+pipe ends) the worker exits at once, even mid-turn.
 
 :data:`ABORT_HOOK_VARIABLE` is for tests only: a turn whose last user message holds
 its value makes the worker call ``abort()`` after the turn's first item, a real
@@ -16,20 +16,20 @@ crash in the worker.
 
 from __future__ import annotations
 
-import json
 import os
 import queue
 import sys
 import threading
 from collections.abc import Mapping
-from typing import IO, Any, Final
+from typing import Any, Final
 
-from ...errors import ToolwireError
-from ...events import ErrorEvent
-from ...hooks.manager import default_plugin_manager
-from ...vocabulary.backend import ModelRequest, TurnEnd
-from ...vocabulary.cancel import CancelToken
-from .worker_wire import decode_request, encode_end, line
+from ..errors import ToolwireError
+from ..events import ErrorEvent
+from ..hooks.manager import default_plugin_manager
+from ..isolation.pipe import ChildPipe
+from ..vocabulary.backend import ModelRequest, TurnEnd
+from ..vocabulary.cancel import CancelToken
+from .worker_wire import decode_request, encode_end
 
 __all__ = ["ABORT_HOOK_VARIABLE", "main"]
 
@@ -37,39 +37,18 @@ ABORT_HOOK_VARIABLE: Final = "TOOLWIRE_TEST_WORKER_ABORT"
 """Test-only: a turn whose last user message contains this variable's value aborts
 the worker process after its first item."""
 
-_OOM_SCORE: Final = "800"  # of -1000..1000: the worker goes first when memory runs out
-
-
-class _Outbox:
-    """The pipe to the server; one writer at a time."""
-
-    def __init__(self, stream: IO[str]) -> None:
-        self._stream = stream
-        self._lock = threading.Lock()
-
-    def send(self, message: Mapping[str, Any]) -> None:
-        text = line(message)
-        with self._lock:
-            self._stream.write(text)
-            self._stream.flush()
-
-
-def _read_commands(inbox: IO[str], turns: queue.Queue[dict[str, Any]],
+def _read_commands(pipe: ChildPipe, turns: queue.Queue[dict[str, Any]],
                    tokens: dict[int, CancelToken]) -> None:
-    """Queue turns and cancel them as the server asks; exit when the server is gone."""
-    for text in inbox:
-        try:
-            message = json.loads(text)
-        except ValueError:
-            continue
+    """Queue turns and cancel them as the host asks; exit when the host is gone."""
+    while (message := pipe.receive()) is not None:
         if message.get("op") in ("turn", "count"):
             tokens[message["id"]] = CancelToken()
             turns.put(message)
         elif message.get("op") == "cancel":
-            token = tokens.get(message.get("id"))
+            token = tokens.get(message.get("id", -1))
             if token is not None:
                 token.cancel(str(message.get("reason") or "cancelled"))
-    os._exit(0)  # the server closed the pipe (or died): nothing is left to answer
+    os._exit(0)  # the host closed the pipe (or died): nothing is left to answer
 
 
 def _abort_for_tests(request: ModelRequest) -> bool:
@@ -78,7 +57,7 @@ def _abort_for_tests(request: ModelRequest) -> bool:
     return bool(trigger) and last is not None and trigger in last.content
 
 
-def _count(backend: Any, message: Mapping[str, Any], out: _Outbox) -> None:
+def _count(backend: Any, message: Mapping[str, Any], out: ChildPipe) -> None:
     """The tokens of the prompt a request renders, or why they cannot be counted."""
     answer: dict[str, Any] = {"op": "counted", "id": message["id"]}
     count = getattr(backend, "prompt_tokens", None)
@@ -95,7 +74,7 @@ def _count(backend: Any, message: Mapping[str, Any], out: _Outbox) -> None:
 
 
 def _run_turn(backend: Any, message: Mapping[str, Any], token: CancelToken,
-              out: _Outbox) -> None:
+              out: ChildPipe) -> None:
     turn = message["id"]
     try:
         request = decode_request(message["request"])
@@ -121,25 +100,12 @@ def _run_turn(backend: Any, message: Mapping[str, Any], token: CancelToken,
     out.send({"op": "end", "id": turn, "turn_end": encode_end(end)})
 
 
-def _expose_to_oom_killer() -> None:
-    try:
-        with open("/proc/self/oom_score_adj", "w", encoding="ascii") as score:
-            score.write(_OOM_SCORE)
-    except OSError:
-        pass  # not Linux, or not allowed: the kernel chooses as it would
-
-
-def main(argv: list[str]) -> int:
-    """Run the worker on the pipes whose descriptors ``argv`` names; return its status."""
-    if len(argv) != 2:
-        sys.stderr.write("usage: python -m toolwire.apps.server.worker_main IN_FD OUT_FD\n")
-        return 2
-    inbox = os.fdopen(int(argv[0]), "r", encoding="utf-8")
-    out = _Outbox(os.fdopen(int(argv[1]), "w", encoding="utf-8"))
-    _expose_to_oom_killer()
-    spec = json.loads(inbox.readline() or "null")
-    if not isinstance(spec, dict):
-        return 0  # the server went away before it said what to load
+def main() -> int:
+    """Run the worker on its supervisor's pipe; return its status."""
+    out = ChildPipe()
+    spec = out.receive()
+    if spec is None:
+        return 0  # the host went away before it said what to load
     try:
         plugins = default_plugin_manager()
         backend = plugins.backend(str(spec["backend"])).create(**spec["options"])
@@ -157,7 +123,7 @@ def main(argv: list[str]) -> int:
               "counts": callable(getattr(backend, "prompt_tokens", None))})
     turns: queue.Queue[dict[str, Any]] = queue.Queue()
     tokens: dict[int, CancelToken] = {}
-    threading.Thread(target=_read_commands, args=(inbox, turns, tokens), daemon=True,
+    threading.Thread(target=_read_commands, args=(out, turns, tokens), daemon=True,
                      name="toolwire-worker-commands").start()
     while True:
         message = turns.get()
@@ -172,4 +138,4 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(main())
