@@ -103,6 +103,8 @@ class TurnEnds(ParseState):
         c = self._c
         mark = c.turn_mark
         if mark and data.find(mark, pos) < 0:  # at most a beginning of that, at the end
+            if not data.endswith(c.turn_mark_cuts):  # (all of them at once, in C)
+                return -1, -1
             for beginning in c.turn_mark_cuts_longest_first:
                 at = len(data) - len(beginning)
                 if at >= pos and data.endswith(beginning):
