@@ -112,8 +112,11 @@ class CallParser(TurnEnds):
                         self._text_seen = not chunk.isspace()
                     return [TextEvent(chunk)]
             elif state == _BODY and self._reader is not None:
-                first = self._turn_first  # the family's end-of-turn tokens: one here?
-                if first is not None and (self._pending or first in text):
+                # the family's end-of-turn tokens: one here, or the beginning of one? (all
+                # begin with the first character of what they all begin with: asked first)
+                first = self._turn_first
+                if first is not None and (self._pending or first in text and (
+                        self._turn_mark in text or text.endswith(self._turn_cuts))):
                     return self._feed_value(text)
                 try:
                     taken = self._reader.plain_delta(text)  # a value being written
@@ -123,26 +126,31 @@ class CallParser(TurnEnds):
                     return taken
         out: list[Event] = []
         try:
-            self._run(self._pending + text, out, False,
-                      -1 if self._turn_first is None else self._turns_from(text))
+            held = self._pending
+            data = held + text if held else text
+            first = self._turn_first
+            # the family's end-of-turn tokens: none in the data, nor the beginning of one,
+            # where their first character is not in it (the common case: no call)
+            turns = -1 if first is None or first not in data else self._turns_from(held, text,
+                                                                                   data)
+            self._run(data, out, False, turns)
         except Exception as exc:  # a parser bug must never take down a chat
             self._pending = ""
             out.append(DiagnosticEvent("parser_error", f"{self._fmt.family} parser failed: "
                                                        f"{exc!r}"))
         return out
 
-    def _turns_from(self, text: str) -> int:
-        """Where the family's end-of-turn tokens are looked for in the pending text plus
-        ``text`` (``-1``: none can be there): in the new text, where what they all begin
-        with is in it or it ends with a beginning of that; from the start where what is
-        pending may begin one or the text scanner held it back (not looked at). What a
-        call scope held back was looked at: it holds none, nor ends with a beginning."""
-        held = self._pending
+    def _turns_from(self, held: str, text: str, data: str) -> int:
+        """Where the family's end-of-turn tokens are looked for in ``data``, the pending
+        text ``held`` plus ``text`` (``-1``: none can be there): in the new text, where
+        what they all begin with is in it or it ends with a beginning of that; from the
+        start where what is pending may begin one or the text scanner held it back (not
+        looked at). What a call scope held back was looked at: it holds none, nor ends
+        with a beginning."""
         mark = self._turn_mark
         if self._turn_watch:
             return 0
         if held and self._state < _SECTION:
-            data = held + text
             return 0 if mark in data or data.endswith(self._turn_cuts) else -1
         return len(held) if mark in text or text.endswith(self._turn_cuts) else -1
 
@@ -165,7 +173,8 @@ class CallParser(TurnEnds):
         """Read ``data``; the family's end-of-turn tokens are looked for from ``turns``
         on (``-1``: none can be there), once a call scope reads the data."""
         self._pending = ""
-        self._turn_tail = self._turn_watch = False
+        if self._turn_watch:  # (what it says of what was pending: the tail is pending only
+            self._turn_tail = self._turn_watch = False  # where it is watched)
         pos = 0
         n = len(data)
         scanners = _SCANNERS
