@@ -178,23 +178,31 @@ class CallParser(TurnEnds):
         pos = 0
         n = len(data)
         scanners = _SCANNERS
-        # the next end-of-turn token (or the beginning of one that ends the data), searched
-        # for once a call scope reads this data, and again only past one already passed
-        at = end = -1
-        searched = -1 if turns >= 0 else n
-        while True:
-            state = self._state
-            if state >= _SECTION and searched < n:
-                if searched < 0 or 0 <= at < pos:
-                    searched = max(pos, turns)
-                    at, end = self._turn_end_at(data, searched)
-                if at < 0 or (eof and end < 0):
-                    searched = n  # no end of turn in what is left: the scanners as ever
+        if turns >= 0:
+            # the next end-of-turn token (or the beginning of one that ends the data),
+            # searched for once a call scope reads this data, and again only past one
+            # already passed
+            at = end = -1
+            searched = False
+            while True:
+                state = self._state
+                if state >= _SECTION:
+                    if not searched or 0 <= at < pos:
+                        searched = True
+                        at, end = self._turn_end_at(data, max(pos, turns))
+                    if at < 0 or (eof and end < 0):
+                        break  # no end of turn in what is left: the scanners alone
+                    pos = self._scan_to_turn_end(data, pos, out, eof, at, end)
+                    if pos < 0 or (pos >= n and self._state >= _SECTION):
+                        return
                     continue
-                pos = self._scan_to_turn_end(data, pos, out, eof, at, end)
-                if pos < 0 or (pos >= n and self._state >= _SECTION):
+                pos = scanners[state](self, data, pos, out, eof)
+                if pos < 0:
                     return
-                continue
+                if pos >= n and self._state == state and not (eof and state == _BODY):
+                    return
+        while True:  # (the same loop where no end of turn can be: no test per step)
+            state = self._state
             pos = scanners[state](self, data, pos, out, eof)
             if pos < 0:
                 return
