@@ -128,31 +128,29 @@ class CallParser(TurnEnds):
         try:
             held = self._pending
             data = held + text if held else text
+            # where the family's end-of-turn tokens are looked for in the data (-1: none
+            # can be there): nowhere where their first character is not in it (the common
+            # case); from the start where what is pending may begin one, or the text scanner
+            # held it back (not looked at), where what they all begin with is in the data or
+            # it ends with a beginning of that; else in the new text, where that is in it or
+            # it ends so (what a call scope held back was looked at: it holds none, nor ends
+            # with a beginning)
             first = self._turn_first
-            # the family's end-of-turn tokens: none in the data, nor the beginning of one,
-            # where their first character is not in it (the common case: no call)
-            turns = -1 if first is None or first not in data else self._turns_from(held, text,
-                                                                                   data)
+            if first is None or first not in data:
+                turns = -1
+            elif self._turn_watch:
+                turns = 0
+            elif held and self._state < _SECTION:
+                turns = 0 if self._turn_mark in data or data.endswith(self._turn_cuts) else -1
+            else:
+                turns = len(held) if self._turn_mark in text or text.endswith(
+                    self._turn_cuts) else -1
             self._run(data, out, False, turns)
         except Exception as exc:  # a parser bug must never take down a chat
             self._pending = ""
             out.append(DiagnosticEvent("parser_error", f"{self._fmt.family} parser failed: "
                                                        f"{exc!r}"))
         return out
-
-    def _turns_from(self, held: str, text: str, data: str) -> int:
-        """Where the family's end-of-turn tokens are looked for in ``data``, the pending
-        text ``held`` plus ``text`` (``-1``: none can be there): in the new text, where
-        what they all begin with is in it or it ends with a beginning of that; from the
-        start where what is pending may begin one or the text scanner held it back (not
-        looked at). What a call scope held back was looked at: it holds none, nor ends
-        with a beginning."""
-        mark = self._turn_mark
-        if self._turn_watch:
-            return 0
-        if held and self._state < _SECTION:
-            return 0 if mark in data or data.endswith(self._turn_cuts) else -1
-        return len(held) if mark in text or text.endswith(self._turn_cuts) else -1
 
     def close(self, end_reason: EndReason = "stop") -> list[Event]:
         """End of reply: decide what is still held, flush it (``end_reason="length"``:
