@@ -130,18 +130,17 @@ class CallParser(TurnEnds):
             data = held + text if held else text
             # where the family's end-of-turn tokens are looked for in the data (-1: none
             # can be there): nowhere where their first character is not in it (the common
-            # case); from the start where what is pending may begin one, or the text scanner
-            # held it back (not looked at), where what they all begin with is in the data or
-            # it ends with a beginning of that; else in the new text, where that is in it or
-            # it ends so (what a call scope held back was looked at: it holds none, nor ends
-            # with a beginning)
+            # case); from the start where what is pending may begin one, or outside a call
+            # scope (what the text scanner held back was not looked at; the search runs
+            # only if a scope opens in the data, and finds at once where none is); else in
+            # the new text, where what they all begin with is in it or it ends with a
+            # beginning of that (what a call scope held back was looked at: it holds none,
+            # nor ends with a beginning)
             first = self._turn_first
             if first is None or first not in data:
                 turns = -1
-            elif self._turn_watch:
+            elif self._turn_watch or self._state < _SECTION:
                 turns = 0
-            elif held and self._state < _SECTION:
-                turns = 0 if self._turn_mark in data or data.endswith(self._turn_cuts) else -1
             else:
                 turns = len(held) if self._turn_mark in text or text.endswith(
                     self._turn_cuts) else -1
