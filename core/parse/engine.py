@@ -115,8 +115,8 @@ class CallParser(TurnEnds):
                 # the family's end-of-turn tokens: one here, or the beginning of one? (all
                 # begin with the first character of what they all begin with: asked first)
                 first = self._turn_first
-                if first is not None and (self._pending or first in text and (
-                        self._turn_mark in text or text.endswith(self._turn_cuts))):
+                if first is not None and (self._pending or (first in text and (
+                        self._turn_mark in text or text.endswith(self._turn_cuts)))):
                     return self._feed_value(text)
                 try:
                     taken = self._reader.plain_delta(text)  # a value being written
