@@ -112,9 +112,7 @@ class CallParser(TurnEnds):
                         self._text_seen = not chunk.isspace()
                     return [TextEvent(chunk)]
             elif state == _BODY and self._reader is not None:
-                # the family's end-of-turn tokens: one here, or the beginning of one? (all
-                # begin with the first character of what they all begin with: asked first)
-                first = self._turn_first
+                first = self._turn_first  # an end-of-turn token here, or its beginning?
                 if first is not None and (self._pending or (first in text and (
                         self._turn_mark in text or text.endswith(self._turn_cuts)))):
                     return self._feed_value(text)
@@ -128,14 +126,9 @@ class CallParser(TurnEnds):
         try:
             held = self._pending
             data = held + text if held else text
-            # where the family's end-of-turn tokens are looked for in the data (-1: none
-            # can be there): nowhere where their first character is not in it (the common
-            # case); from the start where what is pending may begin one, or outside a call
-            # scope (what the text scanner held back was not looked at; the search runs
-            # only if a scope opens in the data, and finds at once where none is); else in
-            # the new text, where what they all begin with is in it or it ends with a
-            # beginning of that (what a call scope held back was looked at: it holds none,
-            # nor ends with a beginning)
+            # where end-of-turn tokens are looked for (-1: nowhere, their first character is
+            # not in the data): from 0 where what is pending may begin one or no scope is open
+            # (searched if one opens); else in the new text (a scope's held tail was looked at)
             first = self._turn_first
             if first is None or first not in data:
                 turns = -1
@@ -167,8 +160,7 @@ class CallParser(TurnEnds):
     # -- the loop ------------------------------------------------------------------------
 
     def _run(self, data: str, out: list[Event], eof: bool, turns: int = -1) -> None:
-        """Read ``data``; the family's end-of-turn tokens are looked for from ``turns``
-        on (``-1``: none can be there), once a call scope reads the data."""
+        """Read ``data``; end-of-turn tokens are looked for from ``turns`` on (-1: none)."""
         self._pending = ""
         if self._turn_watch:  # (what it says of what was pending: the tail is pending only
             self._turn_tail = self._turn_watch = False  # where it is watched)
@@ -176,11 +168,9 @@ class CallParser(TurnEnds):
         n = len(data)
         scanners = _SCANNERS
         if turns >= 0:
-            # the next end-of-turn token (or the beginning of one that ends the data),
-            # searched for once a call scope reads this data, and again only past one
-            # already passed
-            at = end = -1
-            searched = False
+            # the next end-of-turn token (or beginning of one ending the data): searched
+            # for once a call scope reads the data, and again only past one passed
+            at, end, searched = -1, -1, False
             while True:
                 state = self._state
                 if state >= _SECTION:
@@ -194,16 +184,13 @@ class CallParser(TurnEnds):
                         return
                     continue
                 pos = scanners[state](self, data, pos, out, eof)
-                if pos < 0:
-                    return
-                if pos >= n and self._state == state and not (eof and state == _BODY):
+                if pos < 0 or (pos >= n and self._state == state and not (eof and
+                                                                          state == _BODY)):
                     return
         while True:  # (the same loop where no end of turn can be: no test per step)
             state = self._state
             pos = scanners[state](self, data, pos, out, eof)
-            if pos < 0:
-                return
-            if pos >= n and self._state == state and not (eof and state == _BODY):
+            if pos < 0 or (pos >= n and self._state == state and not (eof and state == _BODY)):
                 return
 
     # -- text ----------------------------------------------------------------------------
