@@ -43,7 +43,8 @@ TEMPLATES = {"kimi_k3": "Kimi-K3.jinja", "gemma4": "google-gemma-4-31B-it.jinja"
              "hermes_json": "Qwen-Qwen2.5-7B-Instruct.jinja",
              "deepseek": "deepseek-ai-DeepSeek-V3.1.jinja", "hy3_xml": "tencent-Hy3.jinja",
              "dsml": "deepseek-ai-DeepSeek-V3.2.jinja", "glm_xml": "GLM-4.6.jinja",
-             "minimax_xml": "MiniMax-M2.jinja", "kimi_k2": "Kimi-K2-Instruct.jinja",
+             "minimax_xml": "MiniMax-M2.jinja", "minimax_m3": "MiniMax-M3.jinja",
+             "kimi_k2": "Kimi-K2-Instruct.jinja",
              "seed_xml": "ByteDance-Seed-OSS.jinja"}
 OWN_TEMPLATES = {"llama4_pythonic": "llama4-pythonic-style.jinja"}
 SHAPES = ("huge_argument", "many_calls", "plain_text")

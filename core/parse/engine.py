@@ -112,8 +112,9 @@ class CallParser(TurnEnds):
                         self._text_seen = not chunk.isspace()
                     return [TextEvent(chunk)]
             elif state == _BODY and self._reader is not None:
-                first = self._turn_first  # the family's end-of-turn tokens: one here?
-                if first is not None and (self._pending or first in text):
+                first = self._turn_first  # an end-of-turn token here, or its beginning?
+                if first is not None and (self._pending or (first in text and (
+                        self._turn_mark in text or text.endswith(self._turn_cuts)))):
                     return self._feed_value(text)
                 try:
                     taken = self._reader.plain_delta(text)  # a value being written
@@ -123,28 +124,25 @@ class CallParser(TurnEnds):
                     return taken
         out: list[Event] = []
         try:
-            self._run(self._pending + text, out, False,
-                      -1 if self._turn_first is None else self._turns_from(text))
+            held = self._pending
+            data = held + text if held else text
+            # where end-of-turn tokens are looked for (-1: nowhere, their first character is
+            # not in the data): from 0 where what is pending may begin one or no scope is open
+            # (searched if one opens); else in the new text (a scope's held tail was looked at)
+            first = self._turn_first
+            if first is None or first not in data:
+                turns = -1
+            elif self._turn_watch or self._state < _SECTION:
+                turns = 0
+            else:
+                turns = len(held) if self._turn_mark in text or text.endswith(
+                    self._turn_cuts) else -1
+            self._run(data, out, False, turns)
         except Exception as exc:  # a parser bug must never take down a chat
             self._pending = ""
             out.append(DiagnosticEvent("parser_error", f"{self._fmt.family} parser failed: "
                                                        f"{exc!r}"))
         return out
-
-    def _turns_from(self, text: str) -> int:
-        """Where the family's end-of-turn tokens are looked for in the pending text plus
-        ``text`` (``-1``: none can be there): in the new text, where what they all begin
-        with is in it or it ends with a beginning of that; from the start where what is
-        pending may begin one or the text scanner held it back (not looked at). What a
-        call scope held back was looked at: it holds none, nor ends with a beginning."""
-        held = self._pending
-        mark = self._turn_mark
-        if self._turn_watch:
-            return 0
-        if held and self._state < _SECTION:
-            data = held + text
-            return 0 if mark in data or data.endswith(self._turn_cuts) else -1
-        return len(held) if mark in text or text.endswith(self._turn_cuts) else -1
 
     def close(self, end_reason: EndReason = "stop") -> list[Event]:
         """End of reply: decide what is still held, flush it (``end_reason="length"``:
@@ -162,34 +160,37 @@ class CallParser(TurnEnds):
     # -- the loop ------------------------------------------------------------------------
 
     def _run(self, data: str, out: list[Event], eof: bool, turns: int = -1) -> None:
-        """Read ``data``; the family's end-of-turn tokens are looked for from ``turns``
-        on (``-1``: none can be there), once a call scope reads the data."""
+        """Read ``data``; end-of-turn tokens are looked for from ``turns`` on (-1: none)."""
         self._pending = ""
-        self._turn_tail = self._turn_watch = False
+        if self._turn_watch:  # (what it says of what was pending: the tail is pending only
+            self._turn_tail = self._turn_watch = False  # where it is watched)
         pos = 0
         n = len(data)
         scanners = _SCANNERS
-        # the next end-of-turn token (or the beginning of one that ends the data), searched
-        # for once a call scope reads this data, and again only past one already passed
-        at = end = -1
-        searched = -1 if turns >= 0 else n
-        while True:
-            state = self._state
-            if state >= _SECTION and searched < n:
-                if searched < 0 or 0 <= at < pos:
-                    searched = max(pos, turns)
-                    at, end = self._turn_end_at(data, searched)
-                if at < 0 or (eof and end < 0):
-                    searched = n  # no end of turn in what is left: the scanners as ever
+        if turns >= 0:
+            # the next end-of-turn token (or beginning of one ending the data): searched
+            # for once a call scope reads the data, and again only past one passed
+            at, end, searched = -1, -1, False
+            while True:
+                state = self._state
+                if state >= _SECTION:
+                    if not searched or 0 <= at < pos:
+                        searched = True
+                        at, end = self._turn_end_at(data, max(pos, turns))
+                    if at < 0 or (eof and end < 0):
+                        break  # no end of turn in what is left: the scanners alone
+                    pos = self._scan_to_turn_end(data, pos, out, eof, at, end)
+                    if pos < 0 or (pos >= n and self._state >= _SECTION):
+                        return
                     continue
-                pos = self._scan_to_turn_end(data, pos, out, eof, at, end)
-                if pos < 0 or (pos >= n and self._state >= _SECTION):
+                pos = scanners[state](self, data, pos, out, eof)
+                if pos < 0 or (pos >= n and self._state == state and not (eof and
+                                                                          state == _BODY)):
                     return
-                continue
+        while True:  # (the same loop where no end of turn can be: no test per step)
+            state = self._state
             pos = scanners[state](self, data, pos, out, eof)
-            if pos < 0:
-                return
-            if pos >= n and self._state == state and not (eof and state == _BODY):
+            if pos < 0 or (pos >= n and self._state == state and not (eof and state == _BODY)):
                 return
 
     # -- text ----------------------------------------------------------------------------

@@ -103,15 +103,27 @@ class TurnEnds(ParseState):
         c = self._c
         mark = c.turn_mark
         if mark and data.find(mark, pos) < 0:  # at most a beginning of that, at the end
-            for beginning in c.turn_mark_cuts_longest_first:
-                at = len(data) - len(beginning)
-                if at >= pos and data.endswith(beginning):
-                    return at, -1
-            return -1, -1
+            if not data.endswith(c.turn_mark_cuts):  # (all of them at once, in C)
+                return -1, -1
+            return self._mark_cut_at(data, pos), -1
         found = c.turn_ends.token_or_beginning(data, pos)
         if found is None:
             return -1, -1
         return found.start(), found.end() if found.group("token") is not None else -1
+
+    def _mark_cut_at(self, data: str, pos: int) -> int:
+        """Where the longest beginning of what the end-of-turn tokens all begin with
+        (a proper one) that ends ``data`` starts, at or after ``pos`` (``-1``: none):
+        the first place in its last characters where the first character is found and
+        what follows begins it (found, not tried beginning by beginning)."""
+        mark = self._turn_mark
+        first = mark[0]
+        k = data.find(first, max(pos, len(data) - len(mark) + 1))
+        while k >= 0:
+            if mark.startswith(data[k:]):
+                return k
+            k = data.find(first, k + 1)
+        return -1
 
     def _scan_scope(self, data: str, pos: int, out: list[Event], eof: bool) -> int:
         """Run the scanners while a call scope is open: the position where it ended
