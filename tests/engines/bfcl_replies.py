@@ -18,9 +18,7 @@ import attrs
 from tests.families.test_bfcl_round_trip import (
     BFCL_FILES,
     FAMILY_TEMPLATES,
-    _concrete_call,
-    _records,
-    _tools,
+    ground_truth_turns,
 )
 from tests.support.paths import MISSING_SCHEMAS, SHARED_SCHEMAS
 from tests.support.templates import family_template, require_templates
@@ -59,19 +57,10 @@ def bfcl_turns(family: str, file_name: str) -> tuple[BfclTurn, ...]:
     renderer = AssistantTurnRenderer(source, make_call_id=spec.make_call_id)
     turns: list[BfclTurn] = []
     outside: set[tuple[str, str]] = set()
-    for record_id, functions, ground_truth in _records(file_name):
-        tools = _tools(functions)
-        parameters = {t["function"]["name"]: t["function"]["parameters"] for t in tools}
-        calls = []
-        for entry in ground_truth:
-            ((name, acceptable),) = entry.items()
-            calls.append((name, _concrete_call(record_id, name, acceptable,
-                                               parameters[name], outside)))
-        grouped = [calls] if renderer.parallel_calls else [[call] for call in calls]
-        for turn in grouped:
-            rendered = renderer.render(turn, tools=tools)
-            turns.append(BfclTurn(record_id, source, tuple(tools), rendered.text,
-                                  rendered.prompt_tail))
+    for record_id, tools, turn in ground_truth_turns(file_name, renderer.parallel_calls, outside):
+        rendered = renderer.render(turn, tools=tools)
+        turns.append(BfclTurn(record_id, source, tuple(tools), rendered.text,
+                              rendered.prompt_tail))
     return tuple(turns)
 
 

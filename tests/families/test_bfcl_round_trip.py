@@ -163,6 +163,24 @@ def bfcl_available() -> None:
         pytest.skip(MISSING_TEMPLATES if not TEMPLATES.is_dir() else MISSING_SCHEMAS)
 
 
+def ground_truth_turns(file_name: str, parallel_calls: bool, outside: set[tuple[str, str]]
+                       ) -> Iterator[tuple[str, list[dict[str, Any]], list[tuple[str, Any]]]]:
+    """``(record id, tools, calls of one assistant turn)`` for every ground-truth call of
+    a BFCL file: a record's calls in one turn where the template writes parallel calls,
+    else one turn each; ``outside`` collects the values the schema does not admit."""
+    for record_id, functions, ground_truth in _records(file_name):
+        tools = _tools(functions)
+        parameters = {t["function"]["name"]: t["function"]["parameters"] for t in tools}
+        calls = []
+        for entry in ground_truth:
+            ((name, acceptable),) = entry.items()
+            calls.append((name, _concrete_call(record_id, name, acceptable,
+                                               parameters[name], outside)))
+        for turn in ([calls] if parallel_calls else [[call] for call in calls]):
+            yield record_id, tools, turn
+
+
+
 def test_every_registered_family_has_a_template() -> None:
     missing = sorted(set(PLUGINS.parsers()) - set(FAMILY_TEMPLATES) - set(COVERED_ELSEWHERE))
     assert not missing, (f"add a real template rendering {missing} to FAMILY_TEMPLATES in "
@@ -178,26 +196,17 @@ def test_bfcl_ground_truth_calls_round_trip(family: str, file_name: str) -> None
     renderer = AssistantTurnRenderer(source, make_call_id=spec.make_call_id)
     outside: set[tuple[str, str]] = set()
     tried, failures = 0, []
-    for record_id, functions, ground_truth in _records(file_name):
-        tools = _tools(functions)
-        parameters = {t["function"]["name"]: t["function"]["parameters"] for t in tools}
-        calls = []
-        for entry in ground_truth:
-            ((name, acceptable),) = entry.items()
-            calls.append((name, _concrete_call(record_id, name, acceptable,
-                                               parameters[name], outside)))
-        turns = [calls] if renderer.parallel_calls else [[call] for call in calls]
-        for turn in turns:
-            tried += len(turn)
-            rendered = renderer.render(turn, tools=tools)
-            pipeline = build_pipeline(spec, tool_parameters_by_name(tools), plugins=PLUGINS,
-                                      chat_template=source, prompt_tail=rendered.prompt_tail)
-            reply = collect_reply(pipeline.feed(rendered.text) + pipeline.close())
-            got = [(c.name, json_dumps(dict(c.arguments))) for c in reply.tool_calls]
-            want = [(n, json_dumps(a)) for n, a in turn]
-            if got != want or reply.diagnostics or reply.content.strip():
-                failures.append(f"{record_id}:\n  sent {want}\n  got  {got}\n  "
-                                f"text {reply.content!r} diagnostics {reply.diagnostics}")
+    for record_id, tools, turn in ground_truth_turns(file_name, renderer.parallel_calls, outside):
+        tried += len(turn)
+        rendered = renderer.render(turn, tools=tools)
+        pipeline = build_pipeline(spec, tool_parameters_by_name(tools), plugins=PLUGINS,
+                                  chat_template=source, prompt_tail=rendered.prompt_tail)
+        reply = collect_reply(pipeline.feed(rendered.text) + pipeline.close())
+        got = [(c.name, json_dumps(dict(c.arguments))) for c in reply.tool_calls]
+        want = [(n, json_dumps(a)) for n, a in turn]
+        if got != want or reply.diagnostics or reply.content.strip():
+            failures.append(f"{record_id}:\n  sent {want}\n  got  {got}\n  "
+                            f"text {reply.content!r} diagnostics {reply.diagnostics}")
     assert tried == BFCL_FILES[file_name]
     assert not failures, f"{len(failures)} of {tried} turns differ:\n" + "\n".join(failures[:5])
     category = file_name.removeprefix("BFCL_v4_").removesuffix(".json")
