@@ -10,6 +10,7 @@ told the same prompt tail and read the way the adapters close a reply.
 from __future__ import annotations
 
 import functools
+import random
 from collections.abc import Iterator
 from typing import Any
 
@@ -24,7 +25,7 @@ from tests.support.paths import MISSING_SCHEMAS, SHARED_SCHEMAS
 from tests.support.templates import family_template, require_templates
 from toolwire.testing import AssistantTurnRenderer, isolated_plugin_manager
 
-__all__ = ["FAMILIES", "BfclTurn", "bfcl_turns"]
+__all__ = ["FAMILIES", "BfclTurn", "bfcl_turns", "deltas"]
 
 PLUGINS = isolated_plugin_manager()
 
@@ -66,3 +67,15 @@ def bfcl_turns(family: str, file_name: str) -> tuple[BfclTurn, ...]:
 
 def every_file() -> Iterator[str]:
     yield from sorted(BFCL_FILES)
+
+
+def deltas(text: str, rng: random.Random | None) -> list[str]:
+    """``text`` in 1-character deltas, or in random deltas of 1 to 12 characters."""
+    if rng is None:
+        return list(text)
+    out, i = [], 0
+    while i < len(text):
+        n = rng.randint(1, 12)
+        out.append(text[i:i + n])
+        i += n
+    return out

@@ -30,7 +30,13 @@ from sglang.srt.entrypoints.openai.protocol import Tool, ToolChoice  # noqa: E40
 from sglang.srt.function_call.function_call_parser import FunctionCallParser  # noqa: E402
 
 import toolwire  # noqa: E402
-from tests.engines.bfcl_replies import FAMILIES, BfclTurn, bfcl_turns, every_file  # noqa: E402
+from tests.engines.bfcl_replies import (  # noqa: E402
+    FAMILIES,
+    BfclTurn,
+    bfcl_turns,
+    deltas,
+    every_file,
+)
 from tests.engines.peer_cases import PEER_CASES, PeerCase  # noqa: E402
 from tests.engines.tokenizer import byte_tokenizer  # noqa: E402
 from tests.support.paths import REPO  # noqa: E402
@@ -78,17 +84,6 @@ def _stream(parser: FunctionCallParser, chunks: list[str]) -> tuple[str, tuple[A
 def _whole(parser: FunctionCallParser, text: str) -> tuple[str, tuple[Any, ...]]:
     content, calls = parser.parse_non_stream(text)
     return content, tuple((c.name, c.parameters) for c in calls)
-
-
-def _chunks(text: str, rng: random.Random | None) -> list[str]:
-    if rng is None:
-        return list(text)
-    out, i = [], 0
-    while i < len(text):
-        n = rng.randint(1, 12)
-        out.append(text[i:i + n])
-        i += n
-    return out
 
 
 # -- registration and launch --------------------------------------------------------------
@@ -245,7 +240,7 @@ def test_bfcl_round_trips_read_through_sglang_as_toolwire_reads_them(family: str
                                        end_reason="length")
             text = _content_after_reasoning(turn, live)
             want = tuple((c.name, arguments_json(c.arguments)) for c in ref.tool_calls)
-            ways: list[list[str] | None] = [None, _chunks(text, rng)]
+            ways: list[list[str] | None] = [None, deltas(text, rng)]
             if i % 8 == 0:
                 ways.append(list(text))
             for chunks in ways:

@@ -27,7 +27,13 @@ os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
 engine("vllm", "vllm.tool_parsers")
 
 import toolwire  # noqa: E402
-from tests.engines.bfcl_replies import FAMILIES, BfclTurn, bfcl_turns, every_file  # noqa: E402
+from tests.engines.bfcl_replies import (  # noqa: E402
+    FAMILIES,
+    BfclTurn,
+    bfcl_turns,
+    deltas,
+    every_file,
+)
 from tests.engines.peer_cases import PEER_CASES, PeerCase  # noqa: E402
 from tests.engines.tokenizer import byte_tokenizer, token_ids  # noqa: E402
 from tests.engines.vllm_harness import (  # noqa: E402
@@ -60,18 +66,6 @@ def _reference(text: str, turn_template: str, tools: Any, prompt_tail: str
 
 def _calls(reply: toolwire.ParsedReply) -> tuple[tuple[str, str], ...]:
     return tuple((c.name, arguments_json(c.arguments)) for c in reply.tool_calls)
-
-
-def _chunks(text: str, rng: random.Random | None) -> list[str]:
-    """``text`` in 1-character deltas, or in random deltas of 1 to 12 characters."""
-    if rng is None:
-        return list(text)
-    out, i = [], 0
-    while i < len(text):
-        n = rng.randint(1, 12)
-        out.append(text[i:i + n])
-        i += n
-    return out
 
 
 # -- vllm serve: registration and start ---------------------------------------------------
@@ -288,7 +282,7 @@ def test_a_reply_cut_inside_a_call_never_yields_a_broken_call(cut: int, seed: in
     request = chat_request([WEATHER], chat_template_kwargs=NO_THINKING)
     full = f"On it. {QWEN_CALL}\n{QWEN_CALL.replace('Paris', 'Oslo')}"
     text = full[:cut % (len(full) + 1)]
-    got = stream(cls, tokenizer, request, _chunks(text, random.Random(seed)),
+    got = stream(cls, tokenizer, request, deltas(text, random.Random(seed)),
                  finish_reason="length")
     complete = full.count("</tool_call>") if text == full else text.count("</function>")
     assert len(got.calls) == complete
@@ -394,10 +388,10 @@ def test_bfcl_round_trips_read_through_vllm_as_toolwire_reads_them(family: str) 
         for i, turn in enumerate(turns):
             tried += 1
             checks = [(alone, True, None), (paired, False, None),
-                      (alone, True, _chunks(turn.text, rng))]
+                      (alone, True, deltas(turn.text, rng))]
             if i % 8 == 0:
                 checks += [(alone, True, list(turn.text)), (paired, False, list(turn.text)),
-                           (paired, False, _chunks(turn.text, rng))]
+                           (paired, False, deltas(turn.text, rng))]
             for cls, is_alone, chunks in checks:
                 problem = _check(cls, tokenizer, turn, is_alone, chunks)
                 if problem:
