@@ -66,6 +66,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     folder = Path(tempfile.mkdtemp(prefix="toolwire-fresh-"))
     clone = folder / "toolwire"
+    head = _head()
     try:
         subprocess.run(["git", "clone", "-q", str(REPO), str(clone)], check=True)
         if args.shared:
@@ -85,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
                          "seconds": round(seconds), "shared": bool(args.shared),
                          "passes": ", ".join(_counts(s) for s in fast["summaries"])})
         print_table(rows, ["step", "status", "seconds", "shared", "passes"],
-                    title=f"the README's test command in a fresh clone of {_head()}")
+                    title=f"the README's test command in a fresh clone of {head}")
         print_table(run["slowest"], ["seconds", "phase", "test"], title="ten slowest tests")
         path = write_results("test_command", [*rows, {"slowest": run["slowest"],
                                                       "summaries": run["summaries"]}])
