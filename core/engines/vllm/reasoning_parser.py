@@ -25,7 +25,13 @@ from vllm.entrypoints.generate.base.protocol import DeltaMessage
 from vllm.reasoning.abs_reasoning_parsers import ReasoningParser
 
 from ..reply_stream import ReplyPiece, ReplyStream
-from .served import END_REASON, decode_tail, prompt_tail, served_family
+from .served import (
+    END_REASON,
+    decode_tail,
+    forced_family_classes,
+    prompt_tail,
+    served_family,
+)
 
 __all__ = ["ToolwireReasoningParser"]
 
@@ -170,15 +176,5 @@ def _decode(tokenizer: Any, ids: tuple[int, ...]) -> str:
         return decode_tail(tokenizer, ids, len(ids))
 
 
-@functools.cache
-def _forced(family: str) -> type[ToolwireReasoningParser]:
-    return type(f"ToolwireReasoningParser__{family}", (ToolwireReasoningParser,),
-                {"forced_family": family, "__module__": __name__})
-
-
-def __getattr__(name: str) -> Any:
-    """``ToolwireReasoningParser__<family>``: the parser of ``toolwire-<family>``."""
-    prefix = "ToolwireReasoningParser__"
-    if name.startswith(prefix) and len(name) > len(prefix):
-        return _forced(name[len(prefix):])
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = forced_family_classes(ToolwireReasoningParser, __name__)
+"""``ToolwireReasoningParser__<family>``: the parser of ``toolwire-<family>``."""

@@ -11,7 +11,7 @@ build costs a dictionary look-up. A request that brings its own
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import toolwire
@@ -23,9 +23,19 @@ END_REASON: toolwire.EndReason = "length"
 each is read as toolwire reads one the token limit cut: a call counts once its own
 closing markup is written, and a call the reply ended inside is never sent."""
 
-__all__ = ["END_REASON", "decode_tail", "family_for_request", "prompt_tail", "reasoning_is_open",
-           "request_messages", "request_tools", "served_family", "served_template",
-           "template_kwargs"]
+__all__ = [
+    "END_REASON",
+    "decode_tail",
+    "family_for_request",
+    "forced_family_classes",
+    "prompt_tail",
+    "reasoning_is_open",
+    "request_messages",
+    "request_tools",
+    "served_family",
+    "served_template",
+    "template_kwargs",
+]
 
 
 def served_template(tokenizer: Any) -> str | None:
@@ -115,3 +125,20 @@ def reasoning_is_open(family: ServedFamily, text: str) -> bool:
     if tags is None or not text:
         return False
     return toolwire.PromptState.from_tail(text, tags[0]) is toolwire.PromptState.THINK_OPEN
+
+
+def forced_family_classes(base: type, module: str) -> Callable[[str], Any]:
+    """A module ``__getattr__`` that answers ``<Base>__<family>``: ``base`` with its family
+    forced (the parser of ``toolwire-<family>``), made once per family."""
+    prefix = f"{base.__name__}__"
+
+    @functools.cache
+    def forced(family: str) -> type:
+        return type(prefix + family, (base,), {"forced_family": family, "__module__": module})
+
+    def module_attribute(name: str) -> Any:
+        if name.startswith(prefix) and len(name) > len(prefix):
+            return forced(name[len(prefix):])
+        raise AttributeError(f"module {module!r} has no attribute {name!r}")
+
+    return module_attribute

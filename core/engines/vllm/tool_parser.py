@@ -31,7 +31,6 @@ inside is never sent, streamed or whole (``docs/engines.md``).
 
 from __future__ import annotations
 
-import functools
 import logging
 from collections.abc import Sequence
 from typing import Any, ClassVar
@@ -55,6 +54,7 @@ from ..served_family import ServedFamily, forced_tool_choice
 from .served import (
     END_REASON,
     family_for_request,
+    forced_family_classes,
     prompt_tail,
     request_tools,
     served_family,
@@ -204,15 +204,5 @@ def _joined(first: ReplyPiece, second: ReplyPiece) -> ReplyPiece:
 
 
 
-@functools.cache
-def _forced(family: str) -> type[ToolwireToolParser]:
-    return type(f"ToolwireToolParser__{family}", (ToolwireToolParser,),
-                {"forced_family": family, "__module__": __name__})
-
-
-def __getattr__(name: str) -> Any:
-    """``ToolwireToolParser__<family>``: the parser of ``toolwire-<family>``."""
-    prefix = "ToolwireToolParser__"
-    if name.startswith(prefix) and len(name) > len(prefix):
-        return _forced(name[len(prefix):])
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = forced_family_classes(ToolwireToolParser, __name__)
+"""``ToolwireToolParser__<family>``: the parser of ``toolwire-<family>``."""
