@@ -39,14 +39,12 @@ from tests.engines.bfcl_replies import (  # noqa: E402
 )
 from tests.engines.peer_cases import PEER_CASES, PeerCase  # noqa: E402
 from tests.engines.tokenizer import byte_tokenizer  # noqa: E402
+from tests.engines.tools import WEATHER  # noqa: E402
 from tests.support.paths import REPO  # noqa: E402
 from tests.support.templates import shared_template  # noqa: E402
 from toolwire.engines.reply_stream import arguments_json  # noqa: E402
 from toolwire.engines.sglang.detector import register  # noqa: E402
 
-WEATHER = {"type": "function", "function": {
-    "name": "get_weather", "parameters": {"type": "object", "properties": {
-        "city": {"type": "string"}, "days": {"type": "integer"}}, "required": ["city"]}}}
 QWEN_CALL = ("<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n"
              "<parameter=days>\n3\n</parameter>\n</function>\n</tool_call>")
 

@@ -24,13 +24,10 @@ xgr = engine("xgrammar")
 import toolwire  # noqa: E402
 from tests.engines.bfcl_replies import FAMILIES, PLUGINS, bfcl_turns, every_file  # noqa: E402
 from tests.engines.tokenizer import byte_tokenizer  # noqa: E402
+from tests.engines.tools import WEATHER  # noqa: E402
 from tests.families.test_bfcl_round_trip import FAMILY_TEMPLATES  # noqa: E402
 from tests.support.gbnf_sampler import GbnfSampler  # noqa: E402
 from tests.support.templates import family_template  # noqa: E402
-
-WEATHER = {"type": "function", "function": {
-    "name": "get_weather", "parameters": {"type": "object", "properties": {
-        "city": {"type": "string"}, "days": {"type": "integer"}}, "required": ["city"]}}}
 
 
 def _has_grammar(family: str) -> bool:

@@ -17,6 +17,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import toolwire
+from tests.engines.tools import WEATHER
 from toolwire.engines.reply_stream import ReplyPiece, ReplyStream, arguments_json
 from toolwire.engines.served_family import (
     ServedFamily,
@@ -25,10 +26,6 @@ from toolwire.engines.served_family import (
     tool_parameters,
 )
 from toolwire.testing.strategies import adversarial_text, chunkings
-
-WEATHER = {"type": "function", "function": {
-    "name": "get_weather", "parameters": {"type": "object", "properties": {
-        "city": {"type": "string"}, "days": {"type": "integer"}}, "required": ["city"]}}}
 
 CALLS: dict[str, str] = {
     "qwen_xml": ("<tool_call>\n<function=get_weather>\n<parameter=city>\n{city}\n</parameter>\n"
