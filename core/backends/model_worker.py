@@ -171,6 +171,7 @@ class WorkerBackend:
         self._turn_lock = threading.Lock()
         self._turns = 0
         self._closed = False
+        self._closing = threading.Event()  # set by close(): a back-off wait ends at once
         self._starting = False
         self._failures = 0
         self._refused = ""  # the backend's refusal of an option value, from the last start
@@ -245,8 +246,9 @@ class WorkerBackend:
         def run() -> None:
             try:
                 wait = delay
-                while not self._closed:
-                    time.sleep(wait)
+                # Wait on close(), not a sleep: a worker closed during a back-off is never
+                # started afterwards (a 600 s wait used to start one long after the close).
+                while not self._closing.wait(wait):
                     if not self._launch(restart=True):
                         return
                     self._failures += 1
@@ -297,6 +299,7 @@ class WorkerBackend:
         """Stop the worker (the backend answers no turn afterwards)."""
         with self._state_lock:
             self._closed = True
+            self._closing.set()
             worker, self._worker = self._worker, None
             self._ready.clear()
         if worker is not None:
