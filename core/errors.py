@@ -136,7 +136,7 @@ class ToolDefinitionError(ToolwireError, TypeError):
 
 class ToolSchemaBudgetError(ToolDefinitionError):
     """A tool's schema is over one of the size budgets every tool schema is held to
-    (see :mod:`toolwire.vocabulary.schema_budget`); the tool is refused where it
+    (see :mod:`toolwire.vocabulary.schema_size`); the tool is refused where it
     enters (created, sent in a request, listed by an MCP server).
 
     :ivar tool: the tool's name.

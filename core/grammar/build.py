@@ -36,7 +36,7 @@ from ..errors import (
 )
 from ..parse.record import CallFormat
 from ..vocabulary.schema import normalize_schema
-from ..vocabulary.schema_budget import check_schema_budget
+from ..vocabulary.schema_size import check_schema_size
 from ..vocabulary.tool_choice import ResolvedChoice, ToolChoice, resolve_tool_choice
 from .avoid import avoiding_text, bounded_text
 from .calls import CallsWriter
@@ -113,7 +113,7 @@ def tool_shapes(tools: Sequence[Any]) -> list[tuple[str, Mapping[str, Any]]]:
             name = function.get("name")
             raw = function.get("parameters") or {"type": "object"}
             try:
-                check_schema_budget(raw, tool=str(name))
+                check_schema_size(raw, tool=str(name))
             except ToolSchemaBudgetError as exc:
                 raise GrammarSchemaError(str(exc), tool=str(name), path="/",
                                          keyword=exc.budget) from None

@@ -39,11 +39,9 @@ from typing import Any
 
 import attrs
 
-__all__ = ["CUT_META_KEY", "DEFAULT_MAX_MESSAGE_BYTES", "TAIL_BYTES", "MessageReader",
+__all__ = ["CUT_META_KEY", "TAIL_BYTES", "MessageReader",
            "Oversized", "complete_prefix", "cut_message", "ending_members"]
 
-DEFAULT_MAX_MESSAGE_BYTES = 4 * 1024 * 1024
-"""The most bytes of one message from a server that are read (the rest is cut)."""
 TAIL_BYTES = 4096
 """The end of an oversized message kept to find members written after the large one."""
 CUT_META_KEY = "toolwire/cut"

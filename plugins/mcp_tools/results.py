@@ -21,18 +21,17 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from toolwire.plugin_api import McpLimits
+
 from .message_cut import CUT_META_KEY
 
-__all__ = ["DEFAULT_MAX_RESULT_CHARS", "cut_while_read", "render_content", "render_result"]
-
-DEFAULT_MAX_RESULT_CHARS = 100_000
-"""The most characters of one result the model is given."""
+__all__ = ["cut_while_read", "render_content", "render_result"]
 
 _EMPTY = "(the MCP tool returned no content)"
 _NOTHING = object()
 
 
-def render_result(result: Any, *, max_chars: int = DEFAULT_MAX_RESULT_CHARS) -> str:
+def render_result(result: Any, *, max_chars: int = McpLimits().max_result_chars) -> str:
     """The text of a ``CallToolResult`` (its ``content`` and ``structured_content``)."""
     content = getattr(result, "content", None) or []
     structured = getattr(result, "structured_content", None)

@@ -282,7 +282,7 @@ def post_only(base: str, body: Any) -> http.client.HTTPConnection:
 
 
 def test_a_full_queue_is_429_and_a_disconnect_cancels_the_generation() -> None:
-    from toolwire.apps.server.limits import ServerLimits
+    from toolwire.limits import ServerLimits
 
     backend = GatedBackend([ANSWER, ANSWER])
     app = scripted_app(backend, limits=ServerLimits(max_waiting=1))
