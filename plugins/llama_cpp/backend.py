@@ -557,7 +557,7 @@ class LlamaCppBackend(TemplatedBackend):
     :param n_ctx: the context window in tokens; default: the model's trained
         length capped at :data:`DEFAULT_N_CTX_CAP`.
     :param max_tokens: the most tokens one reply may take; the prompt gets
-        ``n_ctx - max_tokens`` (see ``docs/local.md``, "Context budget").
+        ``n_ctx - max_tokens`` (see ``docs/local.md``, "The context fit").
     :param temperature: sampling temperature (``0`` is greedy).
     :param top_p: nucleus sampling.
     :param seed: the sampling seed (``None``: random).
