@@ -26,7 +26,7 @@ import attrs
 
 __all__ = ["LIMIT_RECORDS", "PATTERN_LIMITS", "RENDER_SECONDS_VARIABLE", "Bound",
            "DispatchLimits", "GgufLimits", "McpLimits", "PatternLimits", "PromptLimits",
-           "RenderLimits", "SchemaLimits", "ServerLimits", "WorkspaceLimits", "bounds"]
+           "RenderLimits", "SchemaLimits", "ServerLimits", "WorkspaceLimits", "bound", "bounds"]
 
 RENDER_SECONDS_VARIABLE: Final = "TOOLWIRE_TEMPLATE_SECONDS"
 """Environment variable: the default ``max_seconds`` of a render."""
@@ -37,8 +37,8 @@ class Bound:
     """One bound as the command line and the docs show it: the ``record`` and field
     (``name``) holding it, its ``default`` (before any environment variable), its
     ``unit`` (``bytes``, ``s`` or what is counted), its one-line ``meaning``, and the
-    ``toolwire serve`` ``flag``, environment variable (``env``) or ``python`` argument
-    that sets it, if any."""
+    command-line ``flag``, environment variable (``env``) or ``python`` argument that
+    sets it, if any."""
 
     record: str
     name: str
@@ -59,6 +59,11 @@ class Bound:
                     return f"{value // size:,} {name}"
             return f"{value:,} bytes"
         return f"{value:g} s" if self.unit == "s" else f"{value:,} {self.unit}".rstrip()
+
+    @property
+    def help(self) -> str:
+        """Its command-line option's help: the meaning and the default."""
+        return f"{self.meaning} (default {self.shown})"
 
 
 def _positive(instance: object, attribute: attrs.Attribute[Any], value: Any) -> None:
@@ -91,6 +96,11 @@ def bounds(record: type) -> tuple[Bound, ...]:
     """Every bound of a limits record, in the record's order."""
     return tuple(Bound(record.__name__, field.name, *field.metadata["bound"])
                  for field in attrs.fields(record))
+
+
+def bound(record: type, name: str) -> Bound:
+    """The bound ``name`` of a limits record."""
+    return next(found for found in bounds(record) if found.name == name)
 
 
 @attrs.frozen
@@ -167,7 +177,7 @@ class PromptLimits:
 class DispatchLimits:
     """Running the model's tool calls (:mod:`toolwire.conversation`)."""
 
-    tool_seconds: float = _bound(60.0, "s", "one call's running time",
+    tool_seconds: float = _bound(60.0, "s", "one call's running time", flag="--timeout",
                                  python="`Chat(tool_timeout=...)`, `@tool(timeout=...)`")
     tool_threads: int = _bound(32, "threads", "threads running calls with a timeout (all "
                                "abandoned: calls refused, `busy`)", env="TOOLWIRE_TOOL_THREADS",
@@ -175,8 +185,9 @@ class DispatchLimits:
     max_output_chars: int = _bound(100_000, "characters", "one result the model and the history "
                                    "get (then a note)", python="`Chat(max_tool_output_chars=...)`")
     max_argument_depth: int = _bound(100, "levels", "nesting of a call's arguments")
-    max_tool_iters: int = _bound(10, "turns", "model turns in one exchange (the last for the "
-                                 "answer)", python="`Chat(max_tool_iters=...)`")
+    max_tool_iters: int = _bound(10, "turns", "model turns per message; the last answers "
+                                 "without tools", flag="--max-tool-iters",
+                                 python="`Chat(max_tool_iters=...)`")
 
 
 @attrs.frozen

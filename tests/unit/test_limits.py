@@ -6,8 +6,9 @@
   (``<!-- limits: NAME -->`` ... ``<!-- /limits -->``), and docs/security.md has one
   for every record: a default, a flag or a meaning changed in the record fails here
   until the docs are written again (``python -m tests.unit.test_limits --write``);
-* ``toolwire serve`` has one option per bound with a flag, and no other bound option:
-  its default is the record's, its help the bound's meaning and default;
+* every bound with a flag is that option of a command (``serve``, ``chat``, ``tools``),
+  its help the bound's meaning and default, its default the record's (``serve`` fills
+  its bounds from ``ServerLimits`` and has no other bound option);
 * an environment variable a bound names sets that bound's default, and a value that is
   not a positive number leaves the default.
 """
@@ -23,6 +24,7 @@ import pytest
 
 from tests.support.paths import DOCS
 from toolwire import limits
+from toolwire.apps.cli.main import _parser
 from toolwire.apps.cli.serve import limits_from_args, register
 from toolwire.limits import LIMIT_RECORDS, Bound, ServerLimits, bounds
 
@@ -93,20 +95,32 @@ def _serve_parser() -> argparse.ArgumentParser:
     return register(parser.add_subparsers())
 
 
-def test_serve_has_one_option_per_bound_with_a_flag_and_its_help_says_the_default() -> None:
+def test_every_bound_with_a_flag_is_that_option_of_the_command_line_with_its_help() -> None:
+    options = {}
+    for name, command in _parser()[1].items():
+        for action in command._actions:
+            for flag in action.option_strings:
+                options.setdefault(flag, []).append((name, action))
+    flagged = [b for record in LIMIT_RECORDS for b in bounds(record) if b.flag]
+    assert {b.flag for b in flagged} >= {"--max-tool-iters", "--timeout", "--queue-size"}
+    for bound in flagged:
+        found = [(name, action) for name, action in options.get(str(bound.flag), ())
+                 if action.help == bound.help]
+        assert found, f"no command has {bound.flag} with the help {bound.help!r}"
+        for _, action in found:  # serve's bounds are None until limits_from_args
+            assert action.default in (bound.default, None)
+            assert action.type(str(bound.default)) == bound.default
+
+
+def test_serve_sets_each_bound_option_on_its_server_limits() -> None:
     parser = _serve_parser()
-    options = {action.option_strings[0]: action for action in parser._actions
-               if action.dest.startswith("limit_")}
-    flagged = {bound.flag: bound for bound in bounds(ServerLimits) if bound.flag}
-    assert set(options) == set(flagged)
-    for flag, bound in flagged.items():
-        action = options[flag]
-        assert action.dest == f"limit_{bound.name}" and action.default is None
-        assert action.help == f"{bound.meaning} (default {bound.shown})"
+    flagged = [bound for bound in bounds(ServerLimits) if bound.flag]
+    assert {a.dest for a in parser._actions if a.dest.startswith("limit_")} == \
+        {f"limit_{bound.name}" for bound in flagged}
     assert limits_from_args(parser.parse_args([])) == ServerLimits()
-    for flag, bound in flagged.items():
+    for bound in flagged:
         value = bound.default * 3
-        given = limits_from_args(parser.parse_args([flag, str(value)]))
+        given = limits_from_args(parser.parse_args([str(bound.flag), str(value)]))
         assert getattr(given, bound.name) == value
         assert attrs.evolve(given, **{bound.name: bound.default}) == ServerLimits()
 

@@ -94,7 +94,7 @@ def register(
     for bound in _LIMIT_OPTIONS:
         limits.add_argument(str(bound.flag), type=type(bound.default), metavar="N",
                             dest=f"limit_{bound.name}",
-                            help=f"{bound.meaning} (default {bound.shown})")
+                            help=bound.help)
     p.set_defaults(run=run_serve)
     return p
 
