@@ -24,8 +24,7 @@ import pytest
 
 from tests.apps.test_server import GatedBackend, scripted_app, user, wait_for
 from tests.apps.test_server_bounds import _serve_args, bounded_server
-from tests.support.paths import DOCS
-from toolwire.apps.cli.serve import _LIMIT_OPTIONS, limits_from_args
+from toolwire.apps.cli.serve import limits_from_args
 from toolwire.limits import ServerLimits
 from toolwire.testing import ScriptedBackend
 
@@ -449,13 +448,3 @@ def test_the_connection_options_of_serve_set_the_new_bounds() -> None:
     assert (limits.max_idle_connections, limits.max_idle_per_client,
             limits.linger_timeout, limits.send_timeout) == (100, 7, 0.5, 9.0)
     assert limits.max_connections == ServerLimits().max_connections
-
-
-def test_every_bound_option_of_serve_is_documented_in_openai_server_md_with_its_default() -> None:
-    text = (DOCS / "openai-server.md").read_text(encoding="utf-8")
-    for bound in _LIMIT_OPTIONS:
-        rows = [line for line in text.splitlines() if line.startswith("|")
-                and line.rstrip().endswith(f"`{bound.flag}` |")]
-        assert len(rows) == 1, f"openai-server.md has no single row for {bound.flag}"
-        assert bound.shown.split()[0] in rows[0], \
-            f"openai-server.md does not give {bound.flag}'s default ({bound.shown})"
