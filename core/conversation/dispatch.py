@@ -331,7 +331,7 @@ class Dispatcher:
                 tool=tool.name, problems=tuple(problems))
 
     def _schema_errors(self, tool: Tool, arguments: Mapping[str, Any]) -> list[ValidationError]:
-        """jsonschema's errors for the arguments, in path order, within the step budget."""
+        """jsonschema's errors for the arguments, in path order, within the step allowance."""
         validator = self._validator(tool)
         try:
             with validation_steps(VALIDATION_STEPS, arguments):

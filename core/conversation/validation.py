@@ -3,7 +3,7 @@
 The dispatcher validates with jsonschema, which applies keywords without
 remembering what it already checked: ``anyOf`` branches that each descend into
 the same part of a value multiply with the value's depth (two branches, 40
-levels: 2^40 steps), even for a schema small enough for every budget of
+levels: 2^40 steps), even for a schema small enough for every limit of
 :mod:`toolwire.vocabulary.schema_size`. So a validator from
 :func:`bounded_validator` counts every keyword it applies and, inside
 :func:`validation_steps`, stops with :class:`ValidationStepsExceeded` once a
@@ -23,7 +23,7 @@ pattern").
 
 A schema from outside that is not a tool's parameters (an MCP tool's
 ``outputSchema``) passes the same one place: :func:`checked_validator` measures
-it against the schema budgets and checks it is a JSON schema, and
+it against the schema limits and checks it is a JSON schema, and
 :func:`value_problems` checks a value against it within the same step allowance
 and, given one, a deadline.
 
@@ -306,11 +306,11 @@ def bounded_validator(schema: Mapping[str, Any], base: type[Any] | None = None) 
 def checked_validator(schema: Mapping[str, Any], *, tool: str,
                       part: str = "output schema") -> Validator:
     """The bounded validator of a schema from outside, once it passed what a tool's
-    parameters pass: the schema budgets (its regular expressions compiled within
+    parameters pass: the schema limits (its regular expressions compiled within
     theirs) and jsonschema's check that it is a schema at all.
 
-    :raises ToolSchemaBudgetError: over a budget (naming ``tool``, ``part`` and the
-        budget).
+    :raises ToolSchemaBudgetError: over a limit (naming ``tool``, ``part`` and the
+        limit).
     :raises ToolDefinitionError: it is not a valid JSON schema.
     """
     check_schema_size(schema, tool=tool, part=part)

@@ -98,10 +98,10 @@ def tool_shapes(tools: Sequence[Any]) -> list[tuple[str, Mapping[str, Any]]]:
     """``(name, parameters)`` of each tool: a :class:`toolwire.Tool`, an OpenAI
     ``{"type": "function", "function": {...}}`` or a bare ``{"name", "parameters"}``.
 
-    A schema given as a mapping is held to the schema budgets here (a
+    A schema given as a mapping is held to the schema limits here (a
     :class:`toolwire.Tool` was when it was made).
 
-    :raises GrammarSchemaError: a schema over a budget (``keyword`` names it).
+    :raises GrammarSchemaError: a schema over a limit (``keyword`` names it).
     """
     out: list[tuple[str, Mapping[str, Any]]] = []
     for item in tools:

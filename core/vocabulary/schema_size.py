@@ -31,7 +31,7 @@ Every regular expression of the schema (each ``pattern`` and each
 ``patternProperties`` key, found by a walk of its subschemas, not of its data) is
 checked here by :func:`toolwire.vocabulary.patterns.check_patterns`: bounded in
 length, and compiled in the pattern child within a memory and a time bound, all of
-them in one job; one that cannot be used is refused as the budget ``pattern``,
+them in one job; one that cannot be used is refused as the limit ``pattern``,
 naming where it is (one that is not a regular expression at all is left to the
 metaschema check).
 So is ``patternProperties`` beside ``unevaluatedProperties``: jsonschema would
@@ -97,11 +97,11 @@ class SchemaSize:
 
 
 class _Over(Exception):
-    """A budget was passed (internal: becomes a ToolSchemaBudgetError)."""
+    """A limit was passed (internal: becomes a ToolSchemaBudgetError)."""
 
-    def __init__(self, budget: str, found: int, at: Any, *, contained: bool = False) -> None:
-        super().__init__(budget)
-        self.budget = budget
+    def __init__(self, limit: str, found: int, at: Any, *, contained: bool = False) -> None:
+        super().__init__(limit)
+        self.limit = limit
         self.found = found
         self.at = at
         self.contained = contained
@@ -113,10 +113,10 @@ def check_schema_size(schema: Any, *, tool: str, limits: SchemaLimits = _LIMITS,
     """Measure a tool's parameters schema (or any schema from outside) against ``limits``.
 
     :param part: what the schema is, in messages (``"output schema"`` for an MCP
-        tool's ``outputSchema``, which passes the same budgets).
+        tool's ``outputSchema``, which passes the same limits).
     :returns: its size, when within the limits.
-    :raises ToolSchemaBudgetError: over a budget, a cycle, or a regular expression
-        that cannot be used (naming the tool, the budget and where in the schema it
+    :raises ToolSchemaBudgetError: over a limit, a cycle, or a regular expression
+        that cannot be used (naming the tool, the limit and where in the schema it
         was found).
     """
     try:
@@ -150,14 +150,14 @@ def _check_patterns(schema: Any, tool: str, part: str) -> None:
         if problem is not None and not problem.syntax:  # the metaschema check says the rest
             raise ToolSchemaBudgetError(
                 f"tool {tool!r}: the regular expression at {place} cannot be used: {problem}; "
-                "the tool is refused (schema budget 'pattern', a fixed bound)",
+                "the tool is refused (schema limit 'pattern', a fixed bound)",
                 tool=tool, budget="pattern", limit=PATTERN_LIMITS.max_chars,
                 found=len(pattern))
     if evaluated_properties and where_pattern_keys:
         raise ToolSchemaBudgetError(
             f"tool {tool!r}: its {part} has patternProperties (at "
             f"{where_pattern_keys}) and unevaluatedProperties, which would match those "
-            "regular expressions without a bound; the tool is refused (schema budget "
+            "regular expressions without a bound; the tool is refused (schema limit "
             "'pattern', a fixed bound)", tool=tool, budget="pattern", limit=0, found=0)
 
 
@@ -167,7 +167,7 @@ def _pointer(name: str) -> str:
 
 def _subschemas(schema: Any) -> list[tuple[str, Mapping[str, Any]]]:
     """Every subschema written in ``schema`` with its JSON pointer, each object once
-    (iterative; the schema is within the node budget already)."""
+    (iterative; the schema is within the node limit already)."""
     found: list[tuple[str, Mapping[str, Any]]] = []
     seen: set[int] = set()
     stack: list[tuple[str, Any]] = [("", schema)]
@@ -193,13 +193,13 @@ def _subschemas(schema: Any) -> list[tuple[str, Mapping[str, Any]]]:
 
 def _error(tool: str, limits: SchemaLimits, over: _Over, part: str) -> ToolSchemaBudgetError:
     where = over.where or "/"
-    if over.budget == "nodes":
+    if over.limit == "nodes":
         limit = limits.max_nodes
         why = f"holds more than {limit:,} JSON values"
-    elif over.budget == "depth":
+    elif over.limit == "depth":
         limit = limits.max_depth
         why = f"nests objects and arrays more than {limit:,} levels deep (at {where})"
-    elif over.budget == "expansion":
+    elif over.limit == "expansion":
         limit = limits.max_expansion
         why = (f"applies more than {limit:,} subschemas to one value through $ref, anyOf, "
                f"oneOf, allOf, not or if/then/else (at least {over.found:,} at {where}); "
@@ -212,9 +212,9 @@ def _error(tool: str, limits: SchemaLimits, over: _Over, part: str) -> ToolSchem
         why = (f"applies {where} to a value through itself (a $ref cycle that never "
                "descends into a property or item); validation would never end")
     return ToolSchemaBudgetError(
-        f"tool {tool!r}: its {part} {why}; it is refused (schema budget "
-        f"{over.budget!r}, a fixed bound)",
-        tool=tool, budget=over.budget, limit=limit, found=over.found)
+        f"tool {tool!r}: its {part} {why}; it is refused (schema limit "
+        f"{over.limit!r}, a fixed bound)",
+        tool=tool, budget=over.limit, limit=limit, found=over.found)
 
 
 _SCALARS: Final = (str, int, float, type(None))

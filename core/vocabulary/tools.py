@@ -100,7 +100,7 @@ class Tool:
     :ivar schema: ``{"name", "description", "parameters"}`` (normalised; a
         ``workspace`` parameter is removed from what the model sees). An OpenAI
         ``{"type": "function", "function": {...}}`` entry is accepted too. The
-        parameters are held to the schema budgets
+        parameters are held to the schema limits
         (:mod:`toolwire.vocabulary.schema_size`): a schema over one raises
         :class:`~toolwire.errors.ToolSchemaBudgetError` (a
         :class:`~toolwire.errors.ToolDefinitionError`).

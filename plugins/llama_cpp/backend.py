@@ -549,7 +549,7 @@ def _load_llama(path: Path, *, n_ctx: int, seed: int | None, n_threads: int | No
 class LlamaCppBackend(TemplatedBackend):
     """A local GGUF model run in-process by llama.cpp.
 
-    Everything about the template, the context budget, the parser and the turn
+    Everything about the template, the context fit, the parser and the turn
     is the :class:`~toolwire.backends.templated.TemplatedBackend`'s; this class
     loads the model, tokenizes, samples and generates.
 

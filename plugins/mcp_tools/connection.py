@@ -353,7 +353,7 @@ def _skip_sdk_output_checks(client: Client) -> None:
     loop that every server shares: an output ``pattern`` of ``^(a+)+$`` held the
     interpreter lock 16 s at 29 characters, and a 40-level ``anyOf`` chain never
     ended, so every tool of every server timed out until the process ended. toolwire
-    checks them itself, within the schema budgets, in the calling thread
+    checks them itself, within the schema limits, in the calling thread
     (:func:`.toolset._check_structured_content`). The session's ``validate_tool_result``
     is the one place the SDK checks (for direct calls and claimed results alike).
     """

@@ -6,8 +6,8 @@ text, and the SDK's servers wrap a plain value as ``{"result": value}``). Every
 other block is described in one bracketed line (kind, media type, size, URI), so
 the model knows it was there even though it cannot see an image or hear audio;
 a text resource embedded in the result is included with its URI. A result
-longer than the budget is cut, with a note saying how much was left out (the two
-together within the budget, so the dispatcher's own cut never hides the note); so is a
+longer than ``max_result_chars`` is cut, with a note saying how much was left out (the
+two together within it, so the dispatcher's own cut never hides the note); so is a
 result the transport already cut while reading it (its ``_meta`` says so, see
 :mod:`.message_cut`), with a note saying how large the server's answer was.
 

@@ -10,8 +10,8 @@ server too. Every failure is raised as a :class:`toolwire.ToolCallError`, which
 the dispatcher turns into the tool's result for the model.
 
 A tool's ``outputSchema`` passes the one place every schema from outside passes
-(:func:`toolwire.plugin_api.checked_validator`: the schema budgets, its regular
-expressions compiled within theirs, and jsonschema's check): over a budget, or not
+(:func:`toolwire.plugin_api.checked_validator`: the schema limits, its regular
+expressions compiled within theirs, and jsonschema's check): over a limit, or not
 a schema, it leaves its tool out with a note, as an ``inputSchema`` does. A result's
 structured content is then checked against it in the calling thread, within the
 dispatcher's step allowance and the call's deadline

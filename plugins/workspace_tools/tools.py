@@ -43,7 +43,7 @@ _Files = Generator[tuple[str, int | None, os.stat_result | None], None, None]
 
 
 def current_limits() -> WorkspaceLimits:
-    """The budgets in force: :data:`LIMITS` as it is now (replacing it takes effect at once)."""
+    """The bounds in force: :data:`LIMITS` as it is now (replacing it takes effect at once)."""
     return globals()["LIMITS"]  # type: ignore[no-any-return]
 
 
@@ -195,7 +195,7 @@ def search_text(pattern: str, path: str = ".", regex: bool = False, max_results:
 class _Matcher:
     """A search's regular expression, matched in the pattern child process
     (:func:`toolwire.plugin_api.match_lines`) until the search's time runs out: its
-    own budget, or the dispatcher's deadline for the call when that comes first; a
+    own ``regex_seconds``, or the dispatcher's deadline for the call when that comes first; a
     cancelled reply kills the match at once."""
 
     def __init__(self, pattern: str) -> None:
@@ -207,7 +207,7 @@ class _Matcher:
         deadline = running.deadline if running is not None else None
         self.pattern = pattern
         self.deadline = own if deadline is None else min(own, deadline)
-        self.reason = "budget" if deadline is None or own <= deadline else "deadline"
+        self.reason = "regex_seconds" if deadline is None or own <= deadline else "deadline"
         self.cancel: CancelToken | None = running.cancel if running is not None else None
 
     def lines(self, text: str, limit: int) -> list[int]:
@@ -216,14 +216,14 @@ class _Matcher:
                            cancelled=(lambda: cancel.cancelled) if cancel is not None else None)
 
     def why_stopped(self, stopped: ChildStoppedError) -> str:
-        """Why the match stopped, for the model (``budget``: its own time ran out)."""
+        """Why the match stopped, for the model (``regex_seconds``: its own time ran out)."""
         if stopped.bound == "cancelled":
             return "the reply was cancelled"
         if stopped.bound not in ("wall time", "cpu time"):
             return f"the matching process ended unexpectedly ({stopped.how})"
         if self.reason == "deadline":
             return "the call's time limit ran out first"
-        return "budget"
+        return "regex_seconds"
 
 
 def _single(ws: Workspace, parent_fd: int, name: str,
@@ -297,7 +297,7 @@ def _search(files: _Files, pattern: str,
         except ChildStoppedError as stopped:
             assert matcher is not None
             why = matcher.why_stopped(stopped)
-            if why != "budget":
+            if why != "regex_seconds":
                 raise ToolCallError(f"the search was stopped while searching {display}, "
                                     f"after {len(hits)} matching line(s): {why}",
                                     tool="search_text") from None

@@ -1,4 +1,4 @@
-"""Schemas are walked in linear time, and a schema over a budget is refused where it enters
+"""Schemas are walked in linear time, and a schema over a limit is refused where it enters
 (issue 28, item 1).
 
 A 3 KB schema whose ``$defs`` chain 40 levels of ``{"anyOf": [{"$ref": next},

@@ -13,9 +13,9 @@ messages_from_openai` (``developer`` messages count as ``system``; the
 deprecated assistant ``function_call`` and ``role: "function"`` results become a
 tool call and its result); the tools become :class:`toolwire.Tool` objects
 whose function is never called: the client runs its tools, this endpoint only
-generates and parses. A tool whose schema is over a schema budget
+generates and parses. A tool whose schema is over a schema limit
 (:mod:`toolwire.vocabulary.schema_size`) is a ``400`` with code
-``tool_schema_too_complex``, naming the tool and the budget; so is a
+``tool_schema_too_complex``, naming the tool and the limit; so is a
 ``response_format`` schema over one.
 """
 
@@ -169,9 +169,9 @@ def read_tool(function: Mapping[str, Any], where: str, schema_param: str) -> Too
 
     :param where: the field, for messages (``tools[3]``).
     :param schema_param: the field of its parameters' schema, for a schema over a
-        budget (``tools[3].function.parameters``).
+        limit (``tools[3].function.parameters``).
     :raises RequestError: ``400``, the definition is not one (``invalid_value``) or
-        its schema is over a budget (``tool_schema_too_complex``).
+        its schema is over a limit (``tool_schema_too_complex``).
     """
     try:
         return Tool(schema=function, function=_never_called)
@@ -247,7 +247,7 @@ def _legacy_messages(records: list[Any]) -> list[Any]:
 
 def _response_format(value: Any) -> ResponseFormat | None:
     """``response_format``: ``text`` (nothing to enforce), ``json_object``, or
-    ``json_schema`` with a schema that is valid and within the schema budgets."""
+    ``json_schema`` with a schema that is valid and within the schema limits."""
     if value is None:
         return None
     kind = value.get("type") if isinstance(value, Mapping) else None
@@ -262,7 +262,7 @@ def _response_format(value: Any) -> ResponseFormat | None:
 def read_response_format(value: Any, param: str) -> ResponseFormat | None:
     """A reply's format in its flat form, ``{"type": "text"}`` (nothing to enforce),
     ``{"type": "json_object"}`` or ``{"type": "json_schema", "name", "schema",
-    "strict"}``, with a schema that is valid and within the schema budgets.
+    "strict"}``, with a schema that is valid and within the schema limits.
 
     :param param: the field, for errors (``response_format``, ``text.format``...).
     :raises RequestError: ``400`` naming ``param``.
