@@ -267,6 +267,7 @@ class McpLimits:
                                     python="`MCPServers(connect_timeout=...)`")
     call_timeout: float = _bound(300.0, "s", "a call when the session sets no timeout",
                                  python="`MCPServers(call_timeout=...)`")
+    max_list_pages: int = _bound(100, "pages", "pages of a server's tool list read")
 
 
 LIMIT_RECORDS: Final = (RenderLimits, PatternLimits, SchemaLimits, GgufLimits, PromptLimits,
