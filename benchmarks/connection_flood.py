@@ -43,8 +43,8 @@ def serve(port: int) -> None:
 
     from toolwire import Chat
     from toolwire.apps.server.app import create_app
-    from toolwire.apps.server.limits import ServerLimits
     from toolwire.apps.server.uvicorn_server import uvicorn_config
+    from toolwire.limits import ServerLimits
 
     from .openai_server import FastBackend
 

@@ -140,7 +140,7 @@ def _server(backend: Any, **limits: Any) -> Iterator[str]:
 
     from toolwire import Chat
     from toolwire.apps.server.app import create_app
-    from toolwire.apps.server.limits import ServerLimits
+    from toolwire.limits import ServerLimits
     from toolwire.testing import isolated_plugin_manager
 
     def make_chat(history: Any, system: str | None) -> Any:

@@ -113,8 +113,8 @@ def serve(port: int, tokens: int, pace: float) -> None:
     import uvicorn
 
     from toolwire.apps.server.app import create_app
-    from toolwire.apps.server.limits import ServerLimits
     from toolwire.apps.server.uvicorn_server import uvicorn_config
+    from toolwire.limits import ServerLimits
 
     backend = FastBackend(tokens, pace)
     limits = ServerLimits(max_waiting=CLIENTS * 2, max_connections=CLIENTS * 4)

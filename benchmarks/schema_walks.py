@@ -235,7 +235,7 @@ def hostile_rows() -> list[dict[str, Any]]:
     """Each hostile schema until its refusal."""
     from toolwire import Dispatcher, Tool, ToolCall, ToolRegistry
     from toolwire.apps.server.completion_request import parse_completion_request
-    from toolwire.apps.server.limits import ServerLimits
+    from toolwire.limits import ServerLimits
     from toolwire.plugins.mcp_tools.toolset import MCPServers
 
     cases: list[tuple[str, Callable[[], Any], int]] = []

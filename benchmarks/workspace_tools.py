@@ -70,9 +70,9 @@ def _gone_after(pids: set[int], started: float, within: float = 30.0) -> float:
 
 _HOST = (
     "import os, sys\n"
+    "os.environ['TOOLWIRE_REGEX_TIMEOUT'] = '600'\n"
     "from toolwire import Dispatcher, ToolCall, ToolRegistry\n"
     "from toolwire.plugins import workspace_tools as wt\n"
-    "os.environ['TOOLWIRE_REGEX_TIMEOUT'] = '600'\n"
     "Dispatcher(ToolRegistry(wt.TOOLS), workspace=sys.argv[1], timeout=60).dispatch(\n"
     "    ToolCall('c', 'search_text', {'pattern': '(a+)+$', 'regex': True,\n"
     "                                  'path': 'evil.txt'}))\n")
@@ -148,23 +148,22 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
                          "max_ms": timing["max_ms"], "peak_python_mb": peak / 2**20,
                          "runs": runs})
         (root / "evil.txt").write_text("a" * 40 + "!\n")
-        os.environ["TOOLWIRE_REGEX_TIMEOUT"] = "1"
+        wt.tools.LIMITS = wt.WorkspaceLimits(regex_seconds=1)
         started = time.perf_counter()
         result = dispatcher.dispatch(ToolCall("c", "search_text",
                                               {"pattern": "(a+)+$", "regex": True,
                                                "path": "evil.txt"}))
         elapsed = (time.perf_counter() - started) * 1000
-        del os.environ["TOOLWIRE_REGEX_TIMEOUT"]
         rows.append({"benchmark": BENCHMARK,
                      "case": "backtracking regex (a+)+$, budget 1 s (stopped: "
                              f"{result.is_error})",
                      "median_ms": elapsed, "min_ms": elapsed, "max_ms": elapsed,
                      "peak_python_mb": 0.0, "runs": 1})
-        os.environ["TOOLWIRE_REGEX_TIMEOUT"] = "5"
+        wt.tools.LIMITS = wt.WorkspaceLimits(regex_seconds=5)
         try:
             rows.extend(_cleanup_rows(root, 3 if quick else 7))
         finally:
-            del os.environ["TOOLWIRE_REGEX_TIMEOUT"]
+            wt.tools.LIMITS = wt.WorkspaceLimits()
     return rows
 
 

@@ -135,18 +135,19 @@ class ToolDefinitionError(ToolwireError, TypeError):
 
 
 class ToolSchemaBudgetError(ToolDefinitionError):
-    """A tool's schema is over one of the size budgets every tool schema is held to
-    (see :mod:`toolwire.vocabulary.schema_budget`); the tool is refused where it
+    """A tool's schema is over one of the size limits every tool schema is held to
+    (see :mod:`toolwire.vocabulary.schema_size`); the tool is refused where it
     enters (created, sent in a request, listed by an MCP server).
 
     :ivar tool: the tool's name.
-    :ivar budget: which budget: ``nodes`` (JSON values in the schema), ``depth``
+    :ivar budget: which limit of :class:`toolwire.limits.SchemaLimits` or rule:
+        ``nodes`` (JSON values in the schema), ``depth``
         (nesting), ``expansion`` (subschemas applied to one value through
         ``$ref``/``anyOf``/``allOf``/...), ``cycle`` (a subschema applied to
         a value through itself, or a schema object that contains itself) or
         ``pattern`` (a regular expression that cannot be used, see
         :mod:`toolwire.vocabulary.patterns`).
-    :ivar limit: the budget's value (``0`` for ``cycle``).
+    :ivar limit: the limit's value (``0`` for ``cycle``).
     :ivar found: what the schema has; counting stops once past the limit, so it
         may be more.
     """

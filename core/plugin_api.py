@@ -64,6 +64,7 @@ from .hooks.specs import (
     hookimpl,
 )
 from .isolation.supervisor import ChildEnd, SupervisedChild, find_program, host_bound_command
+from .limits import McpLimits, WorkspaceLimits
 from .parse.engine import CallParser
 from .parse.family import parser_spec, reasoning_filter, register_reasoning, template_mentions
 from .parse.json_readers import double_encoded_note
@@ -145,6 +146,7 @@ __all__ = [
     "HeldWhitespace",
     "JsonArguments",
     "LiteralObjectReader",
+    "McpLimits",
     "Message",
     "ModelRequest",
     "ObjectLiteral",
@@ -199,6 +201,7 @@ __all__ = [
     "TriggerWatch",
     "TurnEnd",
     "ValidationStepsExceeded",
+    "WorkspaceLimits",
     "aend_at_repeated_call",
     "calls_from_source",
     "check_patterns",

@@ -47,6 +47,7 @@ from typing import Any, Final
 
 import attrs
 
+from ..limits import PromptLimits
 from ..vocabulary.string_map import map_strings
 
 __all__ = [
@@ -58,7 +59,7 @@ __all__ = [
     "literal_pattern",
 ]
 
-SPECIAL_TOKENS_PER_PIECE: Final = 64
+SPECIAL_TOKENS_PER_PIECE: Final = PromptLimits().special_tokens_per_piece
 """Special tokens in one markup piece, at most (a piece is cut after the next one)."""
 
 # Placeholders are CJK ideographs of Extension B: printable (so Python's repr of

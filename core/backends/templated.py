@@ -1,4 +1,4 @@
-"""The path every text-completion runtime shares: render -> budget -> select -> pipeline.
+"""The path every text-completion runtime shares: render -> fit -> select -> pipeline.
 
 A runtime that completes raw text (llama.cpp in-process, a remote engine's
 completion endpoint) cannot be handed a conversation: it needs the model's own
@@ -65,7 +65,7 @@ from ..vocabulary.backend import ModelRequest, ReasoningRequest, TurnEnd
 from ..vocabulary.call_ids import default_call_id
 from ..vocabulary.cancel import CancelToken
 from ..vocabulary.history import Message, to_template_messages
-from .budget import FittingCancelled, PruneResult, prune_history
+from .context_fit import ContextFit, FittingCancelled, prune_history
 from .prompt_pieces import ContentShield, PromptPiece, ShieldRules, SpecialTokens
 from .repeated_calls import RepeatedCallStop
 
@@ -259,7 +259,7 @@ class TemplatedBackend:
 
     def reply_limit(self, request: ModelRequest) -> int:
         """The most tokens this turn's reply may take: the request's ``max_tokens``
-        where it is set and smaller, else :attr:`max_tokens` (the prompt budget was
+        where it is set and smaller, else :attr:`max_tokens` (the prompt room was
         counted from :attr:`max_tokens`, so a request cannot raise it)."""
         asked = request.sampling.max_tokens
         return self.max_tokens if asked is None else min(asked, self.max_tokens)
@@ -291,7 +291,7 @@ class TemplatedBackend:
         return self._plugins
 
     @property
-    def prompt_budget(self) -> int:
+    def prompt_room(self) -> int:
         """The most tokens a prompt may take: ``n_ctx - max_tokens``."""
         return self.n_ctx - self.max_tokens
 
@@ -391,20 +391,20 @@ class TemplatedBackend:
         return rules
 
     def fit_prompt(self, request: ModelRequest, cancel: CancelToken | None = None, *,
-                   whole: bool = False) -> tuple[PruneResult, EncodedPrompt]:
-        """Render, count and prune ``request`` to the prompt budget.
+                   whole: bool = False) -> tuple[ContextFit, EncodedPrompt]:
+        """Render, count and prune ``request`` to the prompt room.
 
         With ``whole``, the whole conversation is rendered and counted, and
         nothing is pruned (what a client asks when it counts its prompt's tokens).
 
         Each message is converted (and its special-token text shielded) once;
         only the prompts pruning tries are rendered, and those are bounded by the
-        prompt that fits (see :func:`~toolwire.backends.budget.prune_history`).
+        prompt that fits (see :func:`~toolwire.backends.context_fit.prune_history`).
 
         :returns: the pruning result and the encoded prompt (of the pruned
             conversation, or of the protected part when even that does not fit).
         :raises TemplateError: the template raised (a template that exceeds its
-            render budget counts as a prompt too large instead).
+            render limits counts as a prompt too large instead).
         :raises FittingCancelled: ``cancel`` was set while fitting.
         """
         tools = request.tool_schemas() or None
@@ -454,9 +454,9 @@ class TemplatedBackend:
                 raise TemplateResourceError(
                     f"the chat template ({choice.key}) cannot render the conversation "
                     "within its bounds")
-            return PruneResult(tuple(request.messages), total, self.prompt_budget), \
+            return ContextFit(tuple(request.messages), total, self.prompt_room), \
                 encoded[tuple(id(m) for m in request.messages)]
-        result = prune_history(request.messages, count, self.prompt_budget,
+        result = prune_history(request.messages, count, self.prompt_room,
                                final_answer_prompt=final_prompt, cancel=cancel)
         key = tuple(id(m) for m in result.messages)
         if key not in encoded:  # too large to render even alone
@@ -468,7 +468,7 @@ class TemplatedBackend:
     def prompt_tokens(self, request: ModelRequest) -> int:
         """The tokens of the prompt ``request`` renders: the whole conversation with its
         tools and the turn's reasoning switches, exactly as a turn renders it, nothing
-        pruned (a prompt over the budget is counted in full).
+        pruned (a prompt over the room is counted in full).
 
         :raises TemplateError: the template failed (or cannot render within its bounds).
         """
@@ -545,7 +545,7 @@ class TemplatedBackend:
         if not fitted.fits:
             yield ErrorEvent(
                 "context",
-                f"the prompt needs {fitted.tokens} tokens but only {fitted.budget} fit "
+                f"the prompt needs {fitted.tokens} tokens but only {fitted.room} fit "
                 f"(n_ctx {self.n_ctx} - max_tokens {self.max_tokens}): {fitted.over_by} tokens "
                 "over even after dropping all older history. Shorten the system prompt or "
                 "the latest message or tool results, offer fewer tools, or raise n_ctx.")
@@ -555,7 +555,7 @@ class TemplatedBackend:
             yield DiagnosticEvent(
                 "context_pruned",
                 f"dropped the {fitted.removed} oldest messages from the prompt to fit the "
-                f"context window ({fitted.tokens} of {fitted.budget} tokens)")
+                f"context window ({fitted.tokens} of {fitted.room} tokens)")
         grammar = None
         if self.tool_grammars:
             try:

@@ -37,15 +37,18 @@ from ..events import (
     ToolResultEvent,
 )
 from ..hooks.manager import PluginManager, default_plugin_manager
+from ..limits import DispatchLimits
 from ..vocabulary.backend import Backend, ModelRequest, TurnEnd
 from ..vocabulary.cancel import CancelToken
 from ..vocabulary.history import Message, ToolCall, from_stored, to_stored
 from ..vocabulary.tool_choice import ToolChoice, resolve_tool_choice
 from ..vocabulary.tools import Tool, ToolRegistry
 from .approval import Approver
-from .dispatch import DEFAULT_MAX_OUTPUT_CHARS, Dispatcher
+from .dispatch import Dispatcher
 
 __all__ = ["DEFAULT_FINAL_ANSWER_PROMPT", "Chat"]
+
+_LIMITS = DispatchLimits()
 
 DEFAULT_FINAL_ANSWER_PROMPT = (
     "No more tool calls are available for this request. Answer the user now, as well as "
@@ -108,15 +111,15 @@ class Chat:
         tools: ToolRegistry | Iterable[Tool] = (),
         *,
         system_prompt: str | None = None,
-        max_tool_iters: int = 10,
+        max_tool_iters: int = _LIMITS.max_tool_iters,
         read_only: bool = False,
         workspace: Any = None,
-        tool_timeout: float | None = 60.0,
+        tool_timeout: float | None = _LIMITS.tool_seconds,
         history: Sequence[Message] = (),
         plugins: PluginManager | None = None,
         final_answer_prompt: str = DEFAULT_FINAL_ANSWER_PROMPT,
         approve: Approver | None = None,
-        max_tool_output_chars: int | None = DEFAULT_MAX_OUTPUT_CHARS,
+        max_tool_output_chars: int | None = _LIMITS.max_output_chars,
         tool_choice: ToolChoice = "auto",
         parallel_tool_calls: bool = True,
     ) -> None:

@@ -38,7 +38,7 @@ import re
 import threading
 import time
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Final
 
 import attrs
 import jsonschema
@@ -59,6 +59,7 @@ from ..errors import (
     ToolTimeoutError,
     UnknownToolError,
 )
+from ..limits import DispatchLimits
 from ..vocabulary.cancel import CancelToken
 from ..vocabulary.history import ToolCall
 from ..vocabulary.tools import WORKSPACE_PARAMETER, Tool, ToolRegistry
@@ -75,9 +76,9 @@ from .validation import (
 __all__ = ["DEFAULT_MAX_OUTPUT_CHARS", "MAX_ARGUMENT_DEPTH", "DispatchResult", "Dispatcher",
            "RunningCall", "current_call", "format_tool_output", "limit_output"]
 
-DEFAULT_MAX_OUTPUT_CHARS = 100_000
+DEFAULT_MAX_OUTPUT_CHARS: Final = DispatchLimits().max_output_chars
 """The most characters of one tool result the model (and the history) gets."""
-MAX_ARGUMENT_DEPTH = 100
+MAX_ARGUMENT_DEPTH: Final = DispatchLimits().max_argument_depth
 """The deepest nesting of lists and objects a call's arguments may have."""
 
 _MAX_PROBLEMS = 8
@@ -330,7 +331,7 @@ class Dispatcher:
                 tool=tool.name, problems=tuple(problems))
 
     def _schema_errors(self, tool: Tool, arguments: Mapping[str, Any]) -> list[ValidationError]:
-        """jsonschema's errors for the arguments, in path order, within the step budget."""
+        """jsonschema's errors for the arguments, in path order, within the step allowance."""
         validator = self._validator(tool)
         try:
             with validation_steps(VALIDATION_STEPS, arguments):

@@ -3,12 +3,12 @@
 A tool call with a timeout runs in a worker thread, so the dispatcher can stop
 waiting for it. Python cannot stop a thread, so a call that never returns keeps
 its thread: the pool therefore holds at most ``max_threads`` threads
-(:data:`DEFAULT_MAX_THREADS`, or the ``TOOLWIRE_TOOL_THREADS`` environment
-variable). A call that finds every thread busy waits for one, within its own
-timeout; but when every thread is held by a call the dispatcher has already
-given up on (timed out or cancelled), the pool is exhausted and refuses at once
-with :class:`~toolwire.errors.ToolBusyError`, saying so, instead of waiting for
-threads that may never come back.
+(:attr:`toolwire.limits.DispatchLimits.tool_threads`: the ``TOOLWIRE_TOOL_THREADS``
+environment variable, read when the pool is first used, or 32). A call that finds
+every thread busy waits for one, within its own timeout; but when every thread is
+held by a call the dispatcher has already given up on (timed out or cancelled), the
+pool is exhausted and refuses at once with :class:`~toolwire.errors.ToolBusyError`,
+saying so, instead of waiting for threads that may never come back.
 
 Idle threads are reused (a call costs a hand-off, not a thread start), at most
 :data:`MAX_IDLE` of them are kept, and all are daemon threads, so a hung tool
@@ -18,21 +18,16 @@ never keeps the process from exiting.
 from __future__ import annotations
 
 import contextvars
-import os
 import queue
 import threading
 from collections.abc import Callable
 from typing import Any, Final
 
 from ..errors import ToolBusyError
+from ..limits import DispatchLimits
 
-__all__ = ["DEFAULT_MAX_THREADS", "MAX_IDLE", "THREADS_VARIABLE", "ToolJob", "ToolThreadPool",
-           "tool_threads"]
+__all__ = ["MAX_IDLE", "ToolJob", "ToolThreadPool", "tool_threads"]
 
-DEFAULT_MAX_THREADS: Final = 32
-"""Threads the shared pool may start."""
-THREADS_VARIABLE: Final = "TOOLWIRE_TOOL_THREADS"
-"""Environment variable: the shared pool's ``max_threads`` (read when it is first used)."""
 MAX_IDLE: Final = 8
 """Idle threads kept for the next calls."""
 
@@ -70,7 +65,7 @@ class ToolThreadPool:
     :param max_threads: the most threads the pool starts.
     """
 
-    def __init__(self, max_threads: int = DEFAULT_MAX_THREADS) -> None:
+    def __init__(self, max_threads: int = DispatchLimits().tool_threads) -> None:
         if max_threads < 1:
             raise ValueError("max_threads must be at least 1")
         self.max_threads = max_threads
@@ -111,7 +106,7 @@ class ToolThreadPool:
                 raise ToolBusyError(
                     f"no tool thread is free: all {self._threads} are still running calls "
                     "that timed out or were cancelled earlier, so this call was not run. "
-                    f"Stop using the tool that hangs (or raise {THREADS_VARIABLE})", tool="")
+                    f"Stop using the tool that hangs (or raise TOOLWIRE_TOOL_THREADS)", tool="")
             else:
                 self._pending += 1
                 start = False
@@ -166,14 +161,5 @@ def tool_threads() -> ToolThreadPool:
     global _shared
     with _shared_lock:
         if _shared is None:
-            _shared = ToolThreadPool(_threads_from_environment())
+            _shared = ToolThreadPool(DispatchLimits().tool_threads)
         return _shared
-
-
-def _threads_from_environment() -> int:
-    raw = os.environ.get(THREADS_VARIABLE, "").strip()
-    try:
-        value = int(raw) if raw else DEFAULT_MAX_THREADS
-    except ValueError:
-        return DEFAULT_MAX_THREADS
-    return value if value >= 1 else DEFAULT_MAX_THREADS

@@ -3,8 +3,8 @@
 The dispatcher validates with jsonschema, which applies keywords without
 remembering what it already checked: ``anyOf`` branches that each descend into
 the same part of a value multiply with the value's depth (two branches, 40
-levels: 2^40 steps), even for a schema small enough for every budget of
-:mod:`toolwire.vocabulary.schema_budget`. So a validator from
+levels: 2^40 steps), even for a schema small enough for every limit of
+:mod:`toolwire.vocabulary.schema_size`. So a validator from
 :func:`bounded_validator` counts every keyword it applies and, inside
 :func:`validation_steps`, stops with :class:`ValidationStepsExceeded` once a
 validation has taken its allowance: :data:`VALIDATION_STEPS` and
@@ -23,7 +23,7 @@ pattern").
 
 A schema from outside that is not a tool's parameters (an MCP tool's
 ``outputSchema``) passes the same one place: :func:`checked_validator` measures
-it against the schema budgets and checks it is a JSON schema, and
+it against the schema limits and checks it is a JSON schema, and
 :func:`value_problems` checks a value against it within the same step allowance
 and, given one, a deadline.
 
@@ -51,18 +51,18 @@ from jsonschema.protocols import Validator
 from jsonschema.validators import extend, validator_for
 
 from ..errors import ToolDefinitionError
-from ..limits import PATTERN_LIMITS
+from ..limits import PATTERN_LIMITS, SchemaLimits
 from ..vocabulary.patterns import PatternError, compile_pattern, search
-from ..vocabulary.schema_budget import check_schema_budget
+from ..vocabulary.schema_size import check_schema_size
 
 __all__ = ["VALIDATION_STEPS", "VALIDATION_STEPS_PER_VALUE", "ValidationStepsExceeded",
            "bounded_validator", "checked_validator", "step_allowance", "validation_steps",
            "value_problems"]
 
-VALIDATION_STEPS: Final = 20_000
+VALIDATION_STEPS: Final = SchemaLimits().validation_steps
 """The keywords any validation of a call's arguments may apply (jsonschema takes
 about half a second for them on a busy 2-core machine)..."""
-VALIDATION_STEPS_PER_VALUE: Final = 100
+VALIDATION_STEPS_PER_VALUE: Final = SchemaLimits().validation_steps_per_value
 """... and the keywords it may apply in addition for each JSON value the arguments
 hold, so large arguments are checked in time linear in their size."""
 
@@ -306,14 +306,14 @@ def bounded_validator(schema: Mapping[str, Any], base: type[Any] | None = None) 
 def checked_validator(schema: Mapping[str, Any], *, tool: str,
                       part: str = "output schema") -> Validator:
     """The bounded validator of a schema from outside, once it passed what a tool's
-    parameters pass: the schema budgets (its regular expressions compiled within
+    parameters pass: the schema limits (its regular expressions compiled within
     theirs) and jsonschema's check that it is a schema at all.
 
-    :raises ToolSchemaBudgetError: over a budget (naming ``tool``, ``part`` and the
-        budget).
+    :raises ToolSchemaBudgetError: over a limit (naming ``tool``, ``part`` and the
+        limit).
     :raises ToolDefinitionError: it is not a valid JSON schema.
     """
-    check_schema_budget(schema, tool=tool, part=part)
+    check_schema_size(schema, tool=tool, part=part)
     copy = dict(schema)
     base = validator_for(copy, default=jsonschema.Draft202012Validator)
     try:

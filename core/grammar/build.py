@@ -36,7 +36,7 @@ from ..errors import (
 )
 from ..parse.record import CallFormat
 from ..vocabulary.schema import normalize_schema
-from ..vocabulary.schema_budget import check_schema_budget
+from ..vocabulary.schema_size import check_schema_size
 from ..vocabulary.tool_choice import ResolvedChoice, ToolChoice, resolve_tool_choice
 from .avoid import avoiding_text, bounded_text
 from .calls import CallsWriter
@@ -98,10 +98,10 @@ def tool_shapes(tools: Sequence[Any]) -> list[tuple[str, Mapping[str, Any]]]:
     """``(name, parameters)`` of each tool: a :class:`toolwire.Tool`, an OpenAI
     ``{"type": "function", "function": {...}}`` or a bare ``{"name", "parameters"}``.
 
-    A schema given as a mapping is held to the schema budgets here (a
+    A schema given as a mapping is held to the schema limits here (a
     :class:`toolwire.Tool` was when it was made).
 
-    :raises GrammarSchemaError: a schema over a budget (``keyword`` names it).
+    :raises GrammarSchemaError: a schema over a limit (``keyword`` names it).
     """
     out: list[tuple[str, Mapping[str, Any]]] = []
     for item in tools:
@@ -113,7 +113,7 @@ def tool_shapes(tools: Sequence[Any]) -> list[tuple[str, Mapping[str, Any]]]:
             name = function.get("name")
             raw = function.get("parameters") or {"type": "object"}
             try:
-                check_schema_budget(raw, tool=str(name))
+                check_schema_size(raw, tool=str(name))
             except ToolSchemaBudgetError as exc:
                 raise GrammarSchemaError(str(exc), tool=str(name), path="/",
                                          keyword=exc.budget) from None

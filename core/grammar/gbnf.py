@@ -16,10 +16,12 @@ import re
 from collections.abc import Iterable
 from typing import Final
 
+from ..limits import SchemaLimits
+
 __all__ = ["MAX_REPEAT", "RuleSet", "alternatives", "char_class", "is_symbol", "literal",
            "optional", "repetition", "sequence"]
 
-MAX_REPEAT: Final = 1999
+MAX_REPEAT: Final = SchemaLimits().grammar_repeat
 """The largest count a repetition is written with. llama.cpp's grammar parser
 (``src/llama-grammar.cpp``) expands ``S{m,n}`` into copies of ``S`` and ``n - m``
 rules of its own, and refuses the grammar (``MAX_REPETITION_THRESHOLD``, 2,000)

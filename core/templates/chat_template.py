@@ -30,8 +30,6 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any, Final
 
-import attrs
-
 from ..errors import ChildStoppedError, TemplateError, TemplateResourceError, TemplateSecurityError
 from ..isolation.jobs import JobLimits, JobPool
 from ..limits import RenderLimits
@@ -57,25 +55,19 @@ class ChatTemplate:
         Any other failure, including every real sandbox violation, is raised.
     :param name: where the template came from (a GGUF file, a path), for error
         messages; defaults to the hash prefix.
-    :param max_output_chars: a render producing more characters raises
-        :class:`TemplateResourceError` (the same as ``limits.max_output_chars``).
     :param limits: the memory, time and output bounds of one render; a render that
         passes one raises :class:`TemplateResourceError` naming it.
     :raises TemplateError: the source does not compile.
     """
 
     def __init__(self, source: str, *, lenient: bool | None = None, name: str | None = None,
-                 max_output_chars: int | None = None, limits: RenderLimits | None = None
-                 ) -> None:
+                 limits: RenderLimits | None = None) -> None:
         self._source = source
         self._hash = hashlib.sha256(source.encode("utf-8", "surrogatepass")).hexdigest()
         self._lenient = lenient
         self._fell_back = False
         self._label = repr(name) if name else f"sha256:{self._hash[:12]}"
-        limits = limits or RenderLimits()
-        if max_output_chars is not None:
-            limits = attrs.evolve(limits, max_output_chars=max_output_chars)
-        self._limits = limits
+        self._limits = limits or RenderLimits()
         try:
             self._job(None)
         except TemplateResourceError:

@@ -67,7 +67,7 @@ class SamplingOverrides:
     :ivar top_p: nucleus sampling, between 0 and 1.
     :ivar max_tokens: the most tokens this reply may take, at least 1. A local
         backend caps the reply at the smaller of this and its own ``max_tokens``
-        (its prompt budget is ``n_ctx`` minus its own), a remote one sends it.
+        (its prompt room is ``n_ctx`` minus its own), a remote one sends it.
     :ivar seed: the sampling seed: the same seed, prompt and settings give the
         same reply where the backend can promise it (llama.cpp does).
     :ivar top_k: sample only from the ``top_k`` most likely tokens, at least 1

@@ -41,7 +41,6 @@ __all__ = ["PatternError", "check_patterns", "compile_pattern", "handle_job", "m
 
 _CHILDREN: Final = JobPool("toolwire.vocabulary.patterns")
 """The pattern children: compile checks and workspace searches."""
-_SEARCH_MEMORY: Final = 256 << 20
 _SEARCH_GRACE: Final = 1.0
 """Seconds past a search's deadline before its child is killed: the child's own
 timeout answers first, and the child stays warm."""
@@ -208,8 +207,8 @@ def match_lines(pattern: str, text: str, limit: int, *, deadline: float,
         was cancelled (``cancelled``), or the child passed another bound or died.
     """
     seconds = deadline - time.monotonic()
-    limits = JobLimits(memory_bytes=_SEARCH_MEMORY, wall_seconds=max(seconds, 0.0)
-                       + _SEARCH_GRACE)
+    limits = JobLimits(memory_bytes=PATTERN_LIMITS.search_memory_bytes,
+                       wall_seconds=max(seconds, 0.0) + _SEARCH_GRACE)
     answer = _CHILDREN.run({"op": "lines", "pattern": pattern, "text": text, "limit": limit,
                             "seconds": max(seconds, 0.0)}, limits, cancelled=cancelled)
     if "error" in answer:

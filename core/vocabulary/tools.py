@@ -32,7 +32,7 @@ from jsonschema.validators import validator_for
 
 from ..errors import DuplicateToolError, ToolDefinitionError
 from .schema import normalize_schema
-from .schema_budget import check_schema_budget
+from .schema_size import check_schema_size
 from .valid_text import valid_json_value, valid_text
 
 __all__ = ["WORKSPACE_PARAMETER", "Tool", "ToolRegistry", "tool"]
@@ -53,7 +53,7 @@ def _check_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
     if not isinstance(params, Mapping):
         raise ToolDefinitionError(f"tool {name!r}: 'parameters' must be an object schema")
     # before anything walks it: every later walk is linear once these bounds hold
-    check_schema_budget(params, tool=name)
+    check_schema_size(params, tool=name)
     notes: list[str] = []
     params = normalize_schema(dict(params), notes)
     params.setdefault("type", "object")
@@ -78,7 +78,7 @@ def _check_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
             del params["required"]
     # what the tool holds is what every later maker of it measures (the model worker
     # makes it again from this schema): the root's type and properties count too
-    check_schema_budget(params, tool=name)
+    check_schema_size(params, tool=name)
     # A schema the validator cannot use would otherwise fail on the model's
     # first call, far from the definition that is wrong.
     try:
@@ -100,8 +100,8 @@ class Tool:
     :ivar schema: ``{"name", "description", "parameters"}`` (normalised; a
         ``workspace`` parameter is removed from what the model sees). An OpenAI
         ``{"type": "function", "function": {...}}`` entry is accepted too. The
-        parameters are held to the schema budgets
-        (:mod:`toolwire.vocabulary.schema_budget`): a schema over one raises
+        parameters are held to the schema limits
+        (:mod:`toolwire.vocabulary.schema_size`): a schema over one raises
         :class:`~toolwire.errors.ToolSchemaBudgetError` (a
         :class:`~toolwire.errors.ToolDefinitionError`).
     :ivar function: called with the validated arguments as keyword arguments.

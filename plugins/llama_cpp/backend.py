@@ -549,7 +549,7 @@ def _load_llama(path: Path, *, n_ctx: int, seed: int | None, n_threads: int | No
 class LlamaCppBackend(TemplatedBackend):
     """A local GGUF model run in-process by llama.cpp.
 
-    Everything about the template, the context budget, the parser and the turn
+    Everything about the template, the context fit, the parser and the turn
     is the :class:`~toolwire.backends.templated.TemplatedBackend`'s; this class
     loads the model, tokenizes, samples and generates.
 
@@ -557,7 +557,7 @@ class LlamaCppBackend(TemplatedBackend):
     :param n_ctx: the context window in tokens; default: the model's trained
         length capped at :data:`DEFAULT_N_CTX_CAP`.
     :param max_tokens: the most tokens one reply may take; the prompt gets
-        ``n_ctx - max_tokens`` (see ``docs/local.md``, "Context budget").
+        ``n_ctx - max_tokens`` (see ``docs/local.md``, "The context fit").
     :param temperature: sampling temperature (``0`` is greedy).
     :param top_p: nucleus sampling.
     :param seed: the sampling seed (``None``: random).

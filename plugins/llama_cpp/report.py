@@ -86,6 +86,6 @@ def _vocab_only_backend(path: str | os.PathLike[str],
 
     install_log_filter(False)
     model = llama_cpp.Llama(os.fspath(path), vocab_only=True, verbose=False)
-    # Only the tokenizer is used: the context budget does not matter here.
+    # Only the tokenizer is used: the context fit does not matter here.
     return LlamaCppBackend(path, model=model, chat_template=chat_template, progress=False,
                            n_ctx=1 << 30, max_tokens=1)

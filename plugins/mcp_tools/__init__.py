@@ -52,8 +52,6 @@ from .errors import (
 from .naming import assign_names
 from .results import render_result
 from .toolset import (
-    DEFAULT_CALL_TIMEOUT,
-    DEFAULT_CONNECT_TIMEOUT,
     MCPServers,
     MCPToolFunction,
     close_all,
@@ -61,8 +59,6 @@ from .toolset import (
 )
 
 __all__ = [
-    "DEFAULT_CALL_TIMEOUT",
-    "DEFAULT_CONNECT_TIMEOUT",
     "EXTRA_HINT",
     "SOURCE_OPTIONS",
     "TRUST_READ_ONLY_HINTS",

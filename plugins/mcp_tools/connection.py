@@ -36,6 +36,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
 
 from toolwire import ToolExecutionError, ToolTimeoutError, __version__
+from toolwire.plugin_api import McpLimits
 
 from .config import ServerConfig
 from .errors import MCPServerError
@@ -47,7 +48,6 @@ __all__ = ["ServerConnection"]
 _SHUTDOWN_WAIT = 8.0
 """Seconds to let a server close by itself (the SDK allows 2 s before it signals)."""
 _FORCED_SHUTDOWN_WAIT = 4.0
-_MAX_LIST_PAGES = 100
 _STDERR_TAIL_BYTES = 4000
 _EVENT_SLACK = 64 * 1024
 
@@ -108,7 +108,7 @@ class ServerConnection:
         cursor: str | None = None
         try:
             async with asyncio.timeout(self.connect_timeout):
-                for _ in range(_MAX_LIST_PAGES):
+                for _ in range(McpLimits().max_list_pages):
                     page = await client.list_tools(cursor=cursor)
                     tools.extend(page.tools)
                     cursor = page.next_cursor
@@ -353,7 +353,7 @@ def _skip_sdk_output_checks(client: Client) -> None:
     loop that every server shares: an output ``pattern`` of ``^(a+)+$`` held the
     interpreter lock 16 s at 29 characters, and a 40-level ``anyOf`` chain never
     ended, so every tool of every server timed out until the process ended. toolwire
-    checks them itself, within the schema budgets, in the calling thread
+    checks them itself, within the schema limits, in the calling thread
     (:func:`.toolset._check_structured_content`). The session's ``validate_tool_result``
     is the one place the SDK checks (for direct calls and claimed results alike).
     """

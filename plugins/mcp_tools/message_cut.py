@@ -23,7 +23,7 @@ turns that into the message the session reads instead:
 
 The first part is read as JSON text that stops at an arbitrary byte: values
 that are whole are decoded by the C decoder in one call, and only the objects
-and arrays still open at the cut are walked in Python, within a step budget.
+and arrays still open at the cut are walked in Python, within a number of steps.
 Which request an answer belongs to is its ``id``: read from the first part, or,
 when the server writes it after the result (the TypeScript SDK does), from the
 members that end the message. This module imports only the standard library.
@@ -34,16 +34,14 @@ from __future__ import annotations
 import codecs
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import attrs
 
-__all__ = ["CUT_META_KEY", "DEFAULT_MAX_MESSAGE_BYTES", "TAIL_BYTES", "MessageReader",
+__all__ = ["CUT_META_KEY", "TAIL_BYTES", "MessageReader",
            "Oversized", "complete_prefix", "cut_message", "ending_members"]
 
-DEFAULT_MAX_MESSAGE_BYTES = 4 * 1024 * 1024
-"""The most bytes of one message from a server that are read (the rest is cut)."""
 TAIL_BYTES = 4096
 """The end of an oversized message kept to find members written after the large one."""
 CUT_META_KEY = "toolwire/cut"
@@ -134,17 +132,6 @@ class MessageReader:
 # -- reading JSON that stops at an arbitrary byte ------------------------------------------
 
 
-class _Budget:
-    """Python-level steps left for walking the containers open at the cut."""
-
-    def __init__(self, steps: int) -> None:
-        self.steps = steps
-
-    def take(self) -> bool:
-        self.steps -= 1
-        return self.steps >= 0
-
-
 def complete_prefix(text: str) -> Any:
     """The JSON value the start ``text`` of a document holds, closed where it stops.
 
@@ -153,14 +140,14 @@ def complete_prefix(text: str) -> Any:
     literal or key cut in the middle is left out. Invalid text counts as the end.
     Returns ``None`` when not even the start of a value is there.
     """
-    value, _, _ = _value(text, 0, 0, _Budget(_MAX_STEPS))
+    value, _, _ = _value(text, 0, 0, iter(range(_MAX_STEPS)))
     return None if value is _MISSING else value
 
 
-def _value(text: str, pos: int, depth: int, budget: _Budget) -> tuple[Any, int, bool]:
+def _value(text: str, pos: int, depth: int, steps: Iterator[int]) -> tuple[Any, int, bool]:
     """``(value or _MISSING, end, whole)`` for the value starting at ``pos``."""
     pos = _SPACE.match(text, pos).end()  # type: ignore[union-attr]
-    if pos >= len(text) or not budget.take():
+    if pos >= len(text) or next(steps, -1) < 0:
         return _MISSING, len(text), False
     try:
         value, end = _DECODER.raw_decode(text, pos)
@@ -180,15 +167,15 @@ def _value(text: str, pos: int, depth: int, budget: _Budget) -> tuple[Any, int, 
     if depth >= _MAX_DEPTH:
         return _MISSING, len(text), False
     if opening == "{":
-        return _open_object(text, pos + 1, depth + 1, budget)
+        return _open_object(text, pos + 1, depth + 1, steps)
     if opening == "[":
-        return _open_array(text, pos + 1, depth + 1, budget)
+        return _open_array(text, pos + 1, depth + 1, steps)
     return _MISSING, len(text), False
 
 
-def _open_object(text: str, pos: int, depth: int, budget: _Budget) -> tuple[Any, int, bool]:
+def _open_object(text: str, pos: int, depth: int, steps: Iterator[int]) -> tuple[Any, int, bool]:
     found: dict[str, Any] = {}
-    while budget.take():
+    while next(steps, -1) >= 0:
         pos = _SPACE.match(text, pos).end()  # type: ignore[union-attr]
         if pos < len(text) and text[pos] == ",":
             pos += 1
@@ -199,7 +186,7 @@ def _open_object(text: str, pos: int, depth: int, budget: _Budget) -> tuple[Any,
         colon = _SPACE.match(text, key.end()).end()  # type: ignore[union-attr]
         if colon >= len(text) or text[colon] != ":":
             break
-        value, pos, whole = _value(text, colon + 1, depth, budget)
+        value, pos, whole = _value(text, colon + 1, depth, steps)
         if value is not _MISSING:
             found[_DECODER.decode(key.group())] = value
         if not whole:
@@ -207,14 +194,14 @@ def _open_object(text: str, pos: int, depth: int, budget: _Budget) -> tuple[Any,
     return found, len(text), False
 
 
-def _open_array(text: str, pos: int, depth: int, budget: _Budget) -> tuple[Any, int, bool]:
+def _open_array(text: str, pos: int, depth: int, steps: Iterator[int]) -> tuple[Any, int, bool]:
     found: list[Any] = []
-    while budget.take():
+    while next(steps, -1) >= 0:
         pos = _SPACE.match(text, pos).end()  # type: ignore[union-attr]
         if pos < len(text) and text[pos] == ",":
             pos += 1
             continue
-        value, pos, whole = _value(text, pos, depth, budget)
+        value, pos, whole = _value(text, pos, depth, steps)
         if value is not _MISSING:
             found.append(value)
         if not whole:

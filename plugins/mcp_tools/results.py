@@ -6,8 +6,8 @@ text, and the SDK's servers wrap a plain value as ``{"result": value}``). Every
 other block is described in one bracketed line (kind, media type, size, URI), so
 the model knows it was there even though it cannot see an image or hear audio;
 a text resource embedded in the result is included with its URI. A result
-longer than the budget is cut, with a note saying how much was left out (the two
-together within the budget, so the dispatcher's own cut never hides the note); so is a
+longer than ``max_result_chars`` is cut, with a note saying how much was left out (the
+two together within it, so the dispatcher's own cut never hides the note); so is a
 result the transport already cut while reading it (its ``_meta`` says so, see
 :mod:`.message_cut`), with a note saying how large the server's answer was.
 
@@ -21,18 +21,17 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from toolwire.plugin_api import McpLimits
+
 from .message_cut import CUT_META_KEY
 
-__all__ = ["DEFAULT_MAX_RESULT_CHARS", "cut_while_read", "render_content", "render_result"]
-
-DEFAULT_MAX_RESULT_CHARS = 100_000
-"""The most characters of one result the model is given."""
+__all__ = ["cut_while_read", "render_content", "render_result"]
 
 _EMPTY = "(the MCP tool returned no content)"
 _NOTHING = object()
 
 
-def render_result(result: Any, *, max_chars: int = DEFAULT_MAX_RESULT_CHARS) -> str:
+def render_result(result: Any, *, max_chars: int = McpLimits().max_result_chars) -> str:
     """The text of a ``CallToolResult`` (its ``content`` and ``structured_content``)."""
     content = getattr(result, "content", None) or []
     structured = getattr(result, "structured_content", None)

@@ -10,8 +10,8 @@ server too. Every failure is raised as a :class:`toolwire.ToolCallError`, which
 the dispatcher turns into the tool's result for the model.
 
 A tool's ``outputSchema`` passes the one place every schema from outside passes
-(:func:`toolwire.plugin_api.checked_validator`: the schema budgets, its regular
-expressions compiled within theirs, and jsonschema's check): over a budget, or not
+(:func:`toolwire.plugin_api.checked_validator`: the schema limits, its regular
+expressions compiled within theirs, and jsonschema's check): over a limit, or not
 a schema, it leaves its tool out with a note, as an ``inputSchema`` does. A result's
 structured content is then checked against it in the calling thread, within the
 dispatcher's step allowance and the call's deadline
@@ -43,6 +43,7 @@ from toolwire import (
     ToolTimeoutError,
 )
 from toolwire.plugin_api import (
+    McpLimits,
     ValidationStepsExceeded,
     checked_validator,
     current_call,
@@ -60,9 +61,8 @@ from .config import (
 )
 from .errors import MCPNotInstalledError, MCPServerError
 from .loop_thread import LoopThread
-from .message_cut import DEFAULT_MAX_MESSAGE_BYTES
 from .naming import NamedTool, assign_names
-from .results import DEFAULT_MAX_RESULT_CHARS, cut_while_read, render_result
+from .results import cut_while_read, render_result
 
 if TYPE_CHECKING:
     import mcp_types
@@ -70,13 +70,10 @@ if TYPE_CHECKING:
 
     from .connection import ServerConnection
 
-__all__ = ["DEFAULT_CALL_TIMEOUT", "DEFAULT_CONNECT_TIMEOUT", "MCPServers", "MCPToolFunction",
+__all__ = ["MCPServers", "MCPToolFunction",
            "close_all", "mcp_tools"]
 
-DEFAULT_CONNECT_TIMEOUT = 30.0
-"""Seconds a server may take to start and answer the handshake (and to list its tools)."""
-DEFAULT_CALL_TIMEOUT = 300.0
-"""Seconds a call may take when the dispatcher sets no deadline (a session without a timeout)."""
+_LIMITS = McpLimits()
 _CANCEL_POLL_SECONDS = 0.05
 _DEADLINE_GRACE = 1.0  # the request times itself out on the loop; this only backs that up
 _CLOSE_WAIT = 30.0
@@ -166,10 +163,10 @@ class MCPServers:
     """
 
     def __init__(self, servers: Iterable[ServerConfig | str] = (), *,
-                 connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
-                 call_timeout: float = DEFAULT_CALL_TIMEOUT, max_restarts: int = 1,
-                 max_result_chars: int = DEFAULT_MAX_RESULT_CHARS,
-                 max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+                 connect_timeout: float = _LIMITS.connect_timeout,
+                 call_timeout: float = _LIMITS.call_timeout, max_restarts: int = 1,
+                 max_result_chars: int = _LIMITS.max_result_chars,
+                 max_message_bytes: int = _LIMITS.max_message_bytes,
                  trusted: Iterable[str] = (), errlog: IO[Any] | None = None) -> None:
         if max_message_bytes < 1:
             raise ValueError("max_message_bytes must be at least 1")

@@ -9,10 +9,10 @@ Everything the model passes is untrusted, and so is the workspace's content
 * walk paths beneath an open handle of the workspace, never by name from the
   host's root, refusing ``..`` out, links out, link loops, hard-linked files,
   and anything that is not a regular file (:mod:`.confinement`);
-* read within byte budgets per call and per line, streaming, with a truthful
+* read within byte bounds per call and per line, streaming, with a truthful
   note when a result is cut (:mod:`.bounded_lines`, :data:`LIMITS`);
 * match regular expressions with the ``regex`` package in toolwire's pattern
-  child process, under a time budget (``TOOLWIRE_REGEX_TIMEOUT``, default 5 s), the
+  child process, under a time bound (``TOOLWIRE_REGEX_TIMEOUT``, default 5 s), the
   call's deadline and its cancellation, so a backtracking pattern cannot freeze the
   host (:func:`toolwire.plugin_api.match_lines`);
 * write through a new file renamed into place, creating at most

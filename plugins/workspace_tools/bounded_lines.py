@@ -1,9 +1,9 @@
-"""Reading a file's lines with a byte budget per line, whatever the file holds.
+"""Reading a file's lines with a byte bound per line, whatever the file holds.
 
 A file may be one 2 GB line. Lines are read from an open binary stream in
 bounded pieces: the first ``line_cap`` bytes of a line are kept, the rest is
 skipped (and counted) without ever being held in memory, so reading costs
-memory proportional to the budget, not to the file.
+memory proportional to the bound, not to the file.
 """
 
 from __future__ import annotations

@@ -15,9 +15,9 @@ handle (``dir_fd``), with ``O_NOFOLLOW``:
 * only regular files are read or replaced (a fifo, device or socket is refused
   without blocking), and a file with more than one hard link is refused, since
   its other name may be outside the workspace;
-* a path goes through at most ``max_depth`` folders (:data:`MAX_PATH_DEPTH` by
-  default), so no path can make a write create a chain of thousands of folders,
-  nor the walk hold a handle for each of them.
+* a path goes through at most ``max_depth`` folders
+  (:attr:`~toolwire.plugin_api.WorkspaceLimits.max_path_depth`), so no path can make a
+  write create a chain of thousands of folders, nor the walk hold a handle for each.
 
 Every message names paths relative to the workspace, never the host's absolute
 paths, because the messages are read by the model.
@@ -35,11 +35,10 @@ import attrs
 
 from toolwire.plugin_api import ToolCallError
 
-__all__ = ["MAX_PATH_DEPTH", "MAX_SYMLINKS", "PathRefusedError", "Resolved", "Workspace"]
+__all__ = ["MAX_SYMLINKS", "PathRefusedError", "Resolved", "Workspace"]
 
 MAX_SYMLINKS = 40
-MAX_PATH_DEPTH = 64
-"""The most folders one path may go through beneath the workspace (links included)."""
+"""The most links one path follows (Linux's own bound: past it, a loop)."""
 _SHOWN_PATH_CHARS = 80
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
@@ -82,8 +81,7 @@ class Workspace:
     :param max_depth: the most folders a path may go through beneath the root.
     """
 
-    def __init__(self, workspace: object, tool: str, *,
-                 max_depth: int = MAX_PATH_DEPTH) -> None:
+    def __init__(self, workspace: object, tool: str, *, max_depth: int) -> None:
         self.tool = tool
         self.max_depth = max_depth
         if workspace is None:

@@ -1,7 +1,7 @@
 """The four workspace tools: list, read, search, write.
 
 Each opens paths only through :class:`~.confinement.Workspace` and works within
-the budgets of :data:`LIMITS`, so neither a hostile path nor a hostile file (a
+the bounds of :data:`LIMITS`, so neither a hostile path nor a hostile file (a
 2 GB line, a fifo, a hard link out) nor a hostile pattern can escape, exhaust
 memory or freeze the process. Every limit that cuts a result says so in the
 result, truthfully.
@@ -22,77 +22,29 @@ from toolwire.plugin_api import (
     CancelToken,
     ChildStoppedError,
     ToolCallError,
+    WorkspaceLimits,
     check_patterns,
     current_call,
     match_lines,
 )
 
 from .bounded_lines import bounded_lines, skip_lines
-from .confinement import MAX_PATH_DEPTH, Workspace
+from .confinement import Workspace
 
-__all__ = ["DEFAULT_REGEX_SECONDS", "LIMITS", "TOOLS", "WorkspaceLimits", "current_limits",
-           "list_dir", "read_file", "regex_time_budget", "search_text", "write_file"]
-
-
-@attrs.frozen
-class WorkspaceLimits:
-    """The budgets of the workspace tools (replace :data:`LIMITS` to change them).
-
-    :ivar max_entries: entries ``list_dir`` shows.
-    :ivar max_read_lines: lines one ``read_file`` returns.
-    :ivar max_read_bytes: bytes of text one ``read_file`` returns.
-    :ivar max_line_bytes: bytes of one line ``read_file`` shows (the rest is cut, with a note).
-    :ivar max_search_file_bytes: files larger than this are skipped by ``search_text``.
-    :ivar max_search_bytes: bytes one ``search_text`` reads in all.
-    :ivar max_search_files: files one ``search_text`` opens.
-    :ivar max_search_depth: folder depth ``search_text`` descends.
-    :ivar max_match_line_chars: characters of a line that a pattern is matched against.
-    :ivar max_pattern_chars: the longest pattern accepted.
-    :ivar max_results: the most result lines, whatever the model asks.
-    :ivar max_write_bytes: the largest content ``write_file`` writes.
-    :ivar max_path_depth: the most folders one path goes through (so ``write_file``
-        creates at most that many levels).
-    """
-
-    max_entries: int = 500
-    max_read_lines: int = 2000
-    max_read_bytes: int = 256 * 1024
-    max_line_bytes: int = 8 * 1024
-    max_search_file_bytes: int = 2 * 1024 * 1024
-    max_search_bytes: int = 64 * 1024 * 1024
-    max_search_files: int = 5000
-    max_search_depth: int = 64
-    max_match_line_chars: int = 4096
-    max_pattern_chars: int = 1000
-    max_results: int = 500
-    max_write_bytes: int = 8 * 1024 * 1024
-    max_path_depth: int = MAX_PATH_DEPTH
+__all__ = ["LIMITS", "TOOLS", "WorkspaceLimits", "current_limits", "list_dir", "read_file",
+           "search_text", "write_file"]
 
 
 LIMITS = WorkspaceLimits()
+"""The bounds in force (:class:`toolwire.limits.WorkspaceLimits`, its regular-expression
+time from ``TOOLWIRE_REGEX_TIMEOUT`` at import); replace it to change them."""
 
 _Files = Generator[tuple[str, int | None, os.stat_result | None], None, None]
 
 
 def current_limits() -> WorkspaceLimits:
-    """The budgets in force: :data:`LIMITS` as it is now (replacing it takes effect at once)."""
+    """The bounds in force: :data:`LIMITS` as it is now (replacing it takes effect at once)."""
     return globals()["LIMITS"]  # type: ignore[no-any-return]
-
-
-DEFAULT_REGEX_SECONDS = 5.0
-
-
-def regex_time_budget() -> float:
-    """Seconds one regular-expression search may spend matching.
-
-    ``TOOLWIRE_REGEX_TIMEOUT`` overrides the default of 5 seconds.
-    """
-    raw = os.environ.get("TOOLWIRE_REGEX_TIMEOUT")
-    try:
-        value = float(raw) if raw else DEFAULT_REGEX_SECONDS
-    except ValueError:
-        value = DEFAULT_REGEX_SECONDS
-    return value if value > 0 else DEFAULT_REGEX_SECONDS
 
 
 # -- list_dir -------------------------------------------------------------------------
@@ -243,7 +195,7 @@ def search_text(pattern: str, path: str = ".", regex: bool = False, max_results:
 class _Matcher:
     """A search's regular expression, matched in the pattern child process
     (:func:`toolwire.plugin_api.match_lines`) until the search's time runs out: its
-    own budget, or the dispatcher's deadline for the call when that comes first; a
+    own ``regex_seconds``, or the dispatcher's deadline for the call when that comes first; a
     cancelled reply kills the match at once."""
 
     def __init__(self, pattern: str) -> None:
@@ -251,11 +203,11 @@ class _Matcher:
         if problem is not None:
             raise ToolCallError(f"bad regular expression: {problem}", tool="search_text")
         running = current_call()
-        own = time.monotonic() + regex_time_budget()
+        own = time.monotonic() + current_limits().regex_seconds
         deadline = running.deadline if running is not None else None
         self.pattern = pattern
         self.deadline = own if deadline is None else min(own, deadline)
-        self.reason = "budget" if deadline is None or own <= deadline else "deadline"
+        self.reason = "regex_seconds" if deadline is None or own <= deadline else "deadline"
         self.cancel: CancelToken | None = running.cancel if running is not None else None
 
     def lines(self, text: str, limit: int) -> list[int]:
@@ -264,14 +216,14 @@ class _Matcher:
                            cancelled=(lambda: cancel.cancelled) if cancel is not None else None)
 
     def why_stopped(self, stopped: ChildStoppedError) -> str:
-        """Why the match stopped, for the model (``budget``: its own time ran out)."""
+        """Why the match stopped, for the model (``regex_seconds``: its own time ran out)."""
         if stopped.bound == "cancelled":
             return "the reply was cancelled"
         if stopped.bound not in ("wall time", "cpu time"):
             return f"the matching process ended unexpectedly ({stopped.how})"
         if self.reason == "deadline":
             return "the call's time limit ran out first"
-        return "budget"
+        return "regex_seconds"
 
 
 def _single(ws: Workspace, parent_fd: int, name: str,
@@ -345,12 +297,13 @@ def _search(files: _Files, pattern: str,
         except ChildStoppedError as stopped:
             assert matcher is not None
             why = matcher.why_stopped(stopped)
-            if why != "budget":
+            if why != "regex_seconds":
                 raise ToolCallError(f"the search was stopped while searching {display}, "
                                     f"after {len(hits)} matching line(s): {why}",
                                     tool="search_text") from None
+            seconds = current_limits().regex_seconds
             raise ToolCallError(
-                f"the regular expression ran longer than {regex_time_budget():g} seconds "
+                f"the regular expression ran longer than {seconds:g} seconds "
                 f"(while searching {display}) and was stopped, after {len(hits)} matching "
                 "line(s); it probably backtracks (nested repetition like (a+)+); "
                 "simplify it or search for plain text", tool="search_text") from None

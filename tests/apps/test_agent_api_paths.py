@@ -28,11 +28,11 @@ from toolwire import CancelToken, TemplateError, TextEvent, TurnEnd
 from toolwire.apps.server.app import create_app
 from toolwire.apps.server.call_id_forms import CallIdForm
 from toolwire.apps.server.completion_request import parse_completion_request
-from toolwire.apps.server.limits import ServerLimits
 from toolwire.apps.server.messages_request import parse_messages_request
 from toolwire.apps.server.model_route import model_request_for
 from toolwire.apps.server.responses_request import parse_responses_request
 from toolwire.backends.templated import EncodedPrompt, TemplatedBackend, TemplateSource
+from toolwire.limits import ServerLimits
 from toolwire.testing import ScriptedBackend, isolated_plugin_manager
 from toolwire.vocabulary.backend import ModelRequest
 

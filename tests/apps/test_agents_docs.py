@@ -11,7 +11,7 @@ import pytest
 from tests.apps.test_openai_docs import ReadFields, documented_fields
 from toolwire.apps.server import messages_request, responses_request
 from toolwire.apps.server.http_input import RequestError
-from toolwire.apps.server.limits import ServerLimits
+from toolwire.limits import ServerLimits
 
 APIS: dict[str, tuple[str, dict[str, str], Callable[..., Any], dict[str, Any]]] = {
     "responses": ("## The Responses request", responses_request.REQUEST_FIELDS,

@@ -45,6 +45,7 @@ from toolwire.apps.server.dashboard import VENDOR_FILES, content_security_policy
 from toolwire.apps.server.served_model import ServedModel
 from toolwire.conversation.approval import Approval, ApprovalRequest
 from toolwire.events import ApprovalRequestEvent, Event, TextEvent, ToolCallEvent
+from toolwire.limits import ServerLimits
 from toolwire.testing import ScriptedBackend, isolated_plugin_manager
 from toolwire.vocabulary.cancel import CancelToken
 from toolwire.vocabulary.history import ToolCall
@@ -269,7 +270,8 @@ def test_cancelling_a_reply_that_waits_for_approval_denies_the_call() -> None:
 def test_an_unanswered_write_call_is_denied_after_the_timeout() -> None:
     writer, written = note_writer()
     with running_server(scripted_app(ScriptedBackend([WRITE_CALL, SAVED]), tools=(writer,),
-                                     approvals=True, approval_timeout=0.3)) as base:
+                                     approvals=True,
+                                     limits=ServerLimits(approval_timeout=0.3))) as base:
         started = time.monotonic()
         items, _ = answer_when_asked(base, [])
     assert time.monotonic() - started < 10
@@ -285,9 +287,9 @@ def test_without_approvals_a_write_call_runs_at_once() -> None:
     assert "approval_request" not in stream_types(items) and written == ["buy milk"]
 
 
-def test_create_app_refuses_a_timeout_that_is_not_positive() -> None:
+def test_the_approval_timeout_must_be_positive() -> None:
     with pytest.raises(ValueError, match="approval_timeout"):
-        scripted_app(ScriptedBackend([]), approvals=True, approval_timeout=0)
+        scripted_app(ScriptedBackend([]), approvals=True, limits=ServerLimits(approval_timeout=0))
 
 
 def test_serve_has_an_approvals_flag() -> None:

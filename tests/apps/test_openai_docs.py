@@ -8,7 +8,7 @@ from typing import Any
 
 from tests.support.paths import DOCS
 from toolwire.apps.server.completion_request import REQUEST_FIELDS, parse_completion_request
-from toolwire.apps.server.limits import ServerLimits
+from toolwire.limits import ServerLimits
 
 
 class ReadFields(Mapping[str, Any]):

@@ -41,6 +41,7 @@ from tests.support.tiers import needs
 from toolwire.apps.server.app import create_app
 from toolwire.apps.server.served_model import LoadedModel, ServedModel
 from toolwire.events import ErrorEvent, Event, TextEvent
+from toolwire.limits import ServerLimits
 from toolwire.testing import ScriptedBackend
 from toolwire.vocabulary.backend import ModelRequest, TurnEnd
 from toolwire.vocabulary.cancel import CancelToken
@@ -282,7 +283,6 @@ def post_only(base: str, body: Any) -> http.client.HTTPConnection:
 
 
 def test_a_full_queue_is_429_and_a_disconnect_cancels_the_generation() -> None:
-    from toolwire.apps.server.limits import ServerLimits
 
     backend = GatedBackend([ANSWER, ANSWER])
     app = scripted_app(backend, limits=ServerLimits(max_waiting=1))
@@ -405,7 +405,8 @@ def test_a_bad_field_is_400_naming_it(idle_openai: str, body: dict[str, Any],
 
 @pytest.fixture(scope="module")
 def idle_openai() -> Iterator[str]:
-    with running_server(scripted_app(ScriptedBackend([]), max_body_bytes=4096)) as base:
+    app = scripted_app(ScriptedBackend([]), limits=ServerLimits(max_body_bytes=4096))
+    with running_server(app) as base:
         yield base
 
 

@@ -52,6 +52,7 @@ from toolwire.apps.server.app import (
 )
 from toolwire.errors import ToolwireError
 from toolwire.events import Event
+from toolwire.limits import ServerLimits
 from toolwire.testing import ScriptedBackend, isolated_plugin_manager
 
 CALL = ("Let me look.\n<tool_call>\n<function=lookup>\n<parameter=name>\nalex\n</parameter>\n"
@@ -459,7 +460,8 @@ def test_bad_bodies_are_400_with_a_json_error(idle_base: str, raw: bytes,
 
 
 def test_other_refusals() -> None:
-    with running_server(scripted_app(ScriptedBackend([]), max_body_bytes=200)) as base:
+    app = scripted_app(ScriptedBackend([]), limits=ServerLimits(max_body_bytes=200))
+    with running_server(app) as base:
         status, body = json_request(base, "POST", "/v1/chat", raw=b'{"messages": []}',
                                     headers={"Content-Type": "text/plain"})
         assert status == 415 and "application/json" in body["error"]

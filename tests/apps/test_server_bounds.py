@@ -32,9 +32,9 @@ from tests.apps.test_server import GatedBackend, json_request, scripted_app, use
 from toolwire.apps.cli.common import UsageError
 from toolwire.apps.cli.serve import allowed_hosts_for, limits_from_args, model_id_for
 from toolwire.apps.cli.serve import register as add_serve_command
-from toolwire.apps.server.limits import ServerLimits
 from toolwire.apps.server.request_guard import HostPolicy, parse_host_header
 from toolwire.apps.server.uvicorn_server import uvicorn_config
+from toolwire.limits import ServerLimits
 from toolwire.testing import ScriptedBackend
 
 FAST = ServerLimits(header_timeout=0.5, body_timeout=0.5, keep_alive_timeout=1,

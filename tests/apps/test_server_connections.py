@@ -24,9 +24,8 @@ import pytest
 
 from tests.apps.test_server import GatedBackend, scripted_app, user, wait_for
 from tests.apps.test_server_bounds import _serve_args, bounded_server
-from tests.support.paths import DOCS
-from toolwire.apps.cli.serve import _LIMIT_OPTIONS, limits_from_args
-from toolwire.apps.server.limits import ServerLimits
+from toolwire.apps.cli.serve import limits_from_args
+from toolwire.limits import ServerLimits
 from toolwire.testing import ScriptedBackend
 
 KEY = "sesame"
@@ -449,21 +448,3 @@ def test_the_connection_options_of_serve_set_the_new_bounds() -> None:
     assert (limits.max_idle_connections, limits.max_idle_per_client,
             limits.linger_timeout, limits.send_timeout) == (100, 7, 0.5, 9.0)
     assert limits.max_connections == ServerLimits().max_connections
-
-
-def _shown(value: float) -> set[str]:
-    """The ways the docs write a default: 2,000; 30 s; 8 MiB; 16 KiB."""
-    return {f"{value:,}", f"{value:g} s", f"{value / (1 << 20):g} MiB",
-            f"{value / 1024:g} KiB"}
-
-
-@pytest.mark.parametrize("doc", ["openai-server.md", "security.md"])
-def test_every_bound_option_of_serve_is_documented_with_its_default(doc: str) -> None:
-    text = (DOCS / doc).read_text(encoding="utf-8")
-    defaults = ServerLimits()
-    for flag, field, _, _ in _LIMIT_OPTIONS:
-        rows = [line for line in text.splitlines() if line.startswith("|")
-                and line.rstrip().endswith((f"`{flag}` |", f"`{flag} N` |"))]
-        assert len(rows) == 1, f"{doc} has no single row for {flag}"
-        assert any(shown in rows[0] for shown in _shown(getattr(defaults, field))), \
-            f"{doc} does not give {flag}'s default ({getattr(defaults, field)})"

@@ -38,7 +38,7 @@ from toolwire import (
     ToolResultEvent,
     TurnEnd,
 )
-from toolwire.backends.budget import prune_history, removal_order
+from toolwire.backends.context_fit import prune_history, removal_order
 from toolwire.grammar.gbnf import literal as grammar_literal
 from toolwire.plugins.llama_cpp.backend import LlamaCppBackend
 from toolwire.templates.default_template import DEFAULT_CHAT_TEMPLATE
@@ -610,7 +610,7 @@ def test_option_checks(model_file: Path) -> None:
     with pytest.raises(ValueError, match="max_tokens"):
         backend_for(model_file, [], n_ctx=100, max_tokens=100)
     backend, _ = backend_for(model_file, [])
-    assert backend.n_ctx == 4096 and backend.prompt_budget == 4096 - 1024  # min(4096, 8192)
+    assert backend.n_ctx == 4096 and backend.prompt_room == 4096 - 1024  # min(4096, 8192)
 
 
 def test_asend_runs_the_backend_in_a_worker_thread(model_file: Path) -> None:

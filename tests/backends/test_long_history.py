@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from toolwire import CancelToken, Message, ModelRequest, TurnEnd
-from toolwire.backends.budget import FittingCancelled, prune_history, removal_order
+from toolwire.backends.context_fit import FittingCancelled, prune_history, removal_order
 from toolwire.vocabulary.history import ToolCall
 
 
@@ -125,7 +125,7 @@ def test_a_32000_message_history_is_fitted_with_the_real_tokenizer(backend: obje
     request = ModelRequest(tuple(history(12_000)))
     fitted, prompt = backend.fit_prompt(request)
     assert fitted.fits and fitted.removed > 31_000
-    assert prompt.n_tokens <= backend.prompt_budget
+    assert prompt.n_tokens <= backend.prompt_room
     assert prompt.tokens == tuple(backend.tokenize(prompt.text))
 
 

@@ -6,7 +6,7 @@ schema per tool. Before, the MCP SDK checked structured results on the servers' 
 event loop with an unbounded jsonschema and Python's ``re``: an output ``pattern`` of
 ``^(a+)+$`` held the interpreter lock 16 s at 29 characters (past the call's timeout), and
 a 40-level ``anyOf`` chain never ended, so every tool of every server timed out. Now an
-output schema is measured where its tool enters (over a budget, the tool is left out with a
+output schema is measured where its tool enters (over a limit, the tool is left out with a
 note), and a result is checked in the calling thread by the bounded validator.
 """
 

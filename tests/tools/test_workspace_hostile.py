@@ -45,7 +45,7 @@ def run(d: Dispatcher, name: str, **args: object) -> tuple[str, bool]:
 @pytest.mark.process
 def test_backtracking_regex_is_stopped_and_other_threads_keep_running(
         dispatcher: Dispatcher, workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("TOOLWIRE_REGEX_TIMEOUT", "1")
+    monkeypatch.setattr(wt.tools, "LIMITS", wt.WorkspaceLimits(regex_seconds=1))
     (workspace / "evil.txt").write_text("a" * 40 + "!\n")
     ticks = 0
     stop = threading.Event()
@@ -87,7 +87,7 @@ def test_a_killed_matcher_leaves_no_process_behind(workspace: Path) -> None:
 @pytest.mark.process
 def test_the_search_after_a_timeout_works_again(dispatcher: Dispatcher, workspace: Path,
                                                 monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("TOOLWIRE_REGEX_TIMEOUT", "0.5")
+    monkeypatch.setattr(wt.tools, "LIMITS", wt.WorkspaceLimits(regex_seconds=0.5))
     (workspace / "evil.txt").write_text("a" * 40 + "!\n")
     assert run(dispatcher, "search_text", pattern="(a|a)+$", regex=True)[1]
     content, is_error = run(dispatcher, "search_text", pattern=r"al\w+", regex=True)

@@ -84,7 +84,7 @@ def workers_by_command() -> set[int]:
 def test_a_dispatcher_timeout_shorter_than_the_regex_budget_leaves_no_child_running(
         workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     patterns._CHILDREN.close()
-    monkeypatch.setenv("TOOLWIRE_REGEX_TIMEOUT", "30")
+    monkeypatch.setattr(wt.tools, "LIMITS", wt.WorkspaceLimits(regex_seconds=30))
     dispatcher = Dispatcher(ToolRegistry(wt.TOOLS), workspace=workspace, timeout=1)
     started = time.monotonic()
     result = dispatcher.dispatch(ToolCall("c1", "search_text",
@@ -98,7 +98,7 @@ def test_a_dispatcher_timeout_shorter_than_the_regex_budget_leaves_no_child_runn
 def test_a_cancelled_reply_stops_the_search_and_its_child(
         workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     patterns._CHILDREN.close()
-    monkeypatch.setenv("TOOLWIRE_REGEX_TIMEOUT", "30")
+    monkeypatch.setattr(wt.tools, "LIMITS", wt.WorkspaceLimits(regex_seconds=30))
     dispatcher = Dispatcher(ToolRegistry(wt.TOOLS), workspace=workspace, timeout=60)
     cancel = CancelToken()
     threading.Timer(0.5, cancel.cancel).start()
@@ -113,7 +113,7 @@ def test_a_cancelled_reply_stops_the_search_and_its_child(
 
 def test_the_search_stopped_at_the_calls_deadline_says_so(
         workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("TOOLWIRE_REGEX_TIMEOUT", "30")
+    monkeypatch.setattr(wt.tools, "LIMITS", wt.WorkspaceLimits(regex_seconds=30))
     deadline = time.monotonic() + 0.5
     with pytest.raises(ChildStoppedError) as stopped:
         patterns.match_lines(BACKTRACKING, EVIL_LINE, 1, deadline=deadline)
@@ -127,9 +127,9 @@ def test_the_search_stopped_at_the_calls_deadline_says_so(
 
 _HOST = textwrap.dedent("""
     import os, sys, threading, time
+    os.environ["TOOLWIRE_REGEX_TIMEOUT"] = "600"  # read when the plugin is imported
     from toolwire import Dispatcher, ToolCall, ToolRegistry
     from toolwire.plugins import workspace_tools as wt
-    os.environ["TOOLWIRE_REGEX_TIMEOUT"] = "600"
     dispatcher = Dispatcher(ToolRegistry(wt.TOOLS), workspace=sys.argv[1], timeout={timeout})
     def exit_mid_search():
         from tests.tools.test_workspace_search_child import matching_children

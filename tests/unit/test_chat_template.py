@@ -382,9 +382,9 @@ def test_no_foreign_exception_escapes(source: str) -> None:
 
 def test_output_is_bounded() -> None:
     source = "{% for i in range(100) %}0123456789{% endfor %}"
-    assert len(ChatTemplate(source, max_output_chars=1000).render([])) == 1000
+    assert len(ChatTemplate(source, limits=RenderLimits(max_output_chars=1000)).render([])) == 1000
     with pytest.raises(TemplateError, match="exceeds 999 characters"):
-        ChatTemplate(source, max_output_chars=999).render([])
+        ChatTemplate(source, limits=RenderLimits(max_output_chars=999)).render([])
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""Schemas are walked in linear time, and a schema over a budget is refused where it enters
+"""Schemas are walked in linear time, and a schema over a limit is refused where it enters
 (issue 28, item 1).
 
 A 3 KB schema whose ``$defs`` chain 40 levels of ``{"anyOf": [{"$ref": next},
@@ -52,6 +52,7 @@ from toolwire.conversation.validation import (
 )
 from toolwire.grammar import GrammarSchemaError
 from toolwire.grammar.build import build_grammar
+from toolwire.limits import SchemaLimits
 from toolwire.parse.values import decode_nested_value
 from toolwire.testing import ScriptedBackend
 from toolwire.vocabulary.schema import (
@@ -61,14 +62,12 @@ from toolwire.vocabulary.schema import (
     schema_types,
     tool_parameters_by_name,
 )
-from toolwire.vocabulary.schema_budget import (
-    DEFAULT_MAX_DEPTH,
-    DEFAULT_MAX_EXPANSION,
-    DEFAULT_MAX_NODES,
-    SchemaBudget,
-    check_schema_budget,
-)
+from toolwire.vocabulary.schema_size import check_schema_size
 from toolwire.vocabulary.tool_choice import resolve_tool_choice
+
+DEFAULT_MAX_NODES = SchemaLimits().max_nodes
+DEFAULT_MAX_DEPTH = SchemaLimits().max_depth
+DEFAULT_MAX_EXPANSION = SchemaLimits().max_expansion
 
 KEYWORDS = ("anyOf", "allOf", "oneOf")
 HOSTILE_LEVELS = 40
@@ -162,10 +161,10 @@ def test_a_40_level_chain_given_as_a_mapping_refuses_the_grammar_naming_the_budg
 
 
 def test_a_chain_within_the_budget_is_accepted_and_one_level_more_is_not() -> None:
-    size = check_schema_budget(chain_schema(WITHIN_LEVELS, "anyOf"), tool="t")
+    size = check_schema_size(chain_schema(WITHIN_LEVELS, "anyOf"), tool="t")
     assert size.expansion <= DEFAULT_MAX_EXPANSION
     with pytest.raises(ToolSchemaBudgetError):
-        check_schema_budget(chain_schema(WITHIN_LEVELS + 1, "anyOf"), tool="t")
+        check_schema_size(chain_schema(WITHIN_LEVELS + 1, "anyOf"), tool="t")
 
 
 @pytest.mark.parametrize("params", [
@@ -204,7 +203,7 @@ def test_references_are_followed_as_jsonschema_follows_them_anchors_and_ids() ->
                    {"$id": "https://example.test/root", "$defs": by_id,
                     "properties": {"x": {"$ref": "n0"}}}):
         with pytest.raises(ToolSchemaBudgetError) as info:
-            check_schema_budget(params, tool="t")
+            check_schema_size(params, tool="t")
         assert info.value.budget == "expansion"
 
 
@@ -227,12 +226,12 @@ def test_a_python_object_used_in_many_places_counts_at_each() -> None:
     for _ in range(30):  # 2^30 places as JSON, 31 objects in Python
         shared = {"type": "object", "properties": {"a": shared, "b": shared}}
     with pytest.raises(ToolSchemaBudgetError) as info:
-        check_schema_budget(shared, tool="t", budget=SchemaBudget(max_depth=1_000))
+        check_schema_size(shared, tool="t", limits=SchemaLimits(max_depth=1_000))
     assert info.value.budget == "nodes"
 
 
 def test_a_tree_schema_and_the_bfcl_shapes_are_within_every_budget() -> None:
-    size = check_schema_budget(TREE, tool="tree")
+    size = check_schema_size(TREE, tool="tree")
     assert size.expansion <= 3 and size.depth < DEFAULT_MAX_DEPTH
     tool = Tool(schema={"name": "tree", "parameters": TREE}, function=_never_called)
     assert tool.parameters["$defs"]["node"]["properties"]["children"]["items"] == \
@@ -340,7 +339,7 @@ def test_values_read_against_a_20_level_chain_take_a_linear_number_of_look_ups(
 
 def test_validation_within_the_budget_applies_at_most_the_expansion_per_value() -> None:
     params = chain_schema(WITHIN_LEVELS, "anyOf")
-    expansion = check_schema_budget(params, tool="t").expansion
+    expansion = check_schema_size(params, tool="t").expansion
     validator = bounded_validator(params)
     with validation_steps(3 * expansion):  # a few keywords per applied subschema
         errors = list(validator.iter_errors({"x": 5}))

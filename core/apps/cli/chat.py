@@ -35,6 +35,7 @@ from ...events import (
     DoneEvent,
 )
 from ...hooks.manager import PluginManager
+from ...limits import DispatchLimits, bound
 from ...vocabulary.backend import Backend
 from ...vocabulary.cancel import CancelToken
 from ...vocabulary.tool_choice import TOOL_CHOICE_MODES, named_tool_choice
@@ -84,9 +85,9 @@ def add_chat_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--workspace", default=".",
                         help="existing folder the tools work in (default: the current one)")
     parser.add_argument("--read-only", action="store_true", help="offer only read tools")
-    parser.add_argument("--max-tool-iters", type=at_least(1), default=10, metavar="N",
-                        help="most model turns per message; the last answers without tools "
-                             "(default: 10)")
+    iters = bound(DispatchLimits, "max_tool_iters")
+    parser.add_argument(str(iters.flag), type=at_least(1), default=iters.default, metavar="N",
+                        help=iters.help)
     parser.add_argument("--system", metavar="TEXT", help="system prompt (strategy guidance)")
     parser.add_argument("--no-tools", action="store_true",
                         help="offer no plugin tools (MCP servers and --functions still are)")

@@ -27,14 +27,14 @@ import threading
 from collections.abc import Sequence
 from pathlib import Path
 from types import FrameType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from ...conversation.chat import Chat
 from ...errors import ToolwireError
 from ...hooks.manager import PluginManager
+from ...limits import ServerLimits, bounds
 from ...vocabulary.backend import Backend
 from ...vocabulary.history import Message
-from ..server.limits import ServerLimits
 from ..server.request_guard import LOOPBACK_HOSTS, HostPolicy, parse_origin
 from .chat import add_chat_arguments, make_backend
 from .common import UsageError, at_least, extra_hint, fail
@@ -52,26 +52,8 @@ DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8765
 API_KEY_VARIABLE = "TOOLWIRE_SERVE_API_KEY"
 _ANY_ADDRESS = ("0.0.0.0", "::", "")
-_LIMIT_OPTIONS = (
-    ("--max-messages", "max_messages", int, "messages one request may carry"),
-    ("--max-chars", "max_chars", int, "characters of message text one request may carry"),
-    ("--max-body-bytes", "max_body_bytes", int, "bytes of one request body"),
-    ("--queue-size", "max_waiting", int, "requests that may wait for the model (then 429)"),
-    ("--max-connections", "max_connections", int,
-     "requests being answered at once (then 503; idle connections do not count)"),
-    ("--max-idle-connections", "max_idle_connections", int,
-     "idle or half-sent connections of all clients (then the longest-waiting close)"),
-    ("--max-idle-per-client", "max_idle_per_client", int,
-     "idle or half-sent connections of one client address (then its longest-waiting close)"),
-    ("--header-timeout", "header_timeout", float, "seconds to send a request's headers"),
-    ("--body-timeout", "body_timeout", float, "seconds to send a request's body (then 408)"),
-    ("--keep-alive-timeout", "keep_alive_timeout", float,
-     "seconds an idle connection stays open"),
-    ("--send-timeout", "send_timeout", float,
-     "seconds a client may leave unread what it was sent (then it is cut)"),
-    ("--linger-timeout", "linger_timeout", float,
-     "seconds a connection closed before its body arrived drains what the client sends"),
-)
+_LIMIT_OPTIONS: Final = tuple(bound for bound in bounds(ServerLimits) if bound.flag)
+"""The bounds ``serve`` takes as options, each its flag, help and default from its record."""
 
 
 def register(
@@ -109,20 +91,18 @@ def register(
                         "approval (the dashboard shows approve/deny; denied after 10 minutes "
                         "without an answer)")
     limits = p.add_argument_group("request and connection bounds")
-    defaults = ServerLimits()
-    for flag, field, kind, what in _LIMIT_OPTIONS:
-        default = getattr(defaults, field)
-        shown = f"{default:g}" if kind is float else str(default)
-        limits.add_argument(flag, type=kind, dest=f"limit_{field}", metavar="N",
-                            help=f"{what} (default {shown})")
+    for bound in _LIMIT_OPTIONS:
+        limits.add_argument(str(bound.flag), type=type(bound.default), metavar="N",
+                            dest=f"limit_{bound.name}",
+                            help=bound.help)
     p.set_defaults(run=run_serve)
     return p
 
 
 def limits_from_args(args: argparse.Namespace) -> ServerLimits:
     """The server's bounds from the ``serve`` options (defaults where not given)."""
-    given = {field: getattr(args, f"limit_{field}") for _, field, _, _ in _LIMIT_OPTIONS
-             if getattr(args, f"limit_{field}", None) is not None}
+    given = {bound.name: getattr(args, f"limit_{bound.name}") for bound in _LIMIT_OPTIONS
+             if getattr(args, f"limit_{bound.name}", None) is not None}
     try:
         return ServerLimits(**given)
     except ValueError as exc:

@@ -27,6 +27,7 @@ from typing import Any
 from ...conversation.dispatch import Dispatcher
 from ...errors import ToolwireError
 from ...hooks.manager import PluginManager
+from ...limits import DispatchLimits, bound
 from ...vocabulary.cancel import CancelToken
 from ...vocabulary.history import ToolCall
 from ...vocabulary.tool_sources import ToolSource, origin_of
@@ -118,8 +119,9 @@ def register(subparsers: Any) -> None:
                    help="list and run only read-only tools, as a read-only session does")
     p.add_argument("--no-tools", action="store_true",
                    help="leave out the plugins' tools (MCP servers named are still used)")
-    p.add_argument("--timeout", type=float, default=60.0,
-                   help="seconds the call may run (default 60)")
+    seconds = bound(DispatchLimits, "tool_seconds")
+    p.add_argument(str(seconds.flag), type=float, default=seconds.default, metavar="SECONDS",
+                   help=seconds.help)
     p.set_defaults(run=run)
 
 

@@ -30,19 +30,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-import attrs
-
 from ...errors import ToolwireError
 from ...extras import extra_hint
+from ...limits import ServerLimits
 from ...vocabulary.backend import Backend
 from ...vocabulary.openai_messages import NO_RESULT_TEXT, messages_from_openai
-from .approvals import DEFAULT_APPROVAL_TIMEOUT
 from .chat_request import ChatRequest, parse_chat_request
 from .chat_route import CHAT_ID_HEADER
 from .crash_status import CrashIsUnavailable
 from .dashboard import dashboard_html, page_headers
 from .http_input import RequestError
-from .limits import ServerLimits
 from .metrics import ServerMetrics
 from .model_queue import ModelQueue
 from .request_guard import LOOPBACK_HOSTS, HostPolicy, parse_origin
@@ -132,11 +129,10 @@ def _host_policy(allowed_hosts: Sequence[str] | HostPolicy | None) -> HostPolicy
 
 def create_app(make_chat: ChatFactory | None = None, *, model: str = "",
                allowed_hosts: Sequence[str] | HostPolicy | None = tuple(LOOPBACK_HOSTS),
-               max_body_bytes: int | None = None, limits: ServerLimits | None = None,
+               limits: ServerLimits | None = None,
                served: ServedModel | None = None, backend: Backend | None = None,
                model_id: str | None = None, api_key: str | None = None,
                concurrent_replies: int = 1, approvals: bool = False,
-               approval_timeout: float = DEFAULT_APPROVAL_TIMEOUT,
                allowed_origins: Sequence[str] = (),
                ping_interval: float | None = None) -> Starlette:
     """The ``toolwire serve`` ASGI app.
@@ -148,7 +144,6 @@ def create_app(make_chat: ChatFactory | None = None, *, model: str = "",
     :param allowed_hosts: ``Host`` names to serve (DNS-rebinding guard), or a
         :class:`~toolwire.apps.server.request_guard.HostPolicy`; ``None`` serves
         any. The default is the loopback names.
-    :param max_body_bytes: the largest request body (overrides ``limits``).
     :param limits: the server's bounds (default :class:`ServerLimits`).
     :param served: the model, possibly still loading (``toolwire serve`` loads in
         the background); default: ``make_chat``'s, ready now.
@@ -163,7 +158,6 @@ def create_app(make_chat: ChatFactory | None = None, *, model: str = "",
     :param approvals: each call of a tool that is not read-only waits for the
         client's answer (``approval_request`` event, ``POST /v1/chat/{id}/approval``);
         this replaces the approver of ``make_chat``'s chats.
-    :param approval_timeout: seconds such a call waits before it is denied.
     :param allowed_origins: browser origins (``https://app.example``) that may call
         the server across sites: CORS preflights and headers for them only.
     :param ping_interval: seconds of quiet after which an Anthropic message stream
@@ -194,16 +188,11 @@ def create_app(make_chat: ChatFactory | None = None, *, model: str = "",
         served = ServedModel(LoadedModel(make_chat, backend, model,
                                          model_id or model or "toolwire"))
     bounds = limits or ServerLimits()
-    if max_body_bytes is not None:
-        bounds = attrs.evolve(bounds, max_body_bytes=max_body_bytes)
-    if approval_timeout <= 0:
-        raise ValueError(f"approval_timeout must be positive, not {approval_timeout!r}")
     ping_interval = PING_INTERVAL if ping_interval is None else ping_interval
     if ping_interval <= 0:
         raise ValueError(f"ping_interval must be positive, not {ping_interval!r}")
     queue = ModelQueue(concurrent_replies, bounds.max_waiting)
-    state = ServerState(served, bounds, queue, ask_approval=approvals,
-                        approval_timeout=approval_timeout)
+    state = ServerState(served, bounds, queue, ask_approval=approvals)
     metrics = state.metrics = ServerMetrics(
         waiting=lambda: queue.waiting, active=lambda: queue.active,
         restarts=state.worker_restarts)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .approvals import APPROVAL_BODY_BYTES, parse_approval_answer
+from .approvals import parse_approval_answer
 from .http_input import ClientGone, RequestError, decode_json_body, read_body
 from .http_input import require_json_media_type as require_json
 from .responses import JsonResponse, Receive, Scope, Send
@@ -31,7 +31,7 @@ class ApprovalEndpoint:
         try:
             require_json(scope["headers"])
             body = await read_body(receive, scope["headers"],
-                                   limit=min(APPROVAL_BODY_BYTES, limits.max_body_bytes),
+                                   limit=min(limits.approval_body_bytes, limits.max_body_bytes),
                                    timeout=limits.body_timeout)
             call_id, answer = parse_approval_answer(
                 decode_json_body(body, max_depth=limits.max_json_depth))

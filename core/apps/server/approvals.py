@@ -17,20 +17,16 @@ import asyncio
 import threading
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
-from typing import Any, Final
+from typing import Any
 
 from ...conversation.approval import Approval, ApprovalRequest
 from ...events import ApprovalRequestEvent, Event, ToolCallEvent
+from ...limits import ServerLimits
 from ...vocabulary.cancel import CancelToken
 
-__all__ = ["APPROVAL_BODY_BYTES", "DEFAULT_APPROVAL_TIMEOUT", "ReplyApprovals",
+__all__ = ["ReplyApprovals",
            "parse_approval_answer", "with_approval_requests"]
 
-DEFAULT_APPROVAL_TIMEOUT: Final = 600.0
-"""Seconds a write call waits for the client's answer before it is denied."""
-
-APPROVAL_BODY_BYTES: Final = 4096
-"""The largest body ``POST /v1/chat/{id}/approval`` reads (an id and an answer)."""
 
 _POLL_SECONDS = 0.05  # how often a waiting call looks at the reply's cancel token
 _ANSWERS = {a.value: a for a in Approval}
@@ -54,7 +50,7 @@ class ReplyApprovals:
     """
 
     def __init__(self, token: CancelToken, announce: Callable[[ApprovalRequestEvent], None],
-                 timeout: float = DEFAULT_APPROVAL_TIMEOUT) -> None:
+                 timeout: float = ServerLimits().approval_timeout) -> None:
         self.token = token
         self.announce = announce
         self.timeout = timeout

@@ -8,10 +8,10 @@ from typing import Any
 
 import attrs
 
+from ...limits import ServerLimits
 from ...vocabulary.history import Message
 from ...vocabulary.openai_messages import NO_RESULT_TEXT, messages_from_openai
 from .http_input import RequestError, json_depth_exceeds
-from .limits import ServerLimits
 
 __all__ = ["ChatRequest", "check_conversation", "check_request_size", "message_chars",
            "parse_chat_request"]

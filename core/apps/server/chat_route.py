@@ -188,7 +188,7 @@ async def _chat_response(state: ServerState, scope: Scope, receive: Receive) -> 
         def announce(event: ApprovalRequestEvent) -> None:  # from the chat's worker thread
             loop.call_soon_threadsafe(put, event)
 
-        approvals = ReplyApprovals(token, announce, state.approval_timeout)
+        approvals = ReplyApprovals(token, announce, state.limits.approval_timeout)
         session.dispatcher.approval = ApprovalGate(approvals)
         state.approvals[chat_id] = approvals
     state.replies[chat_id] = token

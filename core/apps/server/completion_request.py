@@ -13,9 +13,9 @@ messages_from_openai` (``developer`` messages count as ``system``; the
 deprecated assistant ``function_call`` and ``role: "function"`` results become a
 tool call and its result); the tools become :class:`toolwire.Tool` objects
 whose function is never called: the client runs its tools, this endpoint only
-generates and parses. A tool whose schema is over a schema budget
-(:mod:`toolwire.vocabulary.schema_budget`) is a ``400`` with code
-``tool_schema_too_complex``, naming the tool and the budget; so is a
+generates and parses. A tool whose schema is over a schema limit
+(:mod:`toolwire.vocabulary.schema_size`) is a ``400`` with code
+``tool_schema_too_complex``, naming the tool and the limit; so is a
 ``response_format`` schema over one.
 """
 
@@ -30,14 +30,14 @@ from jsonschema.exceptions import SchemaError
 from jsonschema.validators import validator_for
 
 from ...errors import ToolDefinitionError, ToolSchemaBudgetError
+from ...limits import ServerLimits
 from ...vocabulary.backend import ReasoningRequest, ResponseFormat
 from ...vocabulary.history import Message
 from ...vocabulary.openai_messages import messages_from_openai
-from ...vocabulary.schema_budget import check_schema_budget
+from ...vocabulary.schema_size import check_schema_size
 from ...vocabulary.tools import Tool
 from .chat_request import check_conversation, check_request_size
 from .http_input import RequestError
-from .limits import ServerLimits
 from .request_fields import bad_value as _bad
 from .request_fields import read_boolean as _boolean
 from .request_fields import read_integer as _integer
@@ -54,7 +54,6 @@ __all__ = [
 ]
 
 TOOL_CHOICES = ("none", "auto", "required")
-MAX_STOP_SEQUENCES = 4
 
 REQUEST_FIELDS: Final[dict[str, str]] = {
     "model": "supported", "messages": "supported", "tools": "supported",
@@ -77,7 +76,6 @@ a supported field), ``no effect`` (accepted and not used) or ``refused`` (a
 ``400`` when it asks for anything: a penalty or bias that is not zero, another
 modality)."""
 
-MAX_TOP_LOGPROBS: Final = 20
 
 
 @attrs.frozen
@@ -171,9 +169,9 @@ def read_tool(function: Mapping[str, Any], where: str, schema_param: str) -> Too
 
     :param where: the field, for messages (``tools[3]``).
     :param schema_param: the field of its parameters' schema, for a schema over a
-        budget (``tools[3].function.parameters``).
+        limit (``tools[3].function.parameters``).
     :raises RequestError: ``400``, the definition is not one (``invalid_value``) or
-        its schema is over a budget (``tool_schema_too_complex``).
+        its schema is over a limit (``tool_schema_too_complex``).
     """
     try:
         return Tool(schema=function, function=_never_called)
@@ -249,7 +247,7 @@ def _legacy_messages(records: list[Any]) -> list[Any]:
 
 def _response_format(value: Any) -> ResponseFormat | None:
     """``response_format``: ``text`` (nothing to enforce), ``json_object``, or
-    ``json_schema`` with a schema that is valid and within the schema budgets."""
+    ``json_schema`` with a schema that is valid and within the schema limits."""
     if value is None:
         return None
     kind = value.get("type") if isinstance(value, Mapping) else None
@@ -264,7 +262,7 @@ def _response_format(value: Any) -> ResponseFormat | None:
 def read_response_format(value: Any, param: str) -> ResponseFormat | None:
     """A reply's format in its flat form, ``{"type": "text"}`` (nothing to enforce),
     ``{"type": "json_object"}`` or ``{"type": "json_schema", "name", "schema",
-    "strict"}``, with a schema that is valid and within the schema budgets.
+    "strict"}``, with a schema that is valid and within the schema limits.
 
     :param param: the field, for errors (``response_format``, ``text.format``...).
     :raises RequestError: ``400`` naming ``param``.
@@ -288,7 +286,7 @@ def read_response_format(value: Any, param: str) -> ResponseFormat | None:
     if not isinstance(schema, Mapping):
         raise _bad(param, "json_schema's schema must be a JSON schema object")
     try:
-        check_schema_budget(schema, tool=name or param)
+        check_schema_size(schema, tool=name or param)
         validator_for(schema, default=jsonschema.Draft202012Validator).check_schema(dict(schema))
     except ToolSchemaBudgetError as exc:
         raise RequestError(400, f"{param}: {exc}", param=param,
@@ -315,7 +313,7 @@ def _refuse_unsupported(data: Mapping[str, Any]) -> None:
         raise _bad(field, "not supported by this server")
 
 
-def _logprobs(data: Mapping[str, Any]) -> int | None:
+def _logprobs(data: Mapping[str, Any], most: int) -> int | None:
     """``logprobs`` and ``top_logprobs``: the alternatives per token, or ``None``
     when no log probabilities are asked (``top_logprobs`` needs ``logprobs: true``)."""
     asked = _boolean(data, "logprobs", False)
@@ -324,15 +322,11 @@ def _logprobs(data: Mapping[str, Any]) -> int | None:
         return 0 if asked else None
     if isinstance(top, bool) or not isinstance(top, int):
         raise _bad("top_logprobs", "must be an integer")
-    if not 0 <= top <= MAX_TOP_LOGPROBS:
-        raise _bad("top_logprobs", f"must be between 0 and {MAX_TOP_LOGPROBS}")
+    if not 0 <= top <= most:
+        raise _bad("top_logprobs", f"must be between 0 and {most}")
     if not asked:
         raise _bad("top_logprobs", "needs logprobs: true")
     return top
-
-
-def _stop(value: Any) -> tuple[str, ...]:
-    return read_stop(value, "stop", MAX_STOP_SEQUENCES)
 
 
 def read_stop(value: Any, param: str, most: int) -> tuple[str, ...]:
@@ -429,6 +423,7 @@ def parse_completion_request(data: Any, limits: ServerLimits) -> CompletionReque
         parallel_tool_calls=_boolean(data, "parallel_tool_calls", True) and not legacy,
         temperature=_number(data, "temperature", 0.0, 2.0),
         top_p=_number(data, "top_p", 0.0, 1.0), max_tokens=max_tokens, seed=seed,
-        stop=_stop(data.get("stop")), stream=stream, include_usage=stream and include_usage,
+        stop=read_stop(data.get("stop"), "stop", limits.max_stop), stream=stream,
+        include_usage=stream and include_usage,
         response_format=_response_format(data.get("response_format")),
-        legacy_functions=legacy, logprobs=_logprobs(data))
+        legacy_functions=legacy, logprobs=_logprobs(data, limits.max_top_logprobs))

@@ -20,7 +20,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, MutableMapping
 from typing import Any, TypeVar
 
-from .limits import ServerLimits
+from ...limits import ServerLimits
 
 __all__ = [
     "ClientGone",

@@ -37,6 +37,7 @@ from typing import Any, Final
 
 import attrs
 
+from ...limits import ServerLimits
 from ...vocabulary.backend import ReasoningRequest, ResponseFormat
 from ...vocabulary.tools import Tool
 from .chat_request import check_request_size
@@ -48,7 +49,6 @@ from .completion_request import (
     read_tool,
 )
 from .http_input import RequestError
-from .limits import ServerLimits
 from .request_fields import (
     bad_value,
     read_boolean,
@@ -58,7 +58,7 @@ from .request_fields import (
     read_string,
 )
 
-__all__ = ["MAX_STOP_SEQUENCES", "REQUEST_FIELDS", "MessagesRequest", "parse_messages_request"]
+__all__ = ["REQUEST_FIELDS", "MessagesRequest", "parse_messages_request"]
 
 REQUEST_FIELDS: Final[dict[str, str]] = {
     "model": "supported", "messages": "supported", "system": "supported",
@@ -74,7 +74,6 @@ REQUEST_FIELDS: Final[dict[str, str]] = {
 beta ``output_format``, read as ``output_config.format``), ``no effect`` (accepted
 and not used) or ``refused`` (a ``400`` when it asks for anything)."""
 
-MAX_STOP_SEQUENCES: Final = 16
 """The most ``stop_sequences`` one request may send (each costs the stream a matcher)."""
 
 _EFFORTS: Final = {"low": "low", "medium": "medium", "high": "high", "xhigh": "high",
@@ -375,7 +374,8 @@ def parse_messages_request(data: Any, limits: ServerLimits, *, counting: bool = 
         parallel_tool_calls=parallel, temperature=read_number(data, "temperature", 0.0, 1.0),
         top_p=read_number(data, "top_p", 0.0, 1.0), top_k=read_integer(data, "top_k", 1),
         max_tokens=max_tokens,
-        stop=read_stop(data.get("stop_sequences"), "stop_sequences", MAX_STOP_SEQUENCES),
+        stop=read_stop(data.get("stop_sequences"), "stop_sequences",
+                       limits.max_stop_sequences),
         stream=read_boolean(data, "stream", False), response_format=response_format,
         reasoning=reasoning)
     return parsed, MessagesRequest(tuple(ignored))

@@ -35,18 +35,17 @@ from typing import Any, Final
 
 import attrs
 
+from ...limits import ServerLimits
 from ...vocabulary.backend import REASONING_EFFORTS, ReasoningRequest
 from ...vocabulary.tools import Tool
 from .chat_request import check_request_size
 from .completion_request import (
-    MAX_TOP_LOGPROBS,
     CompletionRequest,
     read_conversation,
     read_response_format,
     read_tool,
 )
 from .http_input import RequestError
-from .limits import ServerLimits
 from .request_fields import (
     bad_value,
     read_boolean,
@@ -432,8 +431,8 @@ def parse_responses_request(data: Any, limits: ServerLimits,
         raise bad_value("store", "must be true or false")
     include = _include(data.get("include"))
     top = read_integer(data, "top_logprobs", 0)
-    if top is not None and top > MAX_TOP_LOGPROBS:
-        raise bad_value("top_logprobs", f"must be between 0 and {MAX_TOP_LOGPROBS}")
+    if top is not None and top > limits.max_top_logprobs:
+        raise bad_value("top_logprobs", f"must be between 0 and {limits.max_top_logprobs}")
     logprobs = top if top is not None else (
         0 if "message.output_text.logprobs" in include else None)
     max_calls = read_integer(data, "max_tool_calls", 1)

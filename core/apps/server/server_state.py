@@ -9,9 +9,9 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from ...limits import ServerLimits
 from ...vocabulary.cancel import CancelToken
-from .approvals import DEFAULT_APPROVAL_TIMEOUT, ReplyApprovals
-from .limits import ServerLimits
+from .approvals import ReplyApprovals
 from .metrics import ServerMetrics
 from .model_queue import ModelQueue
 from .served_model import ServedModel
@@ -27,19 +27,16 @@ class ServerState:
         running or waiting.
     :ivar started: the Unix time the app was made (the model's ``created``).
     :ivar ask_approval: write calls wait for the client's approval.
-    :ivar approval_timeout: seconds a write call waits for it before it is denied.
     :ivar approvals: the approver of every ``/v1/chat`` reply running or waiting
         (with ``ask_approval``).
     """
 
     def __init__(self, model: ServedModel, limits: ServerLimits, queue: ModelQueue, *,
-                 ask_approval: bool = False,
-                 approval_timeout: float = DEFAULT_APPROVAL_TIMEOUT) -> None:
+                 ask_approval: bool = False) -> None:
         self.model = model
         self.limits = limits
         self.queue = queue
         self.ask_approval = ask_approval
-        self.approval_timeout = approval_timeout
         self.approvals: dict[str, ReplyApprovals] = {}
         self.replies: dict[str, CancelToken] = {}
         self.generations: set[CancelToken] = set()

@@ -30,9 +30,9 @@ import struct
 from collections.abc import Hashable, MutableMapping
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
+from ...limits import ServerLimits
 from .connection_book import ConnectionBook, client_key
 from .http_input import RequestError
-from .limits import ServerLimits
 from .lingering_transport import LingeringTransport
 from .responses import Receive, Scope, Send, error_response
 

@@ -1,4 +1,8 @@
-"""Fitting a conversation into a local model's context window.
+"""The context fit: how much of a conversation fits a local model's context window.
+
+This is not a limit on untrusted input (those are :mod:`toolwire.limits`): the room is
+the model's own, ``n_ctx - max_tokens`` tokens, and what does not fit is dropped, not
+refused.
 
 A prompt must leave room for the reply: it may take at most
 ``n_ctx - max_tokens`` tokens, counted on the fully rendered prompt (the tool
@@ -31,34 +35,34 @@ import attrs
 from toolwire.vocabulary.cancel import CancelToken
 from toolwire.vocabulary.history import Message
 
-__all__ = ["CHARS_PER_TOKEN_BOUND", "FittingCancelled", "PruneResult", "prune_history",
+__all__ = ["CHARS_PER_TOKEN_BOUND", "ContextFit", "FittingCancelled", "prune_history",
            "removal_order"]
 
 
 @attrs.frozen
-class PruneResult:
+class ContextFit:
     """What :func:`prune_history` decided.
 
     :ivar messages: the messages to render (all of them when nothing was dropped).
     :ivar tokens: the prompt size of ``messages`` as counted.
-    :ivar budget: the most tokens the prompt may take.
+    :ivar room: the most tokens the prompt may take (``n_ctx - max_tokens``).
     :ivar removed: how many messages were dropped.
     """
 
     messages: tuple[Message, ...]
     tokens: int
-    budget: int
+    room: int
     removed: int = 0
 
     @property
     def fits(self) -> bool:
-        """Whether the prompt fits the budget."""
-        return self.tokens <= self.budget
+        """Whether the prompt fits the room."""
+        return self.tokens <= self.room
 
     @property
     def over_by(self) -> int:
-        """Tokens over the budget (0 when it fits)."""
-        return max(self.tokens - self.budget, 0)
+        """Tokens over the room (0 when it fits)."""
+        return max(self.tokens - self.room, 0)
 
 
 def _units(messages: Sequence[Message], start: int) -> list[list[int]]:
@@ -120,7 +124,7 @@ class FittingCancelled(Exception):
     """The reply was cancelled while its prompt was being fitted."""
 
 
-#: A prompt holding more characters than this many per token of the budget is
+#: A prompt holding more characters than this many per token of the room is
 #: taken not to fit without rendering it whole (no tokenizer packs more than
 #: a few characters into a token on average); the pruning then starts from the
 #: smallest prompt. Only the order of the trials depends on it, never the result.
@@ -129,20 +133,20 @@ CHARS_PER_TOKEN_BOUND = 8
 Count = Callable[[Sequence[Message]], int | None]
 
 
-def prune_history(messages: Sequence[Message], count: Count, budget: int, *,
+def prune_history(messages: Sequence[Message], count: Count, room: int, *,
                   final_answer_prompt: bool = False,
-                  cancel: CancelToken | None = None) -> PruneResult:
+                  cancel: CancelToken | None = None) -> ContextFit:
     """Drop the fewest groups of old messages (see the module doc) so the prompt fits.
 
     :param messages: the conversation as the model would see it, system prompt first.
     :param count: renders a list of messages and returns its prompt size in
         tokens, or ``None`` when the prompt is too large to render (a template's
-        output or time bound): it then counts as over the budget.
-    :param budget: the most tokens the prompt may take (``n_ctx - max_tokens``).
+        output or time bound): it then counts as over the room.
+    :param room: the most tokens the prompt may take (``n_ctx - max_tokens``).
     :param final_answer_prompt: the last message is the chat's final-answer prompt.
     :param cancel: checked before every trial.
     :returns: the messages to render; ``fits`` is false when even the protected
-        messages exceed the budget (then ``messages`` holds just those).
+        messages exceed the room (then ``messages`` holds just those).
     :raises FittingCancelled: ``cancel`` was set.
 
     The work is bounded by the prompt that fits, not by the history. A history
@@ -169,38 +173,38 @@ def prune_history(messages: Sequence[Message], count: Count, budget: int, *,
             if cancel is not None and cancel.cancelled:
                 raise FittingCancelled
             counted = count(keep(k))
-            sizes[k] = budget + 1 if counted is None else counted
+            sizes[k] = room + 1 if counted is None else counted
         return sizes[k]
 
-    def result(k: int) -> PruneResult:
+    def result(k: int) -> ContextFit:
         kept = keep(k)
-        return PruneResult(kept, size(k), budget, len(full) - len(kept))
+        return ContextFit(kept, size(k), room, len(full) - len(kept))
 
     characters = sum(len(m.content or "") for m in full)
-    small = characters <= budget * CHARS_PER_TOKEN_BOUND
+    small = characters <= room * CHARS_PER_TOKEN_BOUND
     if not order or small:
-        if size(0) <= budget or not order:
+        if size(0) <= room or not order:
             return result(0)
     groups = len(order)
-    if size(groups) > budget:
+    if size(groups) > room:
         return result(groups)  # even the protected messages do not fit
-    fits, over = groups, 0  # size(fits) <= budget < size(over)
+    fits, over = groups, 0  # size(fits) <= room < size(over)
     if not small:
         # Gallop up from the smallest prompt: keep 1, 2, 4... more groups until one
         # overflows, so no trial renders much more than the prompt that fits.
         step = 1
         while True:
             trial = max(groups - step, 0)
-            if trial == 0 or size(trial) > budget:
+            if trial == 0 or size(trial) > room:
                 over = trial
                 break
             fits = trial
             step *= 2
-        if over == 0 and size(0) <= budget:
+        if over == 0 and size(0) <= room:
             return result(0)
     while fits - over > 1:
         middle = (fits + over) // 2
-        if size(middle) <= budget:
+        if size(middle) <= room:
             fits = middle
         else:
             over = middle

@@ -1,4 +1,4 @@
-"""The size budgets every tool schema is held to, checked once when the tool enters.
+"""The size of a tool schema, measured once when the tool enters, against :class:`SchemaLimits`.
 
 A tool schema is untrusted input (an HTTP client's ``tools``, an MCP server's
 listing), and what toolwire does with it (validate arguments with jsonschema,
@@ -31,16 +31,16 @@ Every regular expression of the schema (each ``pattern`` and each
 ``patternProperties`` key, found by a walk of its subschemas, not of its data) is
 checked here by :func:`toolwire.vocabulary.patterns.check_patterns`: bounded in
 length, and compiled in the pattern child within a memory and a time bound, all of
-them in one job; one that cannot be used is refused as the budget ``pattern``,
+them in one job; one that cannot be used is refused as the limit ``pattern``,
 naming where it is (one that is not a regular expression at all is left to the
 metaschema check).
 So is ``patternProperties`` beside ``unevaluatedProperties``: jsonschema would
 match those keys with Python's backtracking ``re`` while it works out which
 properties were evaluated.
 
-:func:`check_schema_budget` raises :class:`~toolwire.errors.ToolSchemaBudgetError`
-(naming the tool and the budget); :class:`toolwire.Tool` calls it on every
-schema, before anything else walks it. The defaults are in ``docs/security.md``.
+:func:`check_schema_size` raises :class:`~toolwire.errors.ToolSchemaBudgetError`
+(naming the tool and the bound); :class:`toolwire.Tool` calls it on every
+schema, before anything else walks it. The bounds are :class:`toolwire.limits.SchemaLimits`.
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ import referencing.exceptions
 import referencing.jsonschema
 
 from ..errors import ToolSchemaBudgetError
-from ..limits import PATTERN_LIMITS
+from ..limits import PATTERN_LIMITS, SchemaLimits
 from .patterns import check_patterns
 
 if TYPE_CHECKING:
@@ -64,15 +64,7 @@ if TYPE_CHECKING:
 
     _Resolver: TypeAlias = Resolver[Any] | None
 
-__all__ = ["DEFAULT_BUDGET", "DEFAULT_MAX_DEPTH", "DEFAULT_MAX_EXPANSION", "DEFAULT_MAX_NODES",
-           "SchemaBudget", "SchemaSize", "check_schema_budget"]
-
-DEFAULT_MAX_NODES: Final = 20_000
-"""The most JSON values one tool's parameters schema may hold."""
-DEFAULT_MAX_DEPTH: Final = 64
-"""The deepest nesting of objects and arrays in one tool's parameters schema."""
-DEFAULT_MAX_EXPANSION: Final = 1_000
-"""The most subschemas a tool's parameters schema may apply to one value."""
+__all__ = ["SchemaSize", "check_schema_size"]
 
 _REFERENCES: Final = ("$ref", "$dynamicRef", "$recursiveRef")
 _IN_PLACE_LISTS: Final = ("allOf", "anyOf", "oneOf")
@@ -84,26 +76,10 @@ _SUBSCHEMA_SINGLE: Final = ("additionalProperties", "additionalItems", "contains
 _SUBSCHEMA_LISTS: Final = ("prefixItems", "items", *_IN_PLACE_LISTS)
 _SUBSCHEMA_MAPS: Final = ("properties", "patternProperties", "$defs", "definitions",
                           *_IN_PLACE_MAPS)
+_LIMITS: Final = SchemaLimits()
 _RESOURCE_KEYS: Final = ("$id", "id", "$schema")
 _IN_PLACE_KEYS: Final = frozenset((*_REFERENCES, *_IN_PLACE_LISTS, *_IN_PLACE_SINGLE,
                                    *_IN_PLACE_MAPS))
-
-
-@attrs.frozen
-class SchemaBudget:
-    """The bounds one tool's parameters schema is held to.
-
-    :ivar max_nodes: the most JSON values.
-    :ivar max_depth: the deepest nesting of objects and arrays.
-    :ivar max_expansion: the most subschemas applied to one value.
-    """
-
-    max_nodes: int = DEFAULT_MAX_NODES
-    max_depth: int = DEFAULT_MAX_DEPTH
-    max_expansion: int = DEFAULT_MAX_EXPANSION
-
-
-DEFAULT_BUDGET: Final = SchemaBudget()
 
 
 @attrs.frozen
@@ -121,35 +97,35 @@ class SchemaSize:
 
 
 class _Over(Exception):
-    """A budget was passed (internal: becomes a ToolSchemaBudgetError)."""
+    """A limit was passed (internal: becomes a ToolSchemaBudgetError)."""
 
-    def __init__(self, budget: str, found: int, at: Any, *, contained: bool = False) -> None:
-        super().__init__(budget)
-        self.budget = budget
+    def __init__(self, limit: str, found: int, at: Any, *, contained: bool = False) -> None:
+        super().__init__(limit)
+        self.limit = limit
         self.found = found
         self.at = at
         self.contained = contained
         self.where = ""
 
 
-def check_schema_budget(schema: Any, *, tool: str, budget: SchemaBudget = DEFAULT_BUDGET,
-                        part: str = "parameters schema") -> SchemaSize:
-    """Measure a tool's parameters schema (or any schema from outside) against ``budget``.
+def check_schema_size(schema: Any, *, tool: str, limits: SchemaLimits = _LIMITS,
+                      part: str = "parameters schema") -> SchemaSize:
+    """Measure a tool's parameters schema (or any schema from outside) against ``limits``.
 
     :param part: what the schema is, in messages (``"output schema"`` for an MCP
-        tool's ``outputSchema``, which passes the same budgets).
-    :returns: its size, when within the budget.
-    :raises ToolSchemaBudgetError: over a budget, a cycle, or a regular expression
-        that cannot be used (naming the tool, the budget and where in the schema it
+        tool's ``outputSchema``, which passes the same limits).
+    :returns: its size, when within the limits.
+    :raises ToolSchemaBudgetError: over a limit, a cycle, or a regular expression
+        that cannot be used (naming the tool, the limit and where in the schema it
         was found).
     """
     try:
-        nodes, depth, in_place = _tree_size(schema, budget)
+        nodes, depth, in_place = _tree_size(schema, limits)
         # without a keyword that applies another subschema, each applies only itself
-        expansion = _Expansion(schema, budget.max_expansion).largest() if in_place else 1
+        expansion = _Expansion(schema, limits.max_expansion).largest() if in_place else 1
     except _Over as over:
         over.where = _path_to(schema, over.at)
-        raise _error(tool, budget, over, part) from None
+        raise _error(tool, limits, over, part) from None
     _check_patterns(schema, tool, part)
     return SchemaSize(nodes, depth, expansion)
 
@@ -174,14 +150,14 @@ def _check_patterns(schema: Any, tool: str, part: str) -> None:
         if problem is not None and not problem.syntax:  # the metaschema check says the rest
             raise ToolSchemaBudgetError(
                 f"tool {tool!r}: the regular expression at {place} cannot be used: {problem}; "
-                "the tool is refused (schema budget 'pattern', a fixed bound)",
+                "the tool is refused (schema limit 'pattern', a fixed bound)",
                 tool=tool, budget="pattern", limit=PATTERN_LIMITS.max_chars,
                 found=len(pattern))
     if evaluated_properties and where_pattern_keys:
         raise ToolSchemaBudgetError(
             f"tool {tool!r}: its {part} has patternProperties (at "
             f"{where_pattern_keys}) and unevaluatedProperties, which would match those "
-            "regular expressions without a bound; the tool is refused (schema budget "
+            "regular expressions without a bound; the tool is refused (schema limit "
             "'pattern', a fixed bound)", tool=tool, budget="pattern", limit=0, found=0)
 
 
@@ -191,7 +167,7 @@ def _pointer(name: str) -> str:
 
 def _subschemas(schema: Any) -> list[tuple[str, Mapping[str, Any]]]:
     """Every subschema written in ``schema`` with its JSON pointer, each object once
-    (iterative; the schema is within the node budget already)."""
+    (iterative; the schema is within the node limit already)."""
     found: list[tuple[str, Mapping[str, Any]]] = []
     seen: set[int] = set()
     stack: list[tuple[str, Any]] = [("", schema)]
@@ -215,16 +191,16 @@ def _subschemas(schema: Any) -> list[tuple[str, Mapping[str, Any]]]:
     return found
 
 
-def _error(tool: str, budget: SchemaBudget, over: _Over, part: str) -> ToolSchemaBudgetError:
+def _error(tool: str, limits: SchemaLimits, over: _Over, part: str) -> ToolSchemaBudgetError:
     where = over.where or "/"
-    if over.budget == "nodes":
-        limit = budget.max_nodes
+    if over.limit == "nodes":
+        limit = limits.max_nodes
         why = f"holds more than {limit:,} JSON values"
-    elif over.budget == "depth":
-        limit = budget.max_depth
+    elif over.limit == "depth":
+        limit = limits.max_depth
         why = f"nests objects and arrays more than {limit:,} levels deep (at {where})"
-    elif over.budget == "expansion":
-        limit = budget.max_expansion
+    elif over.limit == "expansion":
+        limit = limits.max_expansion
         why = (f"applies more than {limit:,} subschemas to one value through $ref, anyOf, "
                f"oneOf, allOf, not or if/then/else (at least {over.found:,} at {where}); "
                "validating or typing a value by it would take exponential time")
@@ -236,9 +212,9 @@ def _error(tool: str, budget: SchemaBudget, over: _Over, part: str) -> ToolSchem
         why = (f"applies {where} to a value through itself (a $ref cycle that never "
                "descends into a property or item); validation would never end")
     return ToolSchemaBudgetError(
-        f"tool {tool!r}: its {part} {why}; it is refused (schema budget "
-        f"{over.budget!r}, a fixed bound)",
-        tool=tool, budget=over.budget, limit=limit, found=over.found)
+        f"tool {tool!r}: its {part} {why}; it is refused (schema limit "
+        f"{over.limit!r}, a fixed bound)",
+        tool=tool, budget=over.limit, limit=limit, found=over.found)
 
 
 _SCALARS: Final = (str, int, float, type(None))
@@ -276,7 +252,7 @@ def _path_to(schema: Any, target: Any) -> str:
     return ""
 
 
-def _tree_size(schema: Any, budget: SchemaBudget) -> tuple[int, int, bool]:
+def _tree_size(schema: Any, limits: SchemaLimits) -> tuple[int, int, bool]:
     """``(values, depth, in_place)`` of ``schema`` as JSON text would hold it
     (iterative; each object measured once, however often it is used); ``in_place``:
     some object in it has a keyword that applies a subschema to the same value."""
@@ -304,9 +280,9 @@ def _tree_size(schema: Any, budget: SchemaBudget) -> tuple[int, int, bool]:
                     count += 1
             started.discard(key)
             sizes[key] = (count, deepest)
-            if count > budget.max_nodes:
+            if count > limits.max_nodes:
                 raise _Over("nodes", count, value)
-            if deepest > budget.max_depth:
+            if deepest > limits.max_depth:
                 raise _Over("depth", deepest, value)
             continue
         if key in sizes:
