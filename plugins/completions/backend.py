@@ -14,8 +14,9 @@ tokenizer, and streams the reply over HTTP:
 
 Generation ends at the engine's end of turn. The template's end-of-turn marker
 is sent as a stop string only where the template needs it
-(:func:`.sources.needed_stops`) and dropped if the engine writes it out
-(:class:`.tail.EndMarkerTrim`). A grammar (``grammar=``, a GBNF text or a
+(:func:`.sources.needed_stops`); the model's end tokens are the runtime's
+(:meth:`CompletionsBackend.end_markers`), which the reply's pipeline drops when
+the engine writes one out at the end. A grammar (``grammar=``, a GBNF text or a
 ``callable(request)``; the hook for grammar-constrained calls) goes where the
 engine reads one; an engine that cannot be constrained is said so once.
 
@@ -72,7 +73,6 @@ from .sources import (
     special_markers,
     template_sources,
 )
-from .tail import EndMarkerTrim
 from .wire import (
     Finished,
     OpenedStream,
@@ -233,9 +233,9 @@ class CompletionsBackend(TemplatedBackend):
             ends = end_tokens(self.engine, self.facts)
             marker = end_of_turn_marker(tools_template.template, eos_token=eos)
             self.stops: tuple[str, ...] = (*needed_stops(marker, ends), *stop)
-            self._trim_markers = tuple(m for m in (marker, *ends) if m)
+            self._ends = ends
             self._special = special_markers(tools_template.source, leave_out=(
-                *self._trim_markers, *self.stops))
+                *(m for m in (marker, *ends) if m), *self.stops))
             self.context = RequestContext(self.connection, self.model, timeout)
             self._client: Any = None
             self._client_lock = threading.Lock()
@@ -298,6 +298,10 @@ class CompletionsBackend(TemplatedBackend):
         count, _exact = self._counter.count(text)
         return EncodedPrompt(text, count)
 
+    def end_markers(self) -> tuple[str, ...]:
+        """The model's end tokens toolwire knows of (EOS, EOT: the engine's, or the file's)."""
+        return self._ends
+
     tool_grammars = True
 
     def prepare_generation(self, request: ModelRequest, choice: TemplateChoice,
@@ -336,7 +340,6 @@ class CompletionsBackend(TemplatedBackend):
         opener = self._llama_opener(prompt.text, grammar, request) if self.api == "llama" \
             else self._completions_opener(prompt.text, grammar, request)
         pump = StreamPump(opener, RetryPolicy(self._retry_step)).start()
-        trim = EndMarkerTrim(self._trim_markers)
         pieces = 0
         first: float | None = None
         finish: str | None = None
@@ -348,9 +351,7 @@ class CompletionsBackend(TemplatedBackend):
                     if first is None:
                         first = time.perf_counter()
                     pieces += 1
-                    text = trim.feed(item.text)
-                    if text:
-                        yield text
+                    yield item.text
                 elif isinstance(item, Finished):
                     finish = item.reason
                 elif isinstance(item, Usage):
@@ -367,9 +368,6 @@ class CompletionsBackend(TemplatedBackend):
                     break
         finally:
             pump.abandon()
-        rest = trim.finish()
-        if rest:
-            yield rest
         tokens = usage.completion_tokens if usage.completion_tokens is not None else pieces
         if cancel.cancelled:
             yield GenerationEnd("cancelled", tokens, first_token_at=first)
