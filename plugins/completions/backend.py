@@ -35,7 +35,6 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Final
 
 from toolwire.plugin_api import (
-    RETRYABLE_STATUS,
     BackendError,
     Broken,
     CancelToken,
@@ -59,8 +58,6 @@ from toolwire.plugin_api import (
     classify_exception,
     extra_hint,
     rejects_stream_options,
-    retry_after_seconds,
-    status_of,
 )
 
 from .engine import EngineInfo, TokenCounter, api_root, probe_engine
@@ -194,16 +191,13 @@ class CompletionsBackend(TemplatedBackend):
         if not base_url or not base_url.strip():
             raise BackendError("the completions backend needs base_url (the engine's address, "
                                "e.g. http://host:8000)", kind="config")
-        if max_retries < 0 or max_retry_wait < 0 or retry_backoff < 0:
-            raise ValueError("max_retries, max_retry_wait and retry_backoff must be >= 0")
+        self.retry = RetryPolicy(max_retries, max_retry_wait, retry_backoff,
+                                 resend=self._drop_stream_options)
         if n_ctx is not None and n_ctx < 2:
             raise ValueError("n_ctx must be at least 2")
         self.root = api_root(base_url)
         self.connection = engine_connection(self.root, api_key, environ)
         self.timeout = timeout
-        self.max_retries = max_retries
-        self.max_retry_wait = max_retry_wait
-        self.retry_backoff = retry_backoff
         self.temperature = temperature
         self.top_p = top_p
         self.seed = seed
@@ -339,7 +333,7 @@ class CompletionsBackend(TemplatedBackend):
         grammar: Mapping[str, Any] = options or {}
         opener = self._llama_opener(prompt.text, grammar, request) if self.api == "llama" \
             else self._completions_opener(prompt.text, grammar, request)
-        pump = StreamPump(opener, RetryPolicy(self._retry_step)).start()
+        pump = StreamPump(opener, self.retry).start()
         pieces = 0
         first: float | None = None
         finish: str | None = None
@@ -357,7 +351,7 @@ class CompletionsBackend(TemplatedBackend):
                 elif isinstance(item, Usage):
                     usage = item
                 elif isinstance(item, RetryNotice):
-                    self._notes.append(self._retry_note(item))
+                    self._notes.append(self.retry.note(item, self.root))
                 elif isinstance(item, Broken) and finish is None:
                     error = classify_exception(item.error, self.context, openai_errors(),
                                                mid_stream=item.opened, tools_offered=False,
@@ -425,22 +419,11 @@ class CompletionsBackend(TemplatedBackend):
         url = f"{self.root}/completion"
         return lambda: open_llama_stream(self._http, url, body)
 
-    def _retry_step(self, exc: BaseException, attempt: int,
-                    waited: float) -> float | BaseException | None:
+    def _drop_stream_options(self, exc: BaseException) -> bool:
         if self.api == "completions" and self._stream_options and rejects_stream_options(exc):
-            self._stream_options = False  # this engine does not know the field
-            return None
-        if status_of(exc) in RETRYABLE_STATUS and attempt < self.max_retries:
-            asked = retry_after_seconds(exc)
-            delay = asked if asked is not None else self.retry_backoff * (2 ** attempt)
-            if waited + delay <= self.max_retry_wait:
-                return delay
-        return exc
-
-    def _retry_note(self, notice: RetryNotice) -> DiagnosticEvent:
-        return DiagnosticEvent(
-            "retrying", f"HTTP {status_of(notice.error)} from {self.root}; retry "
-                        f"{notice.attempt + 1} of {self.max_retries} in {notice.delay:g} s")
+            self._stream_options = False  # this engine does not know the field: send again
+            return True
+        return False
 
     # -- clients ----------------------------------------------------------------------
 
