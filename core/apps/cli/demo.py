@@ -175,6 +175,15 @@ def request_grammar(plugin_tools: Iterable[str] = ()) -> Callable[[ModelRequest]
     return grammar
 
 
+def _write_notes(base: Path) -> Path:
+    """The demo's notes written under ``base/workspace``; returns that folder."""
+    workspace = base / "workspace"
+    for name, text in NOTES.items():
+        (workspace / name).parent.mkdir(parents=True, exist_ok=True)
+        (workspace / name).write_text(text, encoding="utf-8")
+    return workspace
+
+
 def make_demo_backend(base: Path, plugins: PluginManager) -> tuple[Backend, Path, Path]:
     """Write the tiny model and a small workspace under ``base``; return the backend,
     the model path and the workspace. What the stand-in writes is
@@ -184,10 +193,7 @@ def make_demo_backend(base: Path, plugins: PluginManager) -> tuple[Backend, Path
     except ImportError as exc:  # pragma: no cover - depends on the install
         raise ToolwireError(f"the demo needs the local extra: {extra_hint('local')} "
                             f"({exc})") from exc
-    workspace = base / "workspace"
-    for name, text in NOTES.items():
-        (workspace / name).parent.mkdir(parents=True, exist_ok=True)
-        (workspace / name).write_text(text, encoding="utf-8")
+    workspace = _write_notes(base)
     model = write_tiny_gguf(base / DEMO_MODEL, DEFAULT_CHAT_TEMPLATE)
     options: dict[str, Any] = dict(TINY_BACKEND_OPTIONS)
     backend = plugins.backend("llama_cpp").create(
@@ -292,29 +298,37 @@ def run_demo(args: argparse.Namespace, plugins: PluginManager) -> int:
 
 
 def _run_demo_in(base: Path, args: argparse.Namespace, plugins: PluginManager) -> int:
-    if getattr(args, "real", False):
-        from .real_demo import run_real_demo
-
-        return run_real_demo(base, args, plugins, NOTES, QUESTION)
-
     started = time.perf_counter()
-    backend, model, workspace = make_demo_backend(base, plugins)
+    if getattr(args, "real", False):
+        from .real_demo import REAL_TOOL, real_demo_backend
+
+        backend, intro = real_demo_backend(args, plugins)
+        tools = [t for t in plugins.tools() if t.name == REAL_TOOL]
+        workspace = _write_notes(base)
+        options: dict[str, Any] = {"max_tool_iters": 3, "tool_choice": "required"}
+        took, outro = "loading the model", ""
+    else:
+        backend, model, workspace = make_demo_backend(base, plugins)
+        intro, tools, options = INTRO.format(model=model), plugins.tools(), {"max_tool_iters": 4}
+        took, outro = "writing and loading the model", OUTRO
     out = sys.stdout
     if not args.json:
-        out.write(INTRO.format(model=model))
-        out.write(f"\nworkspace: {workspace}\n> {QUESTION}\n")
-    chat = Chat(backend, tools=plugins.tools(), workspace=workspace, read_only=True,
-                max_tool_iters=4, plugins=plugins)
+        out.write(f"{intro}\nworkspace: {workspace}\n> {QUESTION}\n")
+    chat = Chat(backend, tools=tools, workspace=workspace, read_only=True, plugins=plugins,
+                **options)
     printer = EventPrinter(out, as_json=args.json, show_reasoning=True,
                            color=out.isatty() and not args.json)
     done: DoneEvent | None = None
-    for event in chat.send(QUESTION):
-        printer.show(event)
-        if isinstance(event, DoneEvent):
-            done = event
+    try:
+        for event in chat.send(QUESTION):
+            printer.show(event)
+            if isinstance(event, DoneEvent):
+                done = event
+    finally:
+        close = getattr(backend, "close", None)
+        if close is not None:
+            close()
     if not args.json:
-        elapsed = time.perf_counter() - started
-        out.write(f"\n(done: {done.reason if done else '?'}, {elapsed:.2f} s including "
-                  "writing and loading the model)\n")
-        out.write(OUTRO)
+        out.write(f"\n(done: {done.reason if done else '?'}, "
+                  f"{time.perf_counter() - started:.2f} s including {took})\n{outro}")
     return 0 if done is not None and done.reason == "stop" else 1
