@@ -12,7 +12,7 @@ MODULES = ("parser_streaming", "parser_selection", "derivation", "grammar", "ggu
            "rendering", "dispatch", "end_to_end", "workspace_tools", "openai_server", "mcp_tools",
            "completions_overhead", "local_models", "long_history", "dashboard_page",
            "connection_flood", "schema_walks", "hostile_bounds", "hostile_round_three",
-           "real_model", "agent_apis")
+           "real_model", "agent_apis", "reply_end")
 
 
 def main(argv: list[str]) -> int:

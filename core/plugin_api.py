@@ -14,16 +14,13 @@ from __future__ import annotations
 
 from .backends.prompt_pieces import PromptPiece, SpecialTokens
 from .backends.remote import (
-    RETRYABLE_STATUS,
     ProviderPreset,
     RequestContext,
     ResolvedConnection,
     SDKErrors,
     classify_exception,
     rejects_stream_options,
-    retry_after_seconds,
     server_message,
-    status_of,
 )
 from .backends.repeated_calls import aend_at_repeated_call, end_at_repeated_call
 from .backends.stream_pump import Broken, OpenedStream, RetryNotice, RetryPolicy, StreamPump
@@ -118,7 +115,6 @@ __all__ = [
     "FAIL",
     "JSON_TOOLS_TEMPLATE",
     "MORE",
-    "RETRYABLE_STATUS",
     "Backend",
     "BackendError",
     "BackendSpec",
@@ -230,9 +226,7 @@ __all__ = [
     "reasoning_filter",
     "register_reasoning",
     "rejects_stream_options",
-    "retry_after_seconds",
     "server_message",
-    "status_of",
     "template_mentions",
     "to_openai_messages",
     "tool",

@@ -12,7 +12,7 @@ are not shared between threads mid-read), so the server sees the client go.
 
 Opening the stream is retried on the worker, as the backend's
 :class:`RetryPolicy` decides (429 and 5xx answers after the wait the server asks
-for, or an exponential backoff). Each retry is announced by a
+for, or an exponential backoff); an async backend asks the same policy. Each retry is announced by a
 :class:`RetryNotice`. The HTTP backends share it: ``openai_compat`` (chat
 completions) and ``completions`` (text completions).
 """
@@ -25,6 +25,9 @@ from collections.abc import Callable, Iterator
 from typing import Any, Final
 
 import attrs
+
+from ..events import DiagnosticEvent
+from .remote import RETRYABLE_STATUS, retry_after_seconds, status_of
 
 __all__ = ["POLL_SECONDS", "Broken", "OpenedStream", "RetryNotice", "RetryPolicy", "StreamPump"]
 
@@ -40,16 +43,51 @@ class OpenedStream:
     close: Callable[[], None]
 
 
+def _never(exc: BaseException) -> bool:
+    return False
+
+
 @attrs.frozen
 class RetryPolicy:
-    """How often and how long opening a stream is retried.
+    """How often and how long opening a stream is retried: the one policy of the
+    HTTP backends, for a sync :class:`StreamPump` and an async loop alike.
 
-    :ivar decide: ``decide(exc, attempt, waited)`` returns the seconds to wait
-        before the next attempt, ``None`` to retry at once without counting it,
-        or the exception to report.
+    A 429 or 5xx answer is retried after the wait the server asks for
+    (``retry-after``), else after ``backoff`` seconds, doubled on each retry: at
+    most ``max_retries`` times and ``max_wait`` seconds in all. An answer that
+    ``resend(exc)`` accepts (the backend dropped a field the server refused) is
+    sent again at once, uncounted.
+
+    :raises ValueError: a number is negative.
     """
 
-    decide: Callable[[BaseException, int, float], float | BaseException | None]
+    max_retries: int = 3
+    max_wait: float = 30.0
+    backoff: float = 1.0
+    resend: Callable[[BaseException], bool] = _never
+
+    def __attrs_post_init__(self) -> None:
+        if self.max_retries < 0 or self.max_wait < 0 or self.backoff < 0:
+            raise ValueError("max_retries, max_retry_wait and retry_backoff must be >= 0")
+
+    def decide(self, exc: BaseException, attempt: int, waited: float
+               ) -> float | BaseException | None:
+        """Seconds to wait before the next attempt, ``None`` to send again at once
+        (not counted), or the exception to report."""
+        if self.resend(exc):
+            return None
+        if status_of(exc) in RETRYABLE_STATUS and attempt < self.max_retries:
+            asked = retry_after_seconds(exc)
+            delay = asked if asked is not None else self.backoff * (2 ** attempt)
+            if waited + delay <= self.max_wait:
+                return delay
+        return exc
+
+    def note(self, notice: RetryNotice, where: str) -> DiagnosticEvent:
+        """The ``retrying`` diagnostic that says a retry follows."""
+        return DiagnosticEvent(
+            "retrying", f"HTTP {status_of(notice.error)} from {where}; retry "
+                        f"{notice.attempt + 1} of {self.max_retries} in {notice.delay:g} s")
 
 
 @attrs.frozen

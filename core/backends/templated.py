@@ -276,7 +276,8 @@ class TemplatedBackend:
 
     def end_markers(self) -> tuple[str, ...]:
         """Texts of the runtime's end-of-generation tokens (a grammar lets the model
-        end its turn with one where the family's closing marker is one)."""
+        end its turn with one where the family's closing marker is one; a reply that
+        ends with one, written out, has it dropped)."""
         return ()
 
     def turn_notices(self, choice: TemplateChoice) -> Iterator[Event]:
@@ -578,7 +579,8 @@ class TemplatedBackend:
             return
         pipeline = build_pipeline(choice.parser, request.tool_parameters(),
                                   plugins=self._plugins, chat_template=choice.source,
-                                  prompt_tail=prompt.text[-PROMPT_TAIL_CHARS:])
+                                  prompt_tail=prompt.text[-PROMPT_TAIL_CHARS:],
+                                  end_tokens=self.end_markers())
         render_seconds = time.perf_counter() - started
         if cancel.cancelled:
             yield TurnEnd("cancelled", usage=usage)

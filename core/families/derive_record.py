@@ -215,53 +215,43 @@ def _as_call_objects(inferred: InferredMarkup) -> CallFormat | None:
     if inferred.arguments != "objects":
         return None
     head, tail = inferred.section_open.strip(), inferred.section_close.strip()
-    in_list = head.endswith("[") and (tail.startswith("]") or not tail)
-    if in_list:
-        head = head[:-1].rstrip()
-        tail = tail[1:].lstrip()
-    if ID_HOLE in head + tail:
-        raise refusal("a call id outside the call objects", seen=repr(inferred),
-                      rule="counters and ids")
-    trailers: tuple[str, ...] = ()
-    if tail and not head:
-        trailers, tail = (tail,), ""
+    if head.endswith("[") and (tail.startswith("]") or not tail):  # a list of objects
+        head, tail = head[:-1].rstrip(), tail[1:].lstrip()
     extra = tuple(dict.fromkeys(("type", "id", *inferred.extra_keys)))
-    return CallFormat(
-        family=DERIVED_FAMILY,
-        description="derived from the chat template",
-        section_open=head,
-        section_close=tail,
-        at_start=not head,
-        trailers=trailers,
-        arguments=CallObjects(name_keys=(inferred.name_key,), args_keys=(inferred.args_key,),
-                              extra_keys=extra, strict=not head),
-        reasoning=_reasoning(inferred),
-        max_calls=None if inferred.parallel else 1,
-    )
+    return _whole_calls(inferred, head, tail, "call objects", CallObjects(
+        name_keys=(inferred.name_key,), args_keys=(inferred.args_key,), extra_keys=extra,
+        strict=not head))
 
 
 def _as_pythonic(inferred: InferredMarkup) -> CallFormat | None:
     """Calls written as Python, read by the engine's pythonic reader."""
     if inferred.arguments != "pythonic":
         return None
-    head, tail = inferred.section_open.strip(), inferred.section_close.strip()
+    return _whole_calls(inferred, inferred.section_open.strip(),
+                        inferred.section_close.strip(), "pythonic calls",
+                        PythonicCalls(raw_strings=inferred.raw_strings, bare=inferred.bare),
+                        separator=inferred.call_separator.strip())
+
+
+def _whole_calls(inferred: InferredMarkup, head: str, tail: str, what: str,
+                 arguments: CallObjects | PythonicCalls, **fields: Any) -> CallFormat:
+    """Calls whose arguments' reader finds their ends, between ``head`` and ``tail``
+    (a ``tail`` with no ``head`` is a trailer; no ``head``: the reply's start)."""
     if ID_HOLE in head + tail:
-        raise refusal("a call id outside the pythonic calls", seen=repr(inferred),
+        raise refusal(f"a call id outside the {what}", seen=repr(inferred),
                       rule="counters and ids")
-    trailers: tuple[str, ...] = ()
-    if tail and not head:
-        trailers, tail = (tail,), ""
+    trailers = (tail,) if tail and not head else ()
     return CallFormat(
         family=DERIVED_FAMILY,
         description="derived from the chat template",
         section_open=head,
-        section_close=tail,
-        separator=inferred.call_separator.strip(),
+        section_close="" if trailers else tail,
         at_start=not head,
         trailers=trailers,
-        arguments=PythonicCalls(raw_strings=inferred.raw_strings, bare=inferred.bare),
+        arguments=arguments,
         reasoning=_reasoning(inferred),
         max_calls=None if inferred.parallel else 1,
+        **fields,
     )
 
 

@@ -1,16 +1,35 @@
-"""Building a reply's pipeline: the stream filters that apply, then a fresh parser."""
+"""Building a reply's pipeline: the stream filters that apply, then a fresh parser.
+
+The pipeline is also where a reply's end tokens go. An end token the reply ends
+with (the template's end-of-turn token, or the runtime's EOS/EOT that an engine
+started with ``--special`` writes out) is how a model ends its turn: it is
+dropped before the parser, silently. The template's end-of-turn token anywhere
+else in the text is stray markup: dropped from the text with a ``stray_markup``
+diagnostic (:class:`~toolwire.parse.end_tokens.EndTokenDropper`). The runtime's
+EOS elsewhere stays: its spelling (``</s>``) may be ordinary text.
+"""
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..errors import ToolwireError
+from ..events import Event
 from ..hooks.manager import PluginManager, default_plugin_manager
 from ..parse.end_tokens import EndTokenDropper
-from ..parse.protocol import FilterContext, ParserSpec, PromptState, ReplyPipeline, StreamParser
+from ..parse.protocol import (
+    EndReason,
+    FilterContext,
+    ParserSpec,
+    PromptState,
+    ReplyPipeline,
+    StreamParser,
+    _close_stage,
+)
 from ..parse.record import CallFormat
+from ..parse.streaming import partial_tag_start
 from ..templates.assistant_turns import AssistantTurnRenderer
 
 __all__ = ["build_pipeline"]
@@ -19,7 +38,8 @@ __all__ = ["build_pipeline"]
 def build_pipeline(spec: ParserSpec | None, tools: Mapping[str, Any], *,
                    plugins: PluginManager | None = None, chat_template: str | None = None,
                    prompt_tail: str = "", prompt_state: PromptState | None = None,
-                   filters: bool = True, parser: bool = True) -> ReplyPipeline:
+                   filters: bool = True, parser: bool = True,
+                   end_tokens: Sequence[str] = ()) -> ReplyPipeline:
     """The stream filters that apply, then a fresh parser from ``spec``.
 
     The pipeline's ``close(end_reason=...)`` says why the reply ended (a call the
@@ -38,6 +58,8 @@ def build_pipeline(spec: ParserSpec | None, tools: Mapping[str, Any], *,
         not at hand (a stored reply); wins over what ``prompt_tail`` implies.
     :param filters: include the stream filters (reasoning, ...).
     :param parser: include the family's parser.
+    :param end_tokens: the runtime's end-of-generation tokens (EOS, EOT): dropped
+        when the reply ends with one, like the template's end-of-turn token.
     """
     plugins = plugins or default_plugin_manager()
     fmt = spec.format if spec is not None else None
@@ -53,14 +75,17 @@ def build_pipeline(spec: ParserSpec | None, tools: Mapping[str, Any], *,
         if made is not None:
             stages.append(made)
     reader: StreamParser | None = spec.create(tools) if spec is not None and parser else None
-    if reader is not None and chat_template is not None:
-        known = (*fmt.drops, *fmt.trailers) if isinstance(fmt, CallFormat) else ()
-        token = _end_of_turn(chat_template)
-        # the parser drops its family's own tokens first: what is left of the token too
+    if reader is not None:
+        known = {*fmt.drops, *fmt.trailers} if isinstance(fmt, CallFormat) else set()
+        token = _end_of_turn(chat_template) if chat_template is not None else ""
+        # the parser drops its family's own tokens itself: what is left of the token too
         tokens = {token, *(token.replace(k, "").strip() for k in known if k.strip())}
         tokens -= {"", *known}
+        final = {t.strip() for t in (*tokens, *end_tokens)} - {"", *known}
         if token and tokens:
             reader = EndTokenDropper(reader, tuple(sorted(tokens)))
+        if final:
+            reader = _FinalEndToken(reader, tuple(sorted(final, key=len, reverse=True)))
     return ReplyPipeline(stages, reader)
 
 
@@ -75,3 +100,39 @@ def _end_of_turn(chat_template: str) -> str:
         return AssistantTurnRenderer(chat_template).end_of_turn.strip()
     except (ToolwireError, ValueError, TypeError, KeyError, RecursionError):
         return ""
+
+
+class _FinalEndToken:
+    """A parser fed a reply without the end token the reply ends with (nor the blanks
+    after it): dropped without a diagnostic, since a model that ends its turn writes one.
+
+    The end of each delta is held while it could still be such a token; a token
+    followed by more text is fed on.
+    """
+
+    def __init__(self, parser: StreamParser, tokens: tuple[str, ...]) -> None:
+        self._parser = parser
+        self._tokens = tokens  # longest first
+        self._span = len(tokens[0])
+        self._firsts = frozenset(t[0] for t in tokens)
+        self._held = ""
+
+    def feed(self, text: str) -> list[Event]:
+        """Feed the parser what cannot be a final end token."""
+        if self._held:
+            text, self._held = self._held + text, ""
+        stripped = text.rstrip() if text[-1:].isspace() else text
+        if self._firsts.isdisjoint(text[-self._span:]) and (
+                stripped is text or self._firsts.isdisjoint(stripped[-self._span:])):
+            return self._parser.feed(text) if text else []  # the common case: nothing held
+        whole = next((t for t in self._tokens if stripped.endswith(t)), None)
+        cut = (len(stripped) - len(whole) if whole is not None
+               else partial_tag_start(text, 0, self._tokens))
+        self._held = text[cut:]
+        return self._parser.feed(text[:cut]) if cut else []
+
+    def close(self, end_reason: EndReason = "stop") -> list[Event]:
+        """Feed what is held unless it is a whole end token; close the parser."""
+        held, self._held = self._held, ""
+        fed = self._parser.feed(held) if held and held.rstrip() not in self._tokens else []
+        return [*fed, *_close_stage(self._parser, end_reason)]

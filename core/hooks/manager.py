@@ -391,12 +391,7 @@ class PluginManager:
 
         :raises ParserNotFoundError: no plugin registered that family.
         """
-        found = self._collect()["parsers"].get(family)
-        if found is None:
-            known = ", ".join(sorted(self._collect()["parsers"])) or "none"
-            raise ParserNotFoundError(f"no parser plugin for family {family!r} "
-                                      f"(registered: {known})")
-        spec: ParserSpec = found
+        spec: ParserSpec = self._named("parsers", family, ParserNotFoundError)
         return spec
 
     def backends(self) -> dict[str, BackendSpec]:

@@ -111,19 +111,25 @@ _NULL_MEMBER = "toolwirenullmember"
 _NULL_INNER = "toolwirenullinner"
 
 
+def _probe_call(renderer: AssistantTurnRenderer, member: Mapping[str, Any],
+                value: Any) -> str | None:
+    """A call of the probe tool, whose one parameter has the schema ``member``, with
+    ``value`` for it, as the template renders it (``None``: the template failed)."""
+    parameters = {"type": "object",
+                  "properties": {_NULL_MEMBER: {**member, "description": "a probe"}}}
+    tools = [{"type": "function", "function": {"name": _NULL_PROBE, "description": "a probe",
+                                               "parameters": parameters}}]
+    try:
+        return renderer.render([(_NULL_PROBE, {_NULL_MEMBER: value})], tools=tools).text
+    except TemplateError:
+        return None
+
+
 def _drops_nulls(renderer: AssistantTurnRenderer) -> bool:
     """Whether the template leaves out a null argument, or a null member of an object."""
-    schema = {"type": "object", "properties": {_NULL_MEMBER: {"type": ["object", "null"],
-                                                              "description": "a probe"}}}
-    tools = [{"type": "function", "function": {"name": _NULL_PROBE, "description": "a probe",
-                                               "parameters": schema}}]
-    for arguments, name in (({_NULL_MEMBER: None}, _NULL_MEMBER),
-                            ({_NULL_MEMBER: {_NULL_INNER: None}}, _NULL_INNER)):
-        try:
-            text = renderer.render([(_NULL_PROBE, arguments)], tools=tools).text
-        except TemplateError:
-            continue
-        if _NULL_PROBE in text and name not in text:
+    for value, name in ((None, _NULL_MEMBER), ({_NULL_INNER: None}, _NULL_INNER)):
+        text = _probe_call(renderer, {"type": ["object", "null"]}, value)
+        if text is not None and _NULL_PROBE in text and name not in text:
             return True
     return False
 
@@ -133,16 +139,11 @@ _FREE_FORM_PROBES: tuple[Any, ...] = ("", [], {}, "1", 1, "true", True, [""], {"
 
 def _free_form_is_lossy(renderer: AssistantTurnRenderer) -> bool:
     """Whether the template renders two different values of a free-form object alike."""
-    schema = {"type": "object", "properties": {_NULL_MEMBER: {
-        "type": "object", "additionalProperties": True, "description": "a probe"}}}
-    tools = [{"type": "function", "function": {"name": _NULL_PROBE, "description": "a probe",
-                                               "parameters": schema}}]
     seen: set[str] = set()
     for value in _FREE_FORM_PROBES:
-        try:
-            text = renderer.render([(_NULL_PROBE, {_NULL_MEMBER: {_NULL_INNER: value}})],
-                                   tools=tools).text
-        except TemplateError:
+        text = _probe_call(renderer, {"type": "object", "additionalProperties": True},
+                           {_NULL_INNER: value})
+        if text is None:
             return False
         if text in seen:
             return True
@@ -195,16 +196,10 @@ _OTHER_LINE_BREAKS = "\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
 
 def _lost_line_breaks(renderer: AssistantTurnRenderer) -> str:
     """The line breaks a template does not carry into a string value as written."""
-    parameters = {"type": "object", "properties": {_NULL_MEMBER: {"type": "string",
-                                                                  "description": "a probe"}}}
-    tools = [{"type": "function", "function": {"name": _NULL_PROBE, "description": "a probe",
-                                               "parameters": parameters}}]
     lost = ""
     for char in _OTHER_LINE_BREAKS:
-        try:
-            text = renderer.render([(_NULL_PROBE, {_NULL_MEMBER: f"a{char}b"})],
-                                   tools=tools).text
-        except TemplateError:
+        text = _probe_call(renderer, {"type": "string"}, f"a{char}b")
+        if text is None:
             return ""
         if _NULL_PROBE in text and char not in text and json.dumps(char)[1:-1] not in text:
             lost += char

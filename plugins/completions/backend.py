@@ -14,8 +14,9 @@ tokenizer, and streams the reply over HTTP:
 
 Generation ends at the engine's end of turn. The template's end-of-turn marker
 is sent as a stop string only where the template needs it
-(:func:`.sources.needed_stops`) and dropped if the engine writes it out
-(:class:`.tail.EndMarkerTrim`). A grammar (``grammar=``, a GBNF text or a
+(:func:`.sources.needed_stops`); the model's end tokens are the runtime's
+(:meth:`CompletionsBackend.end_markers`), which the reply's pipeline drops when
+the engine writes one out at the end. A grammar (``grammar=``, a GBNF text or a
 ``callable(request)``; the hook for grammar-constrained calls) goes where the
 engine reads one; an engine that cannot be constrained is said so once.
 
@@ -34,7 +35,6 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Final
 
 from toolwire.plugin_api import (
-    RETRYABLE_STATUS,
     BackendError,
     Broken,
     CancelToken,
@@ -58,8 +58,6 @@ from toolwire.plugin_api import (
     classify_exception,
     extra_hint,
     rejects_stream_options,
-    retry_after_seconds,
-    status_of,
 )
 
 from .engine import EngineInfo, TokenCounter, api_root, probe_engine
@@ -72,7 +70,6 @@ from .sources import (
     special_markers,
     template_sources,
 )
-from .tail import EndMarkerTrim
 from .wire import (
     Finished,
     OpenedStream,
@@ -194,16 +191,13 @@ class CompletionsBackend(TemplatedBackend):
         if not base_url or not base_url.strip():
             raise BackendError("the completions backend needs base_url (the engine's address, "
                                "e.g. http://host:8000)", kind="config")
-        if max_retries < 0 or max_retry_wait < 0 or retry_backoff < 0:
-            raise ValueError("max_retries, max_retry_wait and retry_backoff must be >= 0")
+        self.retry = RetryPolicy(max_retries, max_retry_wait, retry_backoff,
+                                 resend=self._drop_stream_options)
         if n_ctx is not None and n_ctx < 2:
             raise ValueError("n_ctx must be at least 2")
         self.root = api_root(base_url)
         self.connection = engine_connection(self.root, api_key, environ)
         self.timeout = timeout
-        self.max_retries = max_retries
-        self.max_retry_wait = max_retry_wait
-        self.retry_backoff = retry_backoff
         self.temperature = temperature
         self.top_p = top_p
         self.seed = seed
@@ -233,9 +227,9 @@ class CompletionsBackend(TemplatedBackend):
             ends = end_tokens(self.engine, self.facts)
             marker = end_of_turn_marker(tools_template.template, eos_token=eos)
             self.stops: tuple[str, ...] = (*needed_stops(marker, ends), *stop)
-            self._trim_markers = tuple(m for m in (marker, *ends) if m)
+            self._ends = ends
             self._special = special_markers(tools_template.source, leave_out=(
-                *self._trim_markers, *self.stops))
+                *(m for m in (marker, *ends) if m), *self.stops))
             self.context = RequestContext(self.connection, self.model, timeout)
             self._client: Any = None
             self._client_lock = threading.Lock()
@@ -298,6 +292,10 @@ class CompletionsBackend(TemplatedBackend):
         count, _exact = self._counter.count(text)
         return EncodedPrompt(text, count)
 
+    def end_markers(self) -> tuple[str, ...]:
+        """The model's end tokens toolwire knows of (EOS, EOT: the engine's, or the file's)."""
+        return self._ends
+
     tool_grammars = True
 
     def prepare_generation(self, request: ModelRequest, choice: TemplateChoice,
@@ -335,8 +333,7 @@ class CompletionsBackend(TemplatedBackend):
         grammar: Mapping[str, Any] = options or {}
         opener = self._llama_opener(prompt.text, grammar, request) if self.api == "llama" \
             else self._completions_opener(prompt.text, grammar, request)
-        pump = StreamPump(opener, RetryPolicy(self._retry_step)).start()
-        trim = EndMarkerTrim(self._trim_markers)
+        pump = StreamPump(opener, self.retry).start()
         pieces = 0
         first: float | None = None
         finish: str | None = None
@@ -348,15 +345,13 @@ class CompletionsBackend(TemplatedBackend):
                     if first is None:
                         first = time.perf_counter()
                     pieces += 1
-                    text = trim.feed(item.text)
-                    if text:
-                        yield text
+                    yield item.text
                 elif isinstance(item, Finished):
                     finish = item.reason
                 elif isinstance(item, Usage):
                     usage = item
                 elif isinstance(item, RetryNotice):
-                    self._notes.append(self._retry_note(item))
+                    self._notes.append(self.retry.note(item, self.root))
                 elif isinstance(item, Broken) and finish is None:
                     error = classify_exception(item.error, self.context, openai_errors(),
                                                mid_stream=item.opened, tools_offered=False,
@@ -367,9 +362,6 @@ class CompletionsBackend(TemplatedBackend):
                     break
         finally:
             pump.abandon()
-        rest = trim.finish()
-        if rest:
-            yield rest
         tokens = usage.completion_tokens if usage.completion_tokens is not None else pieces
         if cancel.cancelled:
             yield GenerationEnd("cancelled", tokens, first_token_at=first)
@@ -427,22 +419,11 @@ class CompletionsBackend(TemplatedBackend):
         url = f"{self.root}/completion"
         return lambda: open_llama_stream(self._http, url, body)
 
-    def _retry_step(self, exc: BaseException, attempt: int,
-                    waited: float) -> float | BaseException | None:
+    def _drop_stream_options(self, exc: BaseException) -> bool:
         if self.api == "completions" and self._stream_options and rejects_stream_options(exc):
-            self._stream_options = False  # this engine does not know the field
-            return None
-        if status_of(exc) in RETRYABLE_STATUS and attempt < self.max_retries:
-            asked = retry_after_seconds(exc)
-            delay = asked if asked is not None else self.retry_backoff * (2 ** attempt)
-            if waited + delay <= self.max_retry_wait:
-                return delay
-        return exc
-
-    def _retry_note(self, notice: RetryNotice) -> DiagnosticEvent:
-        return DiagnosticEvent(
-            "retrying", f"HTTP {status_of(notice.error)} from {self.root}; retry "
-                        f"{notice.attempt + 1} of {self.max_retries} in {notice.delay:g} s")
+            self._stream_options = False  # this engine does not know the field: send again
+            return True
+        return False
 
     # -- clients ----------------------------------------------------------------------
 

@@ -134,14 +134,8 @@ class _JSONBody(httpx2.AsyncByteStream):
         await self._inner.aclose()
 
 
-class _EventStream(httpx2.AsyncByteStream):
+class _EventStream(_JSONBody):
     """An SSE stream, passed on event by event, each event within the bound or cut."""
-
-    def __init__(self, inner: httpx2.AsyncByteStream, limit: int,
-                 answers: int | str | None) -> None:
-        self._inner = inner
-        self._limit = limit
-        self._answers = answers
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         self._event = MessageReader(self._limit)
@@ -183,9 +177,6 @@ class _EventStream(httpx2.AsyncByteStream):
             return [data + b"\n"] if data.strip() else []
         cut = _cut_event(data, self._answers)
         return [cut] if cut else []
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()
 
 
 def _unix_lines(chunk: bytes, carried_cr: bool) -> tuple[bytes, bool]:

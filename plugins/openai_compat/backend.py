@@ -30,7 +30,6 @@ from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from toolwire.plugin_api import (
-    RETRYABLE_STATUS,
     BackendError,
     Broken,
     CancelToken,
@@ -53,8 +52,6 @@ from toolwire.plugin_api import (
     end_at_repeated_call,
     extra_hint,
     rejects_stream_options,
-    retry_after_seconds,
-    status_of,
     to_openai_messages,
 )
 
@@ -240,8 +237,8 @@ class OpenAICompatBackend:
         if not model:
             raise BackendError("openai_compat needs model= (the model name the server knows)",
                                kind="config")
-        if max_retries < 0 or max_retry_wait < 0 or retry_backoff < 0:
-            raise ValueError("max_retries, max_retry_wait and retry_backoff must be >= 0")
+        self.retry = RetryPolicy(max_retries, max_retry_wait, retry_backoff,
+                                 resend=self._drop_stream_options)
         env = os.environ if environ is None else environ
         if client is not None or async_client is not None:
             given = client if client is not None else async_client
@@ -255,9 +252,6 @@ class OpenAICompatBackend:
         self.provider = provider
         self.model = model
         self.timeout = timeout
-        self.max_retries = max_retries
-        self.max_retry_wait = max_retry_wait
-        self.retry_backoff = retry_backoff
         self.extra_body: dict[str, Any] = dict(extra_body or {})
         self._client = client
         self._async_client = async_client
@@ -298,23 +292,17 @@ class OpenAICompatBackend:
             stream = create(**self._request_kwargs(request))  # again on a retry: fields change
             return OpenedStream((chunk.to_dict() for chunk in stream), stream.close)
 
-        def decide(exc: BaseException, attempt: int, waited: float
-                   ) -> float | BaseException | None:
-            return self._next_attempt(exc, attempt, waited, request)
-
         translator = TurnTranslator(request.tool_parameters(), self.context)
         # read on the pump's thread: a cancel (Ctrl-C) ends the turn even while the
         # provider sends nothing, instead of waiting for its next byte
-        pump = StreamPump(open_stream, RetryPolicy(decide)).start()
+        pump = StreamPump(open_stream, self.retry).start()
         try:
             for item in pump.items(lambda: cancel.cancelled):
                 if isinstance(item, RetryNotice):
-                    yield self._retry_notice(item.error, item.delay, item.attempt)
+                    yield self.retry.note(item, self.connection.base_url)
                 elif isinstance(item, Broken):
-                    if not item.opened and isinstance(item.error, BackendError):
-                        yield from _failure(item.error)
-                    else:
-                        yield from translator.broken(item.error)
+                    yield from (translator.broken(item.error) if item.opened
+                                else self._refused(item.error, request, item.retries))
                     return
                 else:
                     yield from translator.feed(item)
@@ -355,13 +343,14 @@ class OpenAICompatBackend:
                 stream = await create(**self._request_kwargs(request))
                 break
             except Exception as exc:
-                step = self._next_attempt(exc, attempt, waited, request)
-                if isinstance(step, BackendError):
-                    for item in _failure(step):
+                step = self.retry.decide(exc, attempt, waited)
+                if isinstance(step, BaseException):
+                    for item in self._refused(step, request, attempt):
                         yield item
                     return
                 if step is not None:
-                    yield self._retry_notice(exc, step, attempt)
+                    yield self.retry.note(RetryNotice(exc, step, attempt),
+                                          self.connection.base_url)
                     attempt += 1
                     waited += step
                 if await _sleep_unless_cancelled(token, step or 0.0):
@@ -454,31 +443,16 @@ class OpenAICompatBackend:
                     headers[name] = omit
         return headers
 
-    def _next_attempt(self, exc: BaseException, attempt: int, waited: float,
-                      request: ModelRequest) -> float | BackendError | None:
-        """What to do after a failed request.
-
-        :returns: seconds to wait before a retry (counted), ``None`` to send the
-            request again at once (not counted: ``stream_options`` was dropped),
-            or the error to report.
-        """
+    def _drop_stream_options(self, exc: BaseException) -> bool:
         if self._stream_options and rejects_stream_options(exc):
-            self._stream_options = False  # this server does not know the field
-            return None
-        status = status_of(exc)
-        if status in RETRYABLE_STATUS and attempt < self.max_retries:
-            asked = retry_after_seconds(exc)
-            delay = asked if asked is not None else self.retry_backoff * (2 ** attempt)
-            if waited + delay <= self.max_retry_wait:
-                return delay
-        return classify_exception(exc, self.context, openai_errors(),
-                                  tools_offered=bool(request.tools), retries=attempt)
+            self._stream_options = False  # this server does not know the field: send again
+            return True
+        return False
 
-    def _retry_notice(self, exc: BaseException, delay: float, attempt: int) -> DiagnosticEvent:
-        return DiagnosticEvent(
-            "retrying",
-            f"HTTP {status_of(exc)} from {self.connection.base_url}; retry {attempt + 1} of "
-            f"{self.max_retries} in {delay:g} s")
+    def _refused(self, exc: BaseException, request: ModelRequest, retries: int) -> list[Item]:
+        """A request the server refused (after ``retries`` retries), as the turn's end."""
+        return _failure(classify_exception(exc, self.context, openai_errors(),
+                                           tools_offered=bool(request.tools), retries=retries))
 
     def _remember_extras(self, translator: TurnTranslator) -> None:
         for call_id, extra in translator.assembler.provider_extras().items():

@@ -23,7 +23,7 @@ import pytest
 
 from tests.apps.test_server import running_server
 from toolwire import CancelToken, DiagnosticEvent, Message, ModelRequest, TurnEnd
-from toolwire.apps.cli.demo import EXAMPLE_TEXT, make_demo_backend, request_grammar
+from toolwire.apps.cli.demo import EXAMPLE_TEXT, make_demo_backend
 from toolwire.apps.server.app import create_app
 from toolwire.testing import isolated_plugin_manager
 from toolwire.vocabulary.backend import ReasoningRequest
@@ -44,8 +44,7 @@ ASK: Any = [{"role": "user", "content": "Weather in Tokyo?"}]
 @pytest.fixture(scope="module")
 def demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """The demo model behind the real app; yields the base URL."""
-    backend, _, _ = make_demo_backend(tmp_path_factory.mktemp("demo"), isolated_plugin_manager(),
-                                      grammar=request_grammar())
+    backend, _, _ = make_demo_backend(tmp_path_factory.mktemp("demo"), isolated_plugin_manager())
     try:
         with running_server(create_app(lambda h, s: None, backend=backend,
                                        model="toolwire-demo")) as base:
@@ -89,7 +88,8 @@ def test_tool_choice_any_is_enforced_streamed_too(demo: str) -> None:
         kinds = [event.type for event in stream]
         message = stream.get_final_message()
     assert kinds[0] == "message_start" and message.stop_reason == "tool_use"
-    assert [b.name for b in message.content if b.type == "tool_use"] == ["search_text"]  # type: ignore[union-attr]
+    # the stand-in calls a client's tool before one named like its own (search_text)
+    assert [b.name for b in message.content if b.type == "tool_use"] == ["get_weather"]  # type: ignore[union-attr]
 
 
 def test_count_tokens_counts_exactly_the_prompt_a_turn_renders_tool_block_included(

@@ -40,7 +40,7 @@ def test_the_demo_chat_searches_the_sample_notes_and_quotes_the_result(tmp_path:
     assert '-> search_text({"pattern": "Alex"})' in lines
     assert lines[lines.index('-> search_text({"pattern": "Alex"})') + 1].startswith(
         "<- search_text: notes/people.md:3: Alex: maintains the parser plugins")
-    assert "(a stand-in model) search_text returned:" in lines
+    assert "Your notes mention Alex here:" in lines
     assert not list(tmp_path.iterdir())  # its notes and model lived in a temporary folder
 
 

@@ -24,7 +24,7 @@ from toolwire import Chat
 from toolwire.apps.server.app import create_app
 from toolwire.apps.server.call_id_forms import CallIdForm, with_template_ids
 from toolwire.apps.server.completion_request import parse_completion_request
-from toolwire.apps.server.openai_routes import model_request_for
+from toolwire.apps.server.model_route import model_request_for
 from toolwire.limits import ServerLimits
 from toolwire.testing import isolated_plugin_manager, write_tiny_gguf
 from toolwire.testing.tiny_gguf import TINY_BACKEND_OPTIONS

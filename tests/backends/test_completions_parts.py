@@ -1,18 +1,15 @@
-"""The completions backend's parts: the end-marker trim, what a template implies for
+"""The completions backend's parts: what a template implies for
 the request (end-of-turn marker, stops, special markup), model files, the token
 estimate, and the plugin's registration."""
 
 from __future__ import annotations
 
-import itertools
 import json
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
 
 import toolwire
 from tests.support.paths import MISSING_TEMPLATES, SHARED_TEMPLATES
@@ -25,12 +22,10 @@ from toolwire.plugins.completions.sources import (
     read_model_file,
     special_markers,
 )
-from toolwire.plugins.completions.tail import EndMarkerTrim
 from toolwire.plugins.completions.wire import grammar_fields, special_token_fields
 from toolwire.templates.chat_template import get_chat_template
 
 TEMPLATES = SHARED_TEMPLATES
-MARKERS = ("<|im_end|>", "<|eot_id|>", "</s>")
 
 
 def template(name: str) -> str:
@@ -38,44 +33,6 @@ def template(name: str) -> str:
     if not path.is_file():
         pytest.skip(MISSING_TEMPLATES)
     return path.read_text(encoding="utf-8")
-
-
-def trimmed(pieces: list[str], markers: tuple[str, ...] = MARKERS) -> str:
-    trim = EndMarkerTrim(markers)
-    return "".join(trim.feed(p) for p in pieces) + trim.finish()
-
-
-def split(text: str, cuts: list[int]) -> list[str]:
-    bounds = [0, *sorted({min(c, len(text)) for c in cuts}), len(text)]
-    return [text[a:b] for a, b in itertools.pairwise(bounds)]
-
-
-# -- the end-marker trim ----------------------------------------------------------------
-
-texts = st.text(alphabet=st.sampled_from(list("ab <|>/\nimend_otsx")), max_size=40)
-
-
-@given(body=texts, marker=st.sampled_from(MARKERS), tail=st.sampled_from(["", "\n", " \n"]),
-       cuts=st.lists(st.integers(0, 60), max_size=8))
-def test_a_final_marker_is_dropped_whatever_the_chunking(body: str, marker: str, tail: str,
-                                                          cuts: list[int]) -> None:
-    assert trimmed(split(body + marker + tail, cuts)) == body
-
-
-@given(body=texts, cuts=st.lists(st.integers(0, 60), max_size=8))
-def test_text_that_does_not_end_in_a_marker_passes_unchanged(body: str, cuts: list[int]) -> None:
-    if any(body.rstrip().endswith(m) for m in MARKERS):
-        return
-    assert trimmed(split(body, cuts)) == body
-
-
-def test_a_marker_followed_by_more_text_is_text() -> None:
-    assert trimmed(["a<|im_end|>", "\nb"]) == "a<|im_end|>\nb"
-
-
-def test_without_markers_nothing_is_held() -> None:
-    trim = EndMarkerTrim(())
-    assert (trim.feed("<|im_"), trim.finish()) == ("<|im_", "")
 
 
 # -- what a template implies ------------------------------------------------------------

@@ -412,13 +412,11 @@ def _run_demo_chat(args: argparse.Namespace, plugins: PluginManager) -> int:
     if args.model or args.provider or args.base_url:
         raise UsageError("--demo chats with the stand-in model: leave out --model, "
                          "--provider and --base-url")
-    from .demo import check_demo_options, grammar_calling, make_demo_backend
+    from .demo import check_demo_options, make_demo_backend
 
     check_demo_options(args, "chats with")
     with tempfile.TemporaryDirectory(prefix="toolwire-chat-demo-") as base:
-        own = [t.name for t in plugins.tools()]
-        backend, _, workspace = make_demo_backend(Path(base), plugins,
-                                                  grammar=grammar_calling(own))
+        backend, _, workspace = make_demo_backend(Path(base), plugins)
         args.workspace = str(workspace)
         target = ("the first of your --functions" if args.functions
                   else "search_text in sample notes")

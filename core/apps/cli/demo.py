@@ -29,7 +29,6 @@ from .common import extra_hint, fail
 from .event_printer import EventPrinter
 
 __all__ = ["DEMO_MODEL", "EXAMPLE_TEXT", "check_demo_folder", "check_demo_options",
-           "demo_grammar", "grammar_calling",
            "make_demo_backend", "register", "request_grammar", "run_demo", "scripted_arguments",
            "scripted_call"]
 
@@ -64,15 +63,6 @@ def _answer_from_results(request: ModelRequest) -> str:
     results = [m.content for m in request.messages if m.role == "tool"]
     found = results[-1].strip() if results else "nothing"
     return f"Your notes mention Alex here:\n{found}"
-
-
-def demo_grammar(request: ModelRequest) -> str:
-    """What the stand-in writes: a search call, then (after the result) the answer."""
-    from ...testing.tiny_gguf import forcing_grammar
-
-    answered = request.messages and request.messages[-1].role == "tool"
-    return forcing_grammar(_answer_from_results(request) if answered or not request.tools
-                           else CALL)
 
 
 EXAMPLE_TEXT = "Alex"
@@ -134,41 +124,9 @@ def scripted_call(tool: Tool) -> str:
             f"{parameters}</function>\n</tool_call>")
 
 
-def grammar_calling(plugin_tools: Iterable[str] = ()) -> Callable[[ModelRequest], str]:
-    """What the stand-in writes in a chat: one call of the first offered tool that is
-    not one of ``plugin_tools`` (a user's own: ``--functions``, MCP), else of
-    ``search_text``, else of the first offered; then an answer quoting its result.
-
-    Random weights cannot choose a tool, so the choice is made here and forced with
-    a grammar; the answer says plainly what the tool returned.
-    """
-    theirs = frozenset(plugin_tools)
-
-    def grammar(request: ModelRequest) -> str:
-        from ...testing.tiny_gguf import forcing_grammar
-
-        last = request.messages[-1] if request.messages else None
-        if last is not None and last.role == "tool":
-            called = next((m.tool_calls[0].name for m in reversed(request.messages)
-                           if m.role == "assistant" and m.tool_calls), "the tool")
-            found = last.content.strip() or "(nothing)"
-            if len(found) > _SHOWN_RESULT:
-                found = found[:_SHOWN_RESULT] + " ..."
-            return forcing_grammar(f"(a stand-in model) {called} returned:\n{found}")
-        offered = {t.name: t for t in request.offered_tools}
-        if not offered:
-            return forcing_grammar("(a stand-in model) No tool is offered, so there is "
-                                   "nothing to call.")
-        tool = next((t for t in offered.values() if t.name not in theirs), None) or \
-            offered.get("search_text") or next(iter(offered.values()))
-        return forcing_grammar(scripted_call(tool))
-
-    return grammar
-
-
 def request_grammar(plugin_tools: Iterable[str] = ()) -> Callable[[ModelRequest], str]:
-    """What the stand-in writes behind ``toolwire serve --demo``: an answer to the
-    request's own tools, ``tool_choice`` and ``response_format``.
+    """What the stand-in writes (``toolwire demo``, ``chat --demo``, ``serve --demo``):
+    an answer to the request's own tools, ``tool_choice`` and ``response_format``.
 
     It calls the tool a named ``tool_choice`` names; else, among the offered tools,
     the first that is not one of ``plugin_tools`` (a client's own on
@@ -217,24 +175,30 @@ def request_grammar(plugin_tools: Iterable[str] = ()) -> Callable[[ModelRequest]
     return grammar
 
 
-def make_demo_backend(base: Path, plugins: PluginManager, *,
-                      grammar: Callable[[ModelRequest], str] = demo_grammar,
-                      ) -> tuple[Backend, Path, Path]:
+def _write_notes(base: Path) -> Path:
+    """The demo's notes written under ``base/workspace``; returns that folder."""
+    workspace = base / "workspace"
+    for name, text in NOTES.items():
+        (workspace / name).parent.mkdir(parents=True, exist_ok=True)
+        (workspace / name).write_text(text, encoding="utf-8")
+    return workspace
+
+
+def make_demo_backend(base: Path, plugins: PluginManager) -> tuple[Backend, Path, Path]:
     """Write the tiny model and a small workspace under ``base``; return the backend,
-    the model path and the workspace (``grammar``: what the stand-in writes)."""
+    the model path and the workspace. What the stand-in writes is
+    :func:`request_grammar`'s answer, the plugins' tools being its own."""
     try:
         from ...testing.tiny_gguf import TINY_BACKEND_OPTIONS, write_tiny_gguf
     except ImportError as exc:  # pragma: no cover - depends on the install
         raise ToolwireError(f"the demo needs the local extra: {extra_hint('local')} "
                             f"({exc})") from exc
-    workspace = base / "workspace"
-    for name, text in NOTES.items():
-        (workspace / name).parent.mkdir(parents=True, exist_ok=True)
-        (workspace / name).write_text(text, encoding="utf-8")
+    workspace = _write_notes(base)
     model = write_tiny_gguf(base / DEMO_MODEL, DEFAULT_CHAT_TEMPLATE)
     options: dict[str, Any] = dict(TINY_BACKEND_OPTIONS)
     backend = plugins.backend("llama_cpp").create(
-        model_path=model, grammar=grammar, temperature=0.0, max_tokens=512,
+        model_path=model, grammar=request_grammar([t.name for t in plugins.tools()]),
+        temperature=0.0, max_tokens=512,
         plugins=plugins, progress=False, **options)
     return backend, model, workspace
 
@@ -334,29 +298,37 @@ def run_demo(args: argparse.Namespace, plugins: PluginManager) -> int:
 
 
 def _run_demo_in(base: Path, args: argparse.Namespace, plugins: PluginManager) -> int:
-    if getattr(args, "real", False):
-        from .real_demo import run_real_demo
-
-        return run_real_demo(base, args, plugins, NOTES, QUESTION)
-
     started = time.perf_counter()
-    backend, model, workspace = make_demo_backend(base, plugins)
+    if getattr(args, "real", False):
+        from .real_demo import REAL_TOOL, real_demo_backend
+
+        backend, intro = real_demo_backend(args, plugins)
+        tools = [t for t in plugins.tools() if t.name == REAL_TOOL]
+        workspace = _write_notes(base)
+        options: dict[str, Any] = {"max_tool_iters": 3, "tool_choice": "required"}
+        took, outro = "loading the model", ""
+    else:
+        backend, model, workspace = make_demo_backend(base, plugins)
+        intro, tools, options = INTRO.format(model=model), plugins.tools(), {"max_tool_iters": 4}
+        took, outro = "writing and loading the model", OUTRO
     out = sys.stdout
     if not args.json:
-        out.write(INTRO.format(model=model))
-        out.write(f"\nworkspace: {workspace}\n> {QUESTION}\n")
-    chat = Chat(backend, tools=plugins.tools(), workspace=workspace, read_only=True,
-                max_tool_iters=4, plugins=plugins)
+        out.write(f"{intro}\nworkspace: {workspace}\n> {QUESTION}\n")
+    chat = Chat(backend, tools=tools, workspace=workspace, read_only=True, plugins=plugins,
+                **options)
     printer = EventPrinter(out, as_json=args.json, show_reasoning=True,
                            color=out.isatty() and not args.json)
     done: DoneEvent | None = None
-    for event in chat.send(QUESTION):
-        printer.show(event)
-        if isinstance(event, DoneEvent):
-            done = event
+    try:
+        for event in chat.send(QUESTION):
+            printer.show(event)
+            if isinstance(event, DoneEvent):
+                done = event
+    finally:
+        close = getattr(backend, "close", None)
+        if close is not None:
+            close()
     if not args.json:
-        elapsed = time.perf_counter() - started
-        out.write(f"\n(done: {done.reason if done else '?'}, {elapsed:.2f} s including "
-                  "writing and loading the model)\n")
-        out.write(OUTRO)
+        out.write(f"\n(done: {done.reason if done else '?'}, "
+                  f"{time.perf_counter() - started:.2f} s including {took})\n{outro}")
     return 0 if done is not None and done.reason == "stop" else 1

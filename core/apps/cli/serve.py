@@ -134,15 +134,14 @@ def make_chat_factory(args: argparse.Namespace, plugins: PluginManager,
     if args.demo:
         if args.model or args.provider:
             raise ToolwireError("--demo serves the stand-in model: leave out --model/--provider")
-        from .demo import check_demo_options, make_demo_backend, request_grammar
+        from .demo import check_demo_options, make_demo_backend
 
         check_demo_options(args, "serves")
 
         tools = session_tools(args, plugins)  # --no-tools, --functions and --mcp, as a chat's
         base = Path(tempfile.mkdtemp(prefix="toolwire-serve-demo-"))
         atexit.register(shutil.rmtree, base, ignore_errors=True)  # the model lives till exit
-        demo_backend, model_path, workspace = make_demo_backend(
-            base, plugins, grammar=request_grammar([t.name for t in plugins.tools()]))
+        demo_backend, model_path, workspace = make_demo_backend(base, plugins)
         demo = backend or demo_backend
 
         def make_demo_chat(history: Sequence[Message], system: str | None) -> Chat:

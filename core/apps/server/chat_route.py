@@ -25,7 +25,7 @@ from ...vocabulary.cancel import CancelToken
 from .approvals import ReplyApprovals, with_approval_requests
 from .chat_options import apply_chat_options, parse_chat_options
 from .chat_request import parse_chat_request
-from .http_input import ClientGone, RequestError, disconnected, read_json_request
+from .http_input import ClientGone, ClientLine, RequestError, read_json_request
 from .http_input import require_json_media_type as require_json
 from .model_queue import QueueFullError, QueueTicket
 from .responses import ASGIApp, JsonResponse, Receive, Scope, Send
@@ -59,42 +59,28 @@ class _EventStream:
         self.message = message
         self.ticket = ticket
         self.approval_requests = approval_requests
-        self.client_gone = False
+        self.client = ClientLine(token)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        watcher = asyncio.create_task(self._watch_disconnect(receive))
         try:
-            await self._send(send, {"type": "http.response.start", "status": 200,
-                                    "headers": [*SSE_HEADERS, (CHAT_ID_HEADER.lower().encode(),
-                                                               self.chat_id.encode())]})
-            await self._emit(send, {"type": "session", "id": self.chat_id,
-                                    "queued": self.ticket.queued})
-            await self._reply(send)
-            await self._send(send, {"type": "http.response.body", "body": b"",
-                                    "more_body": False})
+            async with self.client.watching(receive):
+                await self.client.send(send, {
+                    "type": "http.response.start", "status": 200,
+                    "headers": [*SSE_HEADERS, (CHAT_ID_HEADER.lower().encode(),
+                                               self.chat_id.encode())]})
+                await self._emit(send, {"type": "session", "id": self.chat_id,
+                                        "queued": self.ticket.queued})
+                await self._reply(send)
+                await self.client.send(send, {"type": "http.response.body", "body": b"",
+                                              "more_body": False})
         finally:
             self.ticket.release()
-            watcher.cancel()
             self.state.replies.pop(self.chat_id, None)
             self.state.approvals.pop(self.chat_id, None)
 
-    async def _watch_disconnect(self, receive: Receive) -> None:
-        await disconnected(receive)
-        self.client_gone = True
-        self.token.cancel("disconnected")
-
-    async def _send(self, send: Send, message: dict[str, Any]) -> None:
-        if self.client_gone:
-            return
-        try:
-            await send(message)
-        except OSError:
-            self.client_gone = True
-            self.token.cancel("disconnected")
-
     async def _emit(self, send: Send, payload: Mapping[str, Any]) -> None:
-        await self._send(send, {"type": "http.response.body", "body": event_frame(payload),
-                                "more_body": True})
+        await self.client.send(send, {"type": "http.response.body",
+                                      "body": event_frame(payload), "more_body": True})
 
     def _observe(self, event: Event) -> None:
         """The loop's parser diagnostics and tokens, for ``/metrics``."""

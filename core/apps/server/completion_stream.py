@@ -205,11 +205,6 @@ class CompletionBuilder:
         """The turn's token counts in OpenAI's form."""
         return openai_usage(self.reply.usage)
 
-    @property
-    def dropped_calls(self) -> tuple[DroppedCall, ...]:
-        """The calls the model began but did not finish (known once the turn ended)."""
-        return tuple(self.reply.dropped)
-
     def _choice_extras(self) -> dict[str, Any]:
         if not self.reply.dropped:
             return {}

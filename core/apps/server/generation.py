@@ -25,7 +25,6 @@ promises in every API:
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import time
 from collections.abc import Awaitable, Callable
@@ -36,7 +35,7 @@ from ...parse.protocol import merge_events
 from ...vocabulary.backend import ModelRequest, TurnEnd
 from ...vocabulary.cancel import CancelToken
 from .backend_thread import stream_backend_turn
-from .http_input import disconnected
+from .http_input import ClientLine
 from .model_queue import QueueTicket
 from .reply_assembly import ReplyAssembler
 from .responses import ASGIApp, JsonResponse, Receive, Scope, Send
@@ -116,15 +115,9 @@ class Generation:
         self.writer = writer
         self.api = api
         self.token = CancelToken()
-        self.client_gone = False
+        self.client = ClientLine(self.token)
         self.arrived = time.perf_counter()
         self.first_token_at: float | None = None
-
-    async def watch_disconnect(self, receive: Receive) -> None:
-        """Cancel the generation when the client disconnects."""
-        await disconnected(receive)
-        self.client_gone = True
-        self.token.cancel("disconnected")
 
     async def run(self, emit: Callable[[Payloads], Awaitable[None]] | None = None, *,
                   idle: Callable[[], Awaitable[None]] | None = None,
@@ -179,12 +172,9 @@ class Generation:
 
     async def complete(self, receive: Receive) -> ASGIApp:
         """The non-streaming answer: the whole body, or the error."""
-        watcher = asyncio.create_task(self.watch_disconnect(receive))
-        try:
+        async with self.client.watching(receive):
             finished = await self.run()
-        finally:
-            watcher.cancel()
-        if not finished or self.client_gone:
+        if not finished or self.client.gone:
             return JsonResponse(499, {})  # never sent: nobody listens
         error = self.writer.reply.error
         if error is not None:
@@ -213,7 +203,6 @@ class StreamAnswer:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         generation = self.generation
         writer = generation.writer
-        watcher = asyncio.create_task(generation.watch_disconnect(receive))
 
         async def emit(payloads: Payloads) -> None:
             await self._emit(send, payloads)
@@ -223,30 +212,30 @@ class StreamAnswer:
                 await self._send(send, writer.ping_frame, more=True)
 
         try:
-            pinging = self.ping_interval is not None and writer.ping_frame is not None
-            finished = await generation.run(emit, idle=ping if pinging else None,
-                                            idle_seconds=self.ping_interval)
-            error = writer.reply.error
-            if generation.client_gone:
-                return
-            if not self.started and finished and error is not None:
-                with contextlib.suppress(OSError):
-                    await writer.error_response(error)(scope, receive, send)
-                return
-            if finished and error is not None:
-                await self._start(send)
-                await self._send(send, writer.failure_frames(error), more=False)
-            elif finished:
-                if not self.started:
+            async with generation.client.watching(receive):
+                pinging = self.ping_interval is not None and writer.ping_frame is not None
+                finished = await generation.run(emit, idle=ping if pinging else None,
+                                                idle_seconds=self.ping_interval)
+                error = writer.reply.error
+                if generation.client.gone:
+                    return
+                if not self.started and finished and error is not None:
+                    with contextlib.suppress(OSError):
+                        await writer.error_response(error)(scope, receive, send)
+                    return
+                if finished and error is not None:
                     await self._start(send)
-                    await self._send(send, writer.frames(writer.opening()), more=True)
-                await self._send(send, writer.closing_frames(), more=False)
-            else:
-                await self._start(send)
-                await self._send(send, writer.cancelled_frames(), more=False)
+                    await self._send(send, writer.failure_frames(error), more=False)
+                elif finished:
+                    if not self.started:
+                        await self._start(send)
+                        await self._send(send, writer.frames(writer.opening()), more=True)
+                    await self._send(send, writer.closing_frames(), more=False)
+                else:
+                    await self._start(send)
+                    await self._send(send, writer.cancelled_frames(), more=False)
         finally:
             generation.ticket.release()
-            watcher.cancel()
 
     async def _emit(self, send: Send, payloads: Payloads) -> None:
         writer = self.generation.writer
@@ -259,20 +248,9 @@ class StreamAnswer:
         if self.started:
             return
         self.started = True
-        try:
-            await send({"type": "http.response.start", "status": 200,
-                        "headers": list(SSE_HEADERS)})
-        except OSError:
-            self._gone()
+        await self.generation.client.send(send, {"type": "http.response.start", "status": 200,
+                                                 "headers": list(SSE_HEADERS)})
 
     async def _send(self, send: Send, body: bytes, *, more: bool) -> None:
-        if self.generation.client_gone:
-            return
-        try:
-            await send({"type": "http.response.body", "body": body, "more_body": more})
-        except OSError:
-            self._gone()
-
-    def _gone(self) -> None:
-        self.generation.client_gone = True
-        self.generation.token.cancel("disconnected")
+        await self.generation.client.send(send, {"type": "http.response.body", "body": body,
+                                                 "more_body": more})

@@ -1,4 +1,5 @@
-"""Reading a request body: size, time and nesting bounds, and one typed error.
+"""Reading a request body: size, time and nesting bounds, and one typed error; and
+watching the client's line while a route answers (:class:`ClientLine`).
 
 Works on the raw ASGI ``receive`` channel, so an upload that is cut off, too
 big, too slow or nested too deeply becomes a :class:`RequestError` (or a quiet
@@ -17,16 +18,25 @@ import json
 import re
 import threading
 import time
-from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, MutableMapping
+from collections.abc import (
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Iterable,
+    Iterator,
+    Mapping,
+    MutableMapping,
+)
 from typing import Any, TypeVar
 
 from ...limits import ServerLimits
+from ...vocabulary.cancel import CancelToken
 
 __all__ = [
     "ClientGone",
+    "ClientLine",
     "RequestError",
     "decode_json_body",
-    "disconnected",
     "header_value",
     "json_depth_exceeds",
     "read_body",
@@ -35,6 +45,7 @@ __all__ = [
 ]
 
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
+Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
 Parsed = TypeVar("Parsed")
 
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
@@ -62,10 +73,44 @@ class ClientGone(Exception):
     """The client closed the connection before its request was read (nothing to answer)."""
 
 
-async def disconnected(receive: Receive) -> None:
-    """Return once the client has disconnected (what a route watches while it answers)."""
-    while (await receive())["type"] != "http.disconnect":
-        pass
+class ClientLine:
+    """A client's connection while a route answers: gone once the client disconnects
+    or a send fails, either of which cancels ``token`` (its generation).
+
+    :param token: what the client's leaving cancels.
+    """
+
+    def __init__(self, token: CancelToken) -> None:
+        self.token = token
+        self.gone = False
+
+    @contextlib.asynccontextmanager
+    async def watching(self, receive: Receive) -> AsyncIterator[None]:
+        """Watch for the client's disconnect while the block answers."""
+        watcher = asyncio.create_task(self._wait(receive))
+        try:
+            yield
+        finally:
+            watcher.cancel()
+
+    async def _wait(self, receive: Receive) -> None:
+        while (await receive())["type"] != "http.disconnect":
+            pass
+        self.leave()
+
+    async def send(self, send: Send, message: dict[str, Any]) -> None:
+        """Send ``message`` unless the client has gone; a failed send means it has."""
+        if self.gone:
+            return
+        try:
+            await send(message)
+        except OSError:
+            self.leave()
+
+    def leave(self) -> None:
+        """The client has gone: cancel its generation."""
+        self.gone = True
+        self.token.cancel("disconnected")
 
 
 def header_value(headers: Iterable[tuple[bytes, bytes]], name: bytes) -> str | None:

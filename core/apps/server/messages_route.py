@@ -44,14 +44,6 @@ PING_INTERVAL = 10.0
 """Seconds of quiet after which a message stream sends a ``ping``."""
 
 
-def _anthropic_refusal(error: RequestError,
-                       headers: tuple[tuple[str, str], ...] = ()) -> JsonResponse:
-    status = anthropic_status(error.status)
-    if status == ANTHROPIC_OVERLOADED and not headers:
-        headers = (("Retry-After", "1"),)
-    return JsonResponse(status, anthropic_error_body(error.status, error.message), headers)
-
-
 class MessagesEndpoint(ModelRoute):
     """``POST /v1/messages`` (an ASGI app)."""
 
@@ -72,7 +64,10 @@ class MessagesEndpoint(ModelRoute):
     def refuse(self, scope: Scope, error: RequestError,
                headers: tuple[tuple[str, str], ...] = ()) -> JsonResponse:
         """``error`` as Anthropic's error object, with Anthropic's status."""
-        return _anthropic_refusal(error, headers)
+        status = anthropic_status(error.status)
+        if status == ANTHROPIC_OVERLOADED and not headers:
+            headers = (("Retry-After", "1"),)
+        return JsonResponse(status, anthropic_error_body(error.status, error.message), headers)
 
 
 class CountTokensEndpoint(MessagesEndpoint):

@@ -7,7 +7,8 @@ asked for is the one served, the request takes its place in the one queue, its
 call ids are rewritten to the template's form, and the same
 :class:`~.generation.Generation` runs the turn. :class:`ModelRoute` is that
 path; a route subclasses it with its parser (:meth:`ModelRoute.parse`), its
-writer (:meth:`ModelRoute.writer`) and its error shape (:meth:`ModelRoute.refuse`).
+writer (:meth:`ModelRoute.writer`) and, unless it is OpenAI's, its error shape
+(:meth:`ModelRoute.refuse`).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from .generation import Generation, ReplyWriter, StreamAnswer
 from .http_input import ClientGone, RequestError, read_json_request
 from .http_input import require_json_media_type as require_json
 from .model_queue import QueueFullError, QueueTicket
-from .responses import ASGIApp, JsonResponse, Receive, Scope, Send
+from .responses import ASGIApp, JsonResponse, Receive, Scope, Send, error_response
 
 if TYPE_CHECKING:
     from .server_state import ServerState
@@ -122,8 +123,8 @@ class ModelRoute:
 
     def refuse(self, scope: Scope, error: RequestError,
                headers: tuple[tuple[str, str], ...] = ()) -> JsonResponse:
-        """``error`` in the route's shape."""
-        raise NotImplementedError
+        """``error`` in the route's shape: OpenAI's error object unless the API has its own."""
+        return error_response(scope["path"], error, headers)
 
     def check(self, parsed: CompletionRequest, backend: Backend) -> None:
         """Refuse what the backend cannot do before queueing (``logprobs``...).

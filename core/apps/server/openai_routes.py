@@ -16,26 +16,24 @@ import time
 import uuid
 from typing import TYPE_CHECKING, Any
 
-from ...events import ErrorEvent
 from ...vocabulary.backend import Backend
 from .completion_request import CompletionRequest, parse_completion_request
-from .completion_stream import CompletionBuilder, openai_error_response
-from .http_input import RequestError, header_value
-from .model_route import ModelRoute, model_request_for
+from .completion_stream import CompletionBuilder
+from .http_input import header_value
+from .model_route import ModelRoute
 from .responses import (
     JsonResponse,
     Receive,
     Scope,
     Send,
     anthropic_error_body,
-    error_response,
     openai_error_body,
 )
 
 if TYPE_CHECKING:
     from .server_state import ServerState
 
-__all__ = ["CompletionsEndpoint", "ModelsEndpoint", "model_request_for", "turn_error_response"]
+__all__ = ["CompletionsEndpoint", "ModelsEndpoint"]
 
 
 def _openai_error(status: int, message: str, code: str | None = None,
@@ -102,15 +100,3 @@ class CompletionsEndpoint(ModelRoute):
             make_call_id=backend.make_call_id, stop=parsed.stop,
             parallel_tool_calls=parsed.parallel_tool_calls, include_usage=parsed.include_usage,
             legacy_functions=parsed.legacy_functions, logprobs=parsed.logprobs is not None)
-
-    def refuse(self, scope: Scope, error: RequestError,
-               headers: tuple[tuple[str, str], ...] = ()) -> JsonResponse:
-        """``error`` as OpenAI's error object."""
-        return error_response(scope["path"], error, headers)
-
-
-def turn_error_response(error: ErrorEvent) -> JsonResponse:
-    """A failed turn as OpenAI's error: ``400`` for what the request asked that cannot
-    be done (a prompt over the context, a ``tool_choice`` or ``response_format``
-    the model's grammar cannot enforce), ``500`` for the rest."""
-    return openai_error_response(error)

@@ -35,7 +35,6 @@ __all__ = [
     "api_of",
     "error_body",
     "error_response",
-    "is_openai_path",
     "openai_error_body",
     "turn_error_status",
 ]
@@ -99,11 +98,6 @@ def api_of(path: str) -> str:
     if _under(path, _TOOLWIRE_PATHS) or not _under(path, ("/v1",)):
         return "toolwire"
     return "openai"  # an unknown /v1 route: OpenAI's clients are the ones who guess paths
-
-
-def is_openai_path(path: str) -> bool:
-    """Whether ``path`` is one of the OpenAI-compatible routes (OpenAI error shape)."""
-    return _under(path, _OPENAI_PATHS)
 
 
 def anthropic_status(status: int) -> int:

@@ -15,9 +15,8 @@ from typing import Any
 
 from ...vocabulary.backend import Backend
 from .completion_request import CompletionRequest
-from .http_input import RequestError
 from .model_route import ModelRoute
-from .responses import JsonResponse, Receive, Scope, Send, error_response, openai_error_body
+from .responses import JsonResponse, Receive, Scope, Send, openai_error_body
 from .responses_request import ResponsesRequest, parse_responses_request
 from .responses_stream import ResponseWriter
 
@@ -42,11 +41,6 @@ class ResponsesEndpoint(ModelRoute):
                               make_call_id=backend.make_call_id, stop=parsed.stop,
                               parallel_tool_calls=parsed.parallel_tool_calls,
                               max_calls=parsed.max_calls, logprobs=parsed.logprobs is not None)
-
-    def refuse(self, scope: Scope, error: RequestError,
-               headers: tuple[tuple[str, str], ...] = ()) -> JsonResponse:
-        """``error`` as OpenAI's error object."""
-        return error_response(scope["path"], error, headers)
 
 
 class StoredResponseEndpoint:
