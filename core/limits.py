@@ -62,8 +62,9 @@ class Bound:
 
     @property
     def help(self) -> str:
-        """Its command-line option's help: the meaning and the default."""
-        return f"{self.meaning} (default {self.shown})"
+        """Its command-line option's help: the meaning and the default, without the
+        Markdown code marks the docs' tables show (a terminal prints them as they are)."""
+        return f"{self.meaning.replace('`', '')} (default: {self.shown})"
 
 
 def _positive(instance: object, attribute: attrs.Attribute[Any], value: Any) -> None:

@@ -331,7 +331,7 @@ def test_version_and_help_name_every_command_plainly() -> None:
 
 def test_chat_help_shows_the_defaults() -> None:
     shown = toolwire("chat", "--help").stdout
-    for default in ("(default: 0.7", "(default: 0.95", "(default: 1024", "(default: 10)",
+    for default in ("(default: 0.7", "(default: 0.95", "(default: 1024", "(default: 10 ",
                     "(default: 0)", "(default: random)"):
         assert default in " ".join(shown.split()), default
 

@@ -174,4 +174,5 @@ def test_serve_help_prints_its_limits_as_integers() -> None:
     run = toolwire("serve", "--help")
     assert run.returncode == 0
     text = " ".join(run.stdout.split())
-    assert "(default 2000000)" in text and "(default 8388608)" in text and "e+" not in text
+    assert "(default: 2,000,000 characters)" in text and "(default: 8 MiB)" in text
+    assert "e+" not in text
