@@ -22,7 +22,7 @@ from collections.abc import Sequence
 
 from .gbnf import RuleSet, char_class, literal, repetition, sequence
 
-__all__ = ["avoiding_text", "bounded_text", "first_chars"]
+__all__ = ["avoiding_text", "bounded_text", "first_chars", "reasoning_blocks", "reasoning_text"]
 
 _NEVER = "\x00"  # a token beginning with NUL is never sampled under a grammar
 
@@ -49,6 +49,20 @@ def bounded_text(rules: RuleSet, words: Sequence[str], low: int, high: int | Non
     text = sequence(first, rest)
     return text if low else f"({text})?"
 
+
+def reasoning_text(rules: RuleSet, close: str, max_chars: int | None) -> str:
+    """The reasoning a prompt opened, up to its closing tag ``close``: at most
+    ``max_chars`` characters (``None``: any text in which ``close`` does not occur)."""
+    if max_chars is not None:
+        return bounded_text(rules, [close], 0, max_chars)
+    return avoiding_text(rules, [close], hint="reasoning", after=close)
+
+
+def reasoning_blocks(rules: RuleSet, tags: Sequence[tuple[str, str]]) -> list[str]:
+    """A whole reasoning block, opening tag to closing tag, for each pair of ``tags``."""
+    return [sequence(literal(open_tag), avoiding_text(rules, [close], hint="reasoning",
+                                                      after=close), literal(close))
+            for open_tag, close in tags]
 
 
 class _Automaton:

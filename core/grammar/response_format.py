@@ -41,7 +41,7 @@ import attrs
 from ..errors import GrammarSchemaError
 from ..vocabulary.backend import ResponseFormat
 from ..vocabulary.schema import normalize_schema
-from .avoid import avoiding_text, bounded_text
+from .avoid import reasoning_blocks, reasoning_text
 from .build import ToolGrammar
 from .gbnf import RuleSet, alternatives, literal, sequence
 from .json_values import JsonValues
@@ -135,16 +135,10 @@ def _grammar(schema: Any, name: str, reasoning: tuple[str, str] | None,
     value = JsonValues(rules, family=FAMILY, tool=name or FAMILY, root=root).value(schema)
     lead = ""
     if reasoning is not None:
-        close = reasoning[1]
-        text = (bounded_text(rules, [close], 0, max_reasoning_chars)
-                if max_reasoning_chars is not None
-                else avoiding_text(rules, [close], hint="reasoning", after=close))
-        lead = sequence(text, literal(close), '[ \\n]{0,2}')
+        text = reasoning_text(rules, reasoning[1], max_reasoning_chars)
+        lead = sequence(text, literal(reasoning[1]), '[ \\n]{0,2}')
     elif may_reason:
-        blocks = [sequence(literal(open_tag), avoiding_text(rules, [close], hint="reasoning",
-                                                            after=close), literal(close))
-                  for open_tag, close in may_reason]
-        lead = f"({alternatives(*blocks)} [ \\n]{{0,2}})?"
+        lead = f"({alternatives(*reasoning_blocks(rules, may_reason))} [ \\n]{{0,2}})?"
     calls = []
     imported: list[str] = []
     for i, (marker, rest) in enumerate(continuations):
