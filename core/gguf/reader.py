@@ -451,17 +451,10 @@ def _read_entry(source: _Source, section: _Section, seen: set[str]) -> None:
 
 def _read_key(source: _Source) -> str:
     offset = source.offset
-    length = source.read_u64("a key length")
-    if length == 0:
+    key = source.read_text("a key", _MAX_KEY_BYTES)
+    if not key:
         raise source.error("empty key", offset)
-    if length > _MAX_KEY_BYTES:
-        raise source.error(f"key length {length} exceeds the {_MAX_KEY_BYTES}-byte limit", offset)
-    source.keep_text(length, "a key", offset)
-    raw = source.read(length, "a key")
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError:
-        raise source.error(f"key {raw[:64]!r} is not valid UTF-8", offset) from None
+    return key
 
 
 def _read_scalar(source: _Source, key: str, vtype: int, type_offset: int) -> object:
