@@ -35,6 +35,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from types import MappingProxyType
+from typing import TypeVar
 
 import attrs
 
@@ -58,14 +59,10 @@ __all__ = [
     "read_gguf_metadata",
 ]
 
+_V = TypeVar("_V")
 
 
-
-def _readonly_strings(mapping: Mapping[str, str]) -> Mapping[str, str]:
-    return MappingProxyType(dict(mapping))
-
-
-def _readonly_objects(mapping: Mapping[str, object]) -> Mapping[str, object]:
+def _readonly(mapping: Mapping[str, _V]) -> Mapping[str, _V]:
     return MappingProxyType(dict(mapping))
 
 
@@ -94,14 +91,14 @@ class GGUFMetadata:
     architecture: str | None
     name: str | None
     chat_template: str | None
-    named_chat_templates: Mapping[str, str] = attrs.field(converter=_readonly_strings, hash=False)
+    named_chat_templates: Mapping[str, str] = attrs.field(converter=_readonly, hash=False)
     bos_token: str | None
     eos_token: str | None
     eot_token: str | None
     context_length: int | None
     tensor_count: int
     kv_count: int
-    scalars: Mapping[str, object] = attrs.field(converter=_readonly_objects, hash=False, repr=False)
+    scalars: Mapping[str, object] = attrs.field(converter=_readonly, hash=False, repr=False)
 
     def template_for(self, *, tools: bool) -> tuple[str, str] | None:
         """Pick the chat template to render with, as ``(source_key, template)``.

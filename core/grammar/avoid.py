@@ -22,7 +22,7 @@ from collections.abc import Sequence
 
 from .gbnf import RuleSet, char_class, literal, repetition, sequence
 
-__all__ = ["avoiding_text", "bounded_text", "first_chars"]
+__all__ = ["avoiding_text", "bounded_text", "first_chars", "reasoning_blocks", "reasoning_text"]
 
 _NEVER = "\x00"  # a token beginning with NUL is never sampled under a grammar
 
@@ -33,13 +33,13 @@ def first_chars(words: Sequence[str]) -> str:
 
 
 def bounded_text(rules: RuleSet, words: Sequence[str], low: int, high: int | None, *,
-                 excluded: str = "", not_first: str = "") -> str:
+                 not_first: str = "") -> str:
     """An expression for ``low``..``high`` characters, none a first character of
     ``words`` (counts llama.cpp cannot hold relaxed: :func:`~toolwire.grammar.gbnf.repetition`).
 
     :param not_first: characters the text may hold but not begin with.
     """
-    never = first_chars(words) + excluded + _NEVER
+    never = first_chars(words) + _NEVER
     chars = char_class(never, negate=True)
     if not not_first or high == 0:
         return repetition(rules, chars, low, high, hint="bounded-text") or '""'
@@ -49,6 +49,20 @@ def bounded_text(rules: RuleSet, words: Sequence[str], low: int, high: int | Non
     text = sequence(first, rest)
     return text if low else f"({text})?"
 
+
+def reasoning_text(rules: RuleSet, close: str, max_chars: int | None) -> str:
+    """The reasoning a prompt opened, up to its closing tag ``close``: at most
+    ``max_chars`` characters (``None``: any text in which ``close`` does not occur)."""
+    if max_chars is not None:
+        return bounded_text(rules, [close], 0, max_chars)
+    return avoiding_text(rules, [close], hint="reasoning", after=close)
+
+
+def reasoning_blocks(rules: RuleSet, tags: Sequence[tuple[str, str]]) -> list[str]:
+    """A whole reasoning block, opening tag to closing tag, for each pair of ``tags``."""
+    return [sequence(literal(open_tag), avoiding_text(rules, [close], hint="reasoning",
+                                                      after=close), literal(close))
+            for open_tag, close in tags]
 
 
 class _Automaton:
@@ -93,28 +107,25 @@ class _Automaton:
         return True
 
 
-def avoiding_text(rules: RuleSet, words: Sequence[str], *, hint: str, after: str = "",
-                  excluded: str = "") -> str:
+def avoiding_text(rules: RuleSet, words: Sequence[str], *, hint: str, after: str = "") -> str:
     """The rule name for text containing none of ``words`` (any length, even empty).
 
     :param after: the text the grammar writes right after the value (its
         closing markup): the value may not end so that a marker straddles into it.
-    :param excluded: characters never allowed.
     """
-    key = ("avoiding", tuple(words), after, excluded)
+    key = ("avoiding", tuple(words), after)
     known = rules.memo.get(key)
     if known is not None:
         return known
-    name = _write_automaton(rules, words, hint=hint, after=after, excluded=excluded)
+    name = _write_automaton(rules, words, hint=hint, after=after)
     rules.memo[key] = name
     return name
 
 
-def _write_automaton(rules: RuleSet, words: Sequence[str], *, hint: str, after: str,
-                     excluded: str) -> str:
+def _write_automaton(rules: RuleSet, words: Sequence[str], *, hint: str, after: str) -> str:
     auto = _Automaton(words)
     if not auto.words:
-        chars = char_class(excluded + _NEVER, negate=True)
+        chars = char_class(_NEVER, negate=True)
         return rules.add(hint, f"{chars}*")
     states = sorted(auto.prefixes, key=lambda s: (len(s), s))
     names = {state: rules.reserve(f"{hint}-{i}") for i, state in enumerate(states)}
@@ -126,7 +137,7 @@ def _write_automaton(rules: RuleSet, words: Sequence[str], *, hint: str, after: 
                 targets.setdefault(nxt, []).append(char)
         # characters outside every marker lead back to the start state
         special = [c for c in auto.alphabet if c not in targets.get("", [])]
-        to_start = char_class("".join(special) + excluded + _NEVER, negate=True)
+        to_start = char_class("".join(special) + _NEVER, negate=True)
         options = []
         for target, moved in targets.items():
             if target:

@@ -38,7 +38,7 @@ from ..parse.record import CallFormat
 from ..vocabulary.schema import normalize_schema
 from ..vocabulary.schema_size import check_schema_size
 from ..vocabulary.tool_choice import ResolvedChoice, ToolChoice, resolve_tool_choice
-from .avoid import avoiding_text, bounded_text
+from .avoid import reasoning_blocks, reasoning_text
 from .calls import CallsWriter
 from .gbnf import RuleSet, alternatives, char_class, literal, sequence
 
@@ -216,11 +216,8 @@ def build_grammar(fmt: CallFormat, tools: Sequence[Any], choice: ResolvedChoice,
                            start=start, bare_starts=bare, reasoning_tags=tuple(may_reason))
     root = calls
     if reasoning is not None:
-        close_tag = reasoning[1]
-        text = (bounded_text(rules, [close_tag], 0, max_reasoning_chars)
-                if max_reasoning_chars is not None
-                else avoiding_text(rules, [close_tag], hint="reasoning", after=close_tag))
-        root = sequence(text, literal(close_tag), '[ \\n]{0,2}', calls)
+        text = reasoning_text(rules, reasoning[1], max_reasoning_chars)
+        root = sequence(text, literal(reasoning[1]), '[ \\n]{0,2}', calls)
     return ToolGrammar(rules.render(alternatives(root)), fmt.family, choice.key(),
                        tuple(names), reasoning=reasoning)
 
@@ -232,9 +229,7 @@ def _start_grammar(fmt: CallFormat, shapes: Sequence[tuple[str, Mapping[str, Any
     (after a reasoning block the reply may open with)."""
     rules = RuleSet()
     calls = CallsWriter(fmt, shapes, rules, end_markers=end_markers).bare(limit)
-    blocks = [sequence(literal(open_tag), avoiding_text(rules, [close], hint="reasoning",
-                                                        after=close), literal(close))
-              for open_tag, close in may_reason]
+    blocks = reasoning_blocks(rules, may_reason)
     lead = sequence("[ \\t\\n]*", f"({alternatives(*blocks)} [ \\t\\n]*)?" if blocks else "")
     free = char_class(" \t\n\r\x00" + bare, negate=True) + " [^\\x00]*"
     return rules.render(sequence(lead, alternatives(calls, free)))

@@ -74,10 +74,6 @@ REFUSED: Final = frozenset({
 })
 """Keywords whose shape the grammar cannot write: asking for them raises."""
 
-_HANDLED: Final = frozenset({
-    "type", "enum", "const", "properties", "required", "additionalProperties", "items",
-    "minItems", "maxItems", "minLength", "maxLength", "anyOf", "oneOf", "allOf", "$ref",
-})
 _TYPES: Final = ("string", "integer", "number", "boolean", "null", "object", "array")
 _MAX_ENUMERATED_RANGE: Final = 64
 _INLINE_REUSE: Final = 40

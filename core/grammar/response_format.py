@@ -41,7 +41,7 @@ import attrs
 from ..errors import GrammarSchemaError
 from ..vocabulary.backend import ResponseFormat
 from ..vocabulary.schema import normalize_schema
-from .avoid import avoiding_text, bounded_text
+from .avoid import reasoning_blocks, reasoning_text
 from .build import ToolGrammar
 from .gbnf import RuleSet, alternatives, literal, sequence
 from .json_values import JsonValues
@@ -57,7 +57,8 @@ _ANY_OBJECT: Final = {"type": "object"}
 
 
 _JSON_STARTS: Final = '{["-0123456789tfn'
-_NAME: Final = re.compile(r"[A-Za-z][A-Za-z0-9-]*")
+_WORDS: Final = re.compile(r'"(?:[^"\\]|\\.)*"|\[(?:[^\]\\]|\\.)*\]|[A-Za-z][A-Za-z0-9-]*')
+"""A GBNF body's literals, character classes (copied whole, escapes and all) and words."""
 
 
 def response_format_grammar(response_format: ResponseFormat, *,
@@ -135,16 +136,10 @@ def _grammar(schema: Any, name: str, reasoning: tuple[str, str] | None,
     value = JsonValues(rules, family=FAMILY, tool=name or FAMILY, root=root).value(schema)
     lead = ""
     if reasoning is not None:
-        close = reasoning[1]
-        text = (bounded_text(rules, [close], 0, max_reasoning_chars)
-                if max_reasoning_chars is not None
-                else avoiding_text(rules, [close], hint="reasoning", after=close))
-        lead = sequence(text, literal(close), '[ \\n]{0,2}')
+        text = reasoning_text(rules, reasoning[1], max_reasoning_chars)
+        lead = sequence(text, literal(reasoning[1]), '[ \\n]{0,2}')
     elif may_reason:
-        blocks = [sequence(literal(open_tag), avoiding_text(rules, [close], hint="reasoning",
-                                                            after=close), literal(close))
-                  for open_tag, close in may_reason]
-        lead = f"({alternatives(*blocks)} [ \\n]{{0,2}})?"
+        lead = f"({alternatives(*reasoning_blocks(rules, may_reason))} [ \\n]{{0,2}})?"
     calls = []
     imported: list[str] = []
     for i, (marker, rest) in enumerate(continuations):
@@ -161,32 +156,9 @@ def _renamed(gbnf: str, prefix: str) -> list[str]:
     """The rules of ``gbnf``, each rule name (where defined and where used) prefixed."""
     lines = [line for line in gbnf.splitlines() if line.strip()]
     names = {line.split(" ::= ", 1)[0] for line in lines}
-    out = []
-    for line in lines:
-        name, body = line.split(" ::= ", 1)
-        out.append(f"{prefix}{name} ::= {_renamed_body(body, names, prefix)}")
-    return out
 
+    def rename(found: re.Match[str]) -> str:  # literals and classes never are names
+        return prefix + found.group() if found.group() in names else found.group()
 
-def _renamed_body(body: str, names: set[str], prefix: str) -> str:
-    out: list[str] = []
-    i = 0
-    while i < len(body):
-        char = body[i]
-        if char in "\"[":  # a literal or a character class: copied, escapes and all
-            close = '"' if char == '"' else "]"
-            j = i + 1
-            while j < len(body) and body[j] != close:
-                j += 2 if body[j] == "\\" else 1
-            out.append(body[i:j + 1])
-            i = j + 1
-            continue
-        found = _NAME.match(body, i)
-        if found is not None:
-            word = found.group()
-            out.append(prefix + word if word in names else word)
-            i = found.end()
-            continue
-        out.append(char)
-        i += 1
-    return "".join(out)
+    return [f"{prefix}{name} ::= {_WORDS.sub(rename, body)}"
+            for name, body in (line.split(" ::= ", 1) for line in lines)]

@@ -1,6 +1,6 @@
 """Jobs of untrusted work in warm child processes, each bounded from the outside.
 
-A :class:`JobPool` keeps up to ``max_idle`` children of one handler module warm
+A :class:`JobPool` keeps up to two children of one handler module warm
 (:mod:`.job_child` runs them) and hands each job to one: the job carries its
 :class:`JobLimits`, which the child sets as kernel limits for that job alone
 (address space, CPU time), while the pool waits for the answer until the wall
@@ -38,6 +38,8 @@ _PAGE: Final = os.sysconf("SC_PAGE_SIZE")
 KEEP_RESIDENT_BYTES: Final = 96 << 20
 """The most resident memory a child may hold after a job and be kept warm (a new one
 holds some 30 MiB: the interpreter and its handler's modules)."""
+_MAX_IDLE: Final = 2  # children kept warm between jobs
+_MAX_REPLY_BYTES: Final = 256 << 20  # the largest answer a child may write
 _OOM_SCORE: Final = 800  # of -1000..1000: a job child goes first when memory runs out
 _START: Final = ("import sys, types; package = types.ModuleType('toolwire'); "
                  "package.__path__ = [sys.argv[1]]; sys.modules['toolwire'] = package; "
@@ -80,15 +82,10 @@ class JobPool:
     """Warm children that run the jobs of one handler module.
 
     :param handler: the module whose ``handle_job(job)`` runs a job in the child.
-    :param max_idle: children kept warm between jobs.
-    :param max_reply_bytes: the largest answer a child may write.
     """
 
-    def __init__(self, handler: str, *, max_idle: int = 2,
-                 max_reply_bytes: int = 256 << 20) -> None:
+    def __init__(self, handler: str) -> None:
         self.handler = handler
-        self.max_idle = max_idle
-        self.max_reply_bytes = max_reply_bytes
         self._idle: list[SupervisedChild] = []
         self._lock = threading.Lock()
         _POOLS.add(self)
@@ -157,11 +154,11 @@ class JobPool:
                 child.release()
         return SupervisedChild(
             [sys.executable, "-P", "-c", _START, str(package_folder()), self.handler],
-            quiet=True, oom_score=_OOM_SCORE, max_line_bytes=self.max_reply_bytes)
+            quiet=True, oom_score=_OOM_SCORE, max_line_bytes=_MAX_REPLY_BYTES)
 
     def _give_back(self, child: SupervisedChild) -> None:
         with self._lock:
-            if len(self._idle) < self.max_idle and _resident(child.pid) <= KEEP_RESIDENT_BYTES:
+            if len(self._idle) < _MAX_IDLE and _resident(child.pid) <= KEEP_RESIDENT_BYTES:
                 self._idle.append(child)
                 return
         child.close()

@@ -23,9 +23,9 @@ lists), strings, numbers, booleans and ``None``.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import threading
-from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any, Final
@@ -212,26 +212,20 @@ def _render_entry(entry: Mapping[str, Any]) -> dict[str, Any]:
 # ---------------------------------------------------------------------------
 # The compile cache.
 
-_cache: OrderedDict[tuple[str, bool | None, str | None], ChatTemplate] = OrderedDict()
 _cache_lock = threading.Lock()
+
+
+@functools.lru_cache(maxsize=_CACHE_SIZE)
+def _compiled(source: str, lenient: bool | None, name: str | None) -> ChatTemplate:
+    return ChatTemplate(source, lenient=lenient, name=name)
 
 
 def get_chat_template(source: str, lenient: bool | None = None, *,
                       name: str | None = None) -> ChatTemplate:
     """Return the :class:`ChatTemplate` for ``source``, compiling it only once.
 
-    Keyed by (sha256 of the source, ``lenient``, ``name``); the least recently used
-    of more than 64 entries is dropped. A source that fails to compile is not cached.
+    Keyed by (the source, ``lenient``, ``name``); the least recently used of more
+    than 64 entries is dropped. A source that fails to compile is not cached.
     """
-    key = (hashlib.sha256(source.encode("utf-8", "surrogatepass")).hexdigest(), lenient, name)
-    with _cache_lock:
-        template = _cache.get(key)
-        if template is not None:
-            _cache.move_to_end(key)
-            return template
-        # Compiling under the lock keeps "once" true for concurrent callers.
-        template = ChatTemplate(source, lenient=lenient, name=name)
-        _cache[key] = template
-        if len(_cache) > _CACHE_SIZE:
-            _cache.popitem(last=False)
-        return template
+    with _cache_lock:  # compiling under the lock keeps "once" true for concurrent callers
+        return _compiled(source, lenient, name)

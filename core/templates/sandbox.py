@@ -35,6 +35,7 @@ they are.
 
 from __future__ import annotations
 
+import functools
 import json
 import types
 from collections import OrderedDict
@@ -108,8 +109,9 @@ def _strftime_now(fmt: str) -> str:
     return datetime.now().strftime(fmt)
 
 
-def _dump_json(value: Any, *, lenient: bool, ensure_ascii: bool, indent: int | str | None,
-               separators: tuple[str, str] | None, sort_keys: bool) -> str:
+def _dump_json(value: Any, ensure_ascii: bool = False, indent: int | str | None = None,
+               separators: tuple[str, str] | None = None, sort_keys: bool = False, *,
+               lenient: bool) -> str:
     def convert(obj: Any) -> Any:
         # Undefined is iterable (empty), so it must be refused before the
         # iterable branch; HF raises TypeError here too.
@@ -129,16 +131,8 @@ def _dump_json(value: Any, *, lenient: bool, ensure_ascii: bool, indent: int | s
                       sort_keys=sort_keys, default=convert)
 
 
-def _tojson_strict(value: Any, ensure_ascii: bool = False, indent: int | str | None = None,
-                   separators: tuple[str, str] | None = None, sort_keys: bool = False) -> str:
-    return _dump_json(value, lenient=False, ensure_ascii=ensure_ascii, indent=indent,
-                      separators=separators, sort_keys=sort_keys)
-
-
-def _tojson_lenient(value: Any, ensure_ascii: bool = False, indent: int | str | None = None,
-                    separators: tuple[str, str] | None = None, sort_keys: bool = False) -> str:
-    return _dump_json(value, lenient=True, ensure_ascii=ensure_ascii, indent=indent,
-                      separators=separators, sort_keys=sort_keys)
+_tojson_strict: Final = functools.partial(_dump_json, lenient=False)
+_tojson_lenient: Final = functools.partial(_dump_json, lenient=True)
 
 
 def _from_json(value: Any) -> Any:

@@ -88,32 +88,30 @@ def _value_closes(fmt: CallFormat) -> re.Pattern[str] | None:
     return re.compile("|".join(spelt)) if spelt else None
 
 
-def _walk_closers(text: str, closers: Sequence[str]) -> list[tuple[int, int]] | None:
-    """``text`` as blanks and closing markers: the markers' spans, or ``None`` when it
-    holds anything else."""
+def _marker_run(text: str, markers: Sequence[str], pos: int = 0
+                ) -> tuple[list[tuple[int, int]], int]:
+    """The markers that follow ``pos`` with only blanks around them (at each place the
+    first of ``markers`` that is there): their spans, and where the run ends."""
     spans: list[tuple[int, int]] = []
-    pos = 0
     while True:
         pos = _BLANKS.match(text, pos).end()  # type: ignore[union-attr]
-        if pos >= len(text):
-            return spans
-        token = next((c for c in closers if text.startswith(c, pos)), None)
+        token = next((m for m in markers if text.startswith(m, pos)), None)
         if token is None:
-            return None
+            return spans, pos
         spans.append((pos, pos + len(token)))
         pos += len(token)
 
 
+def _walk_closers(text: str, closers: Sequence[str]) -> list[tuple[int, int]] | None:
+    """``text`` as blanks and closing markers: the markers' spans, or ``None`` when it
+    holds anything else."""
+    spans, end = _marker_run(text, closers)
+    return spans if end >= len(text) else None
+
+
 def _opening_run(fmt: CallFormat, reply: str, at: int) -> int:
     """Where the opening markup that begins at ``at`` ends (blanks and opening markers)."""
-    openers = sorted(_openers(fmt), key=len, reverse=True)
-    pos = at
-    while True:
-        pos = _BLANKS.match(reply, pos).end()  # type: ignore[union-attr]
-        token = next((o for o in openers if reply.startswith(o, pos)), None)
-        if token is None:
-            return pos
-        pos += len(token)
+    return _marker_run(reply, sorted(_openers(fmt), key=len, reverse=True), at)[1]
 
 
 def _between(fmt: CallFormat, reply: str, value_end: int) -> tuple[int, int, int] | None:

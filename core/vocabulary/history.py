@@ -222,13 +222,7 @@ def to_template_messages(messages: Iterable[Message], *,
             if m.reasoning:
                 record["reasoning_content"] = m.reasoning
             if m.tool_calls:
-                record["tool_calls"] = [
-                    {"id": c.id, "type": "function",
-                     "function": {"name": c.name,
-                                  "arguments": json.dumps(dict(c.arguments), ensure_ascii=False)
-                                  if arguments_as_json else dict(c.arguments)}}
-                    for c in m.tool_calls
-                ]
+                record["tool_calls"] = _openai_calls(m.tool_calls, arguments_as_json)
             out.append(record)
         elif m.role == "tool":
             out.append({"role": "tool", "tool_call_id": m.tool_call_id, "name": m.name,
@@ -238,6 +232,15 @@ def to_template_messages(messages: Iterable[Message], *,
     return out
 
 
+def _openai_calls(calls: Sequence[ToolCall], arguments_as_json: bool) -> list[dict[str, Any]]:
+    """An assistant's calls in the OpenAI shape (arguments a mapping, or a JSON text)."""
+    return [{"id": c.id, "type": "function",
+             "function": {"name": c.name,
+                          "arguments": json.dumps(dict(c.arguments), ensure_ascii=False)
+                          if arguments_as_json else dict(c.arguments)}}
+            for c in calls]
+
+
 def to_openai_messages(messages: Iterable[Message]) -> list[dict[str, Any]]:
     """The conversation in the OpenAI chat-completions shape (JSON-string arguments)."""
     out: list[dict[str, Any]] = []
@@ -245,12 +248,7 @@ def to_openai_messages(messages: Iterable[Message]) -> list[dict[str, Any]]:
         if m.role == "assistant":
             record: dict[str, Any] = {"role": "assistant", "content": m.content or None}
             if m.tool_calls:
-                record["tool_calls"] = [
-                    {"id": c.id, "type": "function",
-                     "function": {"name": c.name,
-                                  "arguments": json.dumps(dict(c.arguments), ensure_ascii=False)}}
-                    for c in m.tool_calls
-                ]
+                record["tool_calls"] = _openai_calls(m.tool_calls, arguments_as_json=True)
             elif record["content"] is None:
                 record["content"] = ""
             out.append(record)

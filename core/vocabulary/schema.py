@@ -111,17 +111,15 @@ def _normalize_type(value: Any, notes: list[str] | None, where: str) -> Any:
         return mapped
     if not isinstance(value, str) or value in _JSON_TYPES:
         return value
-    if value == "any":
-        if notes is not None:
-            notes.append(f"{where or '/'}: type 'any' dropped (no constraint)")
-        return None
     mapped_type = _TYPE_ALIASES.get(value)
-    if mapped_type is None:
-        if notes is not None:
-            notes.append(f"{where or '/'}: unknown type {value!r} dropped")
-        return None
+    if value == "any":
+        note = "type 'any' dropped (no constraint)"
+    elif mapped_type is None:
+        note = f"unknown type {value!r} dropped"
+    else:
+        note = f"type {value!r} read as {mapped_type!r}"
     if notes is not None:
-        notes.append(f"{where or '/'}: type {value!r} read as {mapped_type!r}")
+        notes.append(f"{where or '/'}: {note}")
     return mapped_type
 
 

@@ -29,15 +29,14 @@ Neither needs a reasoning filter: the parser routes the channels itself.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from typing import Any
+import functools
+from collections.abc import Callable
 
 import toolwire
 from toolwire.plugin_api import (
     CallFormat,
     Header,
     ParserSpec,
-    StreamParser,
     TaggedArguments,
     template_mentions,
 )
@@ -113,19 +112,12 @@ detect_glimmer = template_mentions("<atem:function_calls>", "<|message|>")
 """Scores a chat template: Muse Glimmer's ``<atem:function_calls>`` messages."""
 
 
-def _creator(dialect: HarmonyDialect) -> Callable[[Mapping[str, Any]], StreamParser]:
-    def create(tools: Mapping[str, Any]) -> StreamParser:
-        return HarmonyParser(dialect, tools)
-
-    return create
-
-
 @toolwire.hookimpl
 def register_parsers(register: Callable[[ParserSpec], None]) -> None:
     """Register the ``harmony`` and ``glimmer`` families."""
     register(ParserSpec(name=HARMONY_FAMILY, detect=detect_harmony,
-                        create=_creator(HARMONY_DIALECT),
+                        create=functools.partial(HarmonyParser, HARMONY_DIALECT),
                         description="gpt-oss harmony channels, to=functions.NAME JSON calls"))
     register(ParserSpec(name=GLIMMER_FAMILY, detect=detect_glimmer,
-                        create=_creator(GLIMMER_DIALECT),
+                        create=functools.partial(HarmonyParser, GLIMMER_DIALECT),
                         description="Muse Glimmer to=NAME messages with <atem:invoke> XML"))

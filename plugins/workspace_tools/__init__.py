@@ -21,18 +21,15 @@ Everything the model passes is untrusted, and so is the workspace's content
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
-from pathlib import Path
 
 import toolwire
 
-from .confinement import PathRefusedError, Workspace
+from .confinement import PathRefusedError
 from .tools import (
     LIMITS,
     TOOLS,
     WorkspaceLimits,
-    current_limits,
     list_dir,
     read_file,
     search_text,
@@ -40,22 +37,7 @@ from .tools import (
 )
 
 __all__ = ["LIMITS", "TOOLS", "PathRefusedError", "WorkspaceLimits", "list_dir", "read_file",
-           "resolve_in_workspace", "search_text", "write_file"]
-
-
-def resolve_in_workspace(workspace: object, path: str, tool: str) -> Path:
-    """Where ``path`` leads inside the workspace, or :class:`PathRefusedError`.
-
-    Links are followed by the workspace's own rules (a link that leads out is
-    refused). The answer is a check at one moment: the tools themselves never
-    open by this path, they open beneath a folder handle.
-    """
-    with Workspace(workspace, tool, max_depth=current_limits().max_path_depth) as ws:
-        where = ws.resolve(path)
-        try:
-            return ws.path if where.name == "." else ws.path / where.display
-        finally:
-            os.close(where.parent_fd)
+           "search_text", "write_file"]
 
 
 @toolwire.hookimpl

@@ -144,7 +144,6 @@ def _past_the_end(display: str, newlines: int, size: int, last_byte: bytes) -> s
 
 @attrs.define
 class _SearchState:
-    root_display: str
     files: int = 0
     bytes_read: int = 0
     skipped_large: int = 0
@@ -177,7 +176,7 @@ def search_text(pattern: str, path: str = ".", regex: bool = False, max_results:
         except OSError:
             os.close(where.parent_fd)
             raise ToolCallError(f"{path!r} does not exist", tool="search_text") from None
-        state = _SearchState(where.display)
+        state = _SearchState()
         if where.name == "." or stat.S_ISDIR(info.st_mode):
             os.close(where.parent_fd)
             folder_fd, display = ws.open_folder(path)
