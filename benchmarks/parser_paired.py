@@ -66,7 +66,29 @@ def _renderer(family: str) -> Callable[[str, dict[str, Any]], str] | None:
         return None
     if not path.exists():
         return None
-    return template_renderer(path, isolated_plugin_manager().parser(family))
+    spec = isolated_plugin_manager().parser(family)
+    return _closers_whole(template_renderer(path, spec), spec.format)
+
+
+def _closers_whole(render: Callable[[str, dict[str, Any]], str],
+                   fmt: Any) -> Callable[[str, dict[str, Any]], str]:
+    """``render`` with a closing marker the generic cut of the rendered turn left unfinished
+    written whole, as the model writes it: the cut ends the model's text where the turn
+    differs from a plain one, at a tag's start (Kimi K3's turn ends
+    ``<|close|>tools<|sep|><|close|>message...`` where a plain one has
+    ``<|close|>response<|sep|><|close|>message...``, so the cut fell before the ``<|sep|>``
+    that ends ``<|close|>tools<|sep|>``: a reply the real model does not write)."""
+    closers = (*fmt.section_close, *fmt.call_close) if fmt is not None else ()
+
+    def whole(name: str, args: dict[str, Any]) -> str:
+        text = render(name, args)
+        for closer in closers:
+            for size in range(len(closer) - 1, 0, -1):
+                if text.endswith(closer[:size]):
+                    return text + closer[size:]
+        return text
+
+    return whole
 
 
 def _replies(families: list[str]) -> dict[str, str]:
