@@ -167,7 +167,7 @@ class CallParser(TurnEnds):
         pos = 0
         n = len(data)
         scanners = _SCANNERS
-        if turns >= 0:
+        if turns >= 0 and (search := self._turn_search) is not None:
             # the next end-of-turn token (or beginning of one ending the data): searched
             # for once a call scope reads the data, and again only past one passed
             at, end, searched = -1, -1, False
@@ -176,9 +176,13 @@ class CallParser(TurnEnds):
                 if state >= _SECTION:
                     if not searched or 0 <= at < pos:
                         searched = True
-                        at, end = self._turn_end_at(data, max(pos, turns))
+                        found = search(data, pos if pos > turns else turns)
+                        if found is None:
+                            break  # no end of turn in what is left: the scanners alone
+                        at = found.start()  # (a token, or the beginning of one ending data)
+                        end = found.end() if found.lastgroup is not None else -1
                     if at < 0 or (eof and end < 0):
-                        break  # no end of turn in what is left: the scanners alone
+                        break
                     pos = self._scan_to_turn_end(data, pos, out, eof, at, end)
                     if pos < 0 or (pos >= n and self._state >= _SECTION):
                         return

@@ -45,9 +45,9 @@ class ParseState:
                  "_fmt", "_gap", "_gap_open", "_header_at_start", "_held", "_implicit",
                  "_in_section", "_lead", "_made_call", "_message", "_numbering", "_pending",
                  "_raw", "_reader", "_schemas", "_section_calls", "_section_failures",
-                 "_separator", "_state", "_text_seen", "_turn_cuts", "_turn_cuts_longest",
+                 "_separator", "_state", "_text_seen", "_turn_cuts",
                  "_turn_ended", "_turn_first",
-                 "_turn_mark", "_turn_tail", "_turn_watch")
+                 "_turn_mark", "_turn_search", "_turn_tail", "_turn_watch")
 
     def __init__(self, fmt: CallFormat, tools: Mapping[str, Any], *,
                  first_index: int = 0) -> None:
@@ -82,11 +82,11 @@ class ParseState:
         self._turn_tail = False  # what is pending is only the beginning of one, held back
         self._turn_watch = False  # what is pending may begin one: look at the next delta
         # what the family's end-of-turn tokens all begin with ("" when nothing: every delta
-        # is looked at), the beginnings of that, and its first character (None: the family
-        # has no end-of-turn tokens)
+        # is looked at), the beginnings of that, its first character (None: the family has no
+        # end-of-turn tokens), and the search for a token or a beginning of one ending a text
         self._turn_mark: str = self._c.turn_mark
         self._turn_cuts = self._c.turn_mark_cuts
-        self._turn_cuts_longest = self._c.turn_mark_cuts_longest_first
+        self._turn_search = self._c.turn_search
         self._turn_first = self._turn_mark[:1] if self._c.turn_ends else None
 
     @property

@@ -150,7 +150,8 @@ class TokenSet:
         return best
 
     @functools.cached_property
-    def _token_or_beginning(self) -> re.Pattern[str] | None:
+    def token_or_beginning_pattern(self) -> re.Pattern[str] | None:
+        """The pattern :meth:`token_or_beginning` searches with (``None``: no tokens)."""
         if not self.tokens:
             return None
         trie: dict[str, Any] = {}
@@ -164,7 +165,7 @@ class TokenSet:
     def token_or_beginning(self, data: str, pos: int) -> re.Match[str] | None:
         """The earliest token at or after ``pos`` (its match has a ``token`` group), or,
         where none comes first, the beginning of one that ends ``data``; in one search."""
-        pattern = self._token_or_beginning
+        pattern = self.token_or_beginning_pattern
         return pattern.search(data, pos) if pattern is not None else None
 
     def touches(self, text: str) -> bool:
