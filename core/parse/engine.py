@@ -218,7 +218,7 @@ class CallParser(TurnEnds):
                 if found is not None:
                     return found
         tokens = self._c.text_after_call if self._made_call else self._c.text
-        match = tokens.find(data, pos)
+        match = tokens.search(data, pos)
         if match is None:
             if eof:
                 self._text_at_end(data, pos, out)
@@ -306,7 +306,7 @@ class CallParser(TurnEnds):
                 return pos
             self._lead = False
         close = self._block_close
-        match = close.find(data, pos)
+        match = close.search(data, pos)
         end = match.start() if match is not None else \
             (len(data) if eof else close.partial(data, pos))
         piece = data[pos:end]
@@ -455,7 +455,7 @@ class CallParser(TurnEnds):
         # the reply ended inside the header (held till now): where no closing marker
         # gathers the unfinished call's text, the rest of the reply is that text
         cut = eof and not self._c.scope_close and len(data) - start < MAX_NAME + MAX_GAP \
-            and self._c.header_end.find(data, start) is None
+            and self._c.header_end.search(data, start) is None
         return self._not_a_call(data, pos, out, rest=cut)
 
     def _body_follows(self, data: str, at: int, eof: bool) -> bool | None:
@@ -485,7 +485,7 @@ class CallParser(TurnEnds):
         """``(fields, end token position, end token)``, ``-1`` to wait, ``None``: not one."""
         ends = self._c.header_end
         limit = start + MAX_NAME + MAX_GAP + ends.longest
-        match = ends.find(data, start, limit)
+        match = ends.search(data, start, limit)
         if match is None:
             return -1 if not eof and len(data) < limit else None
         fields = self._c.read_header(data[start:match.start()])
@@ -619,7 +619,7 @@ class CallParser(TurnEnds):
         # not come soon (when it does, the body was cut short: the call is text)
         if start < n and self._c.after_call.at(data, start) is None:
             window = data[start:start + MAX_GAP + self._c.call_close.longest]
-            if self._c.call_close.find(window, 0) is not None:
+            if self._c.call_close.search(window, 0) is not None:
                 self._take(data, pos, start)  # the blanks are part of the text shown
                 return self._to_malformed(start, "malformed_call",
                                           f"text after a {fmt.family} call's arguments where "

@@ -213,7 +213,7 @@ class ParseState:
             return pos
         if self._in_section:
             return self._resync_in_section(data, pos, out, eof)
-        match = c.resync.find(data, pos)
+        match = c.resync.search(data, pos)
         if match is not None:
             stop = match.start() if match.group(0) in c.openers else match.end()
             self._take(data, pos, stop)
@@ -226,7 +226,7 @@ class ParseState:
         the next call's opening one or the next line's call object (the section goes on
         there), or with the section's closing marker (kept in the text, as it ends)."""
         c = self._c
-        match = c.section_resync.find(data, pos)
+        match = c.section_resync.search(data, pos)
         line = _LINE_OBJECT.search(data, pos) if c.line_objects else None
         if line is not None and (match is None or line.end() <= match.start()):
             stop = line.end() - 1  # the next line's '{': a call may begin there

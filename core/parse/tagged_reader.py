@@ -110,7 +110,7 @@ class TaggedArgsReader(ReaderBase):
         watch = self._watch
         for first in watch.firsts:
             if first in text:  # markup-like text (a '<' in code): plain if no token is in
-                if watch.find(text, 0) is not None or watch.partial(text, 0) < len(text):
+                if watch.search(text, 0) is not None or watch.partial(text, 0) < len(text):
                     return None
                 break
         self.raw.append(text)
@@ -180,7 +180,7 @@ class TaggedArgsReader(ReaderBase):
                      eof: bool) -> tuple[str, int, str] | int:
         """``(header, end position, end token)``, or ``_NEED_MORE`` / ``_LITERAL``."""
         limit = start + MAX_NAME + MAX_GAP + ends.longest
-        match = ends.find(data, start, limit)
+        match = ends.search(data, start, limit)
         if match is None:
             return _NEED_MORE if not eof and len(data) < limit else _LITERAL
         return data[start:match.start()], match.start(), match.group(0)
@@ -323,7 +323,7 @@ class TaggedArgsReader(ReaderBase):
         n = len(data)
         search = pos
         while True:
-            match = watch.find(data, search)
+            match = watch.search(data, search)
             if match is None:
                 # a trailing newline waits among the held blanks (see _release_blanks)
                 end = n if eof else watch.partial(data, search)

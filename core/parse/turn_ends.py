@@ -47,7 +47,9 @@ class TurnEnds(ParseState):
             text = self._pending + text
             self._pending = ""
             self._turn_tail = self._turn_watch = False
-        found = self._turn_search(text)  # (one search in C: a token, or a beginning at the end)
+        search = self._turn_search
+        assert search is not None  # (the family has end-of-turn tokens)
+        found = search(text)  # (one search in C: a token, or a beginning at the end)
         value, keep = text, ""
         if found is not None:
             if found.lastgroup is not None:  # a whole token: what is open ends there
