@@ -45,7 +45,7 @@ class ParseState:
                  "_fmt", "_gap", "_gap_open", "_header_at_start", "_held", "_implicit",
                  "_in_section", "_lead", "_made_call", "_message", "_numbering", "_pending",
                  "_raw", "_reader", "_schemas", "_section_calls", "_section_failures",
-                 "_separator", "_state", "_text_seen", "_turn_cuts",
+                 "_separator", "_state", "_text_seen", "_turn_cuts", "_turn_cuts_longest",
                  "_turn_ended", "_turn_first",
                  "_turn_mark", "_turn_search", "_turn_tail", "_turn_watch")
 
@@ -86,6 +86,7 @@ class ParseState:
         # end-of-turn tokens), and the search for a token or a beginning of one ending a text
         self._turn_mark: str = self._c.turn_mark
         self._turn_cuts = self._c.turn_mark_cuts
+        self._turn_cuts_longest = self._turn_cuts[::-1]
         self._turn_search = self._c.turn_search
         self._turn_first = self._turn_mark[:1] if self._c.turn_ends else None
 

@@ -47,15 +47,23 @@ class TurnEnds(ParseState):
             text = self._pending + text
             self._pending = ""
             self._turn_tail = self._turn_watch = False
-        search = self._turn_search
-        assert search is not None  # (the family has end-of-turn tokens)
-        found = search(text)  # (one search in C: a token, or a beginning at the end)
         value, keep = text, ""
-        if found is not None:
-            if found.lastgroup is not None:  # a whole token: what is open ends there
-                return self._feed_full(text)
-            at = found.start()
-            value, keep = text[:at], text[at:]
+        mark = self._turn_mark
+        if mark and mark not in text:  # no token: at most a beginning of what they all
+            if text.endswith(self._turn_cuts):  # begin with ends the delta (a '<' in code)
+                for keep in self._turn_cuts_longest:
+                    if text.endswith(keep):
+                        value = text[:len(text) - len(keep)]
+                        break
+        else:
+            search = self._turn_search
+            assert search is not None  # (the family has end-of-turn tokens)
+            found = search(text)  # (one search in C: a token, or a beginning at the end)
+            if found is not None:
+                if found.lastgroup is not None:  # a whole token: what is open ends there
+                    return self._feed_full(text)
+                at = found.start()
+                value, keep = text[:at], text[at:]
         reader = self._reader
         assert reader is not None  # (a value is being read)
         try:
