@@ -13,20 +13,17 @@ here and in the readers, and hold for every family:
 
 * blanks right before a marker that opens a call are the template's separator;
   before text that merely looked like a marker they are text, exactly;
-* a marker that opens a call whose header cannot be read is a malformed call
-  (text plus a diagnostic), or plain text where the format says its opening
-  marker also occurs in prose;
-* a call whose closing marker is missing is kept, with an ``unclosed_call``
-  diagnostic, where the next structural marker (the section's end, the next
-  call) or the end of the reply shows it ended (a reply the token limit cut,
-  ``close(end_reason="length")``, shows nothing: ``truncated_call``, text);
-* a body that is not the format (malformed JSON, a stray tag) becomes text, with
-  a diagnostic, up to and including the scope's closing marker (or up to the next
-  opening marker, or the reply's end; immediately where the scope has no closing
-  marker), and parsing goes on from there;
-* the family's end-of-turn tokens (``drops``, ``trailers``) met while a section, call
-  or value is open are the model's end of turn: what is open ends as at the reply's
-  end (an open value too: the model was not cut), and the token is dropped;
+* a marker that opens a call whose header cannot be read is a malformed call (text plus a
+  diagnostic), or plain text where the format says its opening marker also occurs in prose;
+* a call whose closing marker is missing is kept, with an ``unclosed_call`` diagnostic, where
+  the next structural marker (the section's end, the next call) or the reply's end shows it
+  ended (a reply the token limit cut, ``close(end_reason="length")``: ``truncated_call``, text);
+* a body that is not the format (malformed JSON, a stray tag) becomes text, with a diagnostic,
+  up to and including the scope's closing marker (or up to the next opening marker, or the
+  reply's end; immediately where the scope has no closing marker), and parsing goes on there;
+* the family's end-of-turn tokens (``drops``, ``trailers``) met while a section, call or
+  value is open end what is open as the reply's end does (a value too: the model was not
+  cut); the token is dropped;
 * where a call's closing marker belongs, after arguments that ended by themselves,
   a header that reads and its arguments are the next call of the same block (Gemma 4's
   ``call:a{...}call:b{...}``); a section's opening marker ends a section still open;
@@ -126,9 +123,8 @@ class CallParser(TurnEnds):
         try:
             held = self._pending
             data = held + text if held else text
-            # where end-of-turn tokens are looked for (-1: nowhere, their first character is
-            # not in the data): from 0 where what is pending may begin one or no scope is open
-            # (searched if one opens); else in the new text (a scope's held tail was looked at)
+            # where end-of-turn tokens are looked for (-1: nowhere): from 0 where what is pending
+            # may begin one or no scope is open; else in the new text (a held tail was looked at)
             first = self._turn_first
             if first is None or first not in data:
                 turns = -1
@@ -162,14 +158,14 @@ class CallParser(TurnEnds):
     def _run(self, data: str, out: list[Event], eof: bool, turns: int = -1) -> None:
         """Read ``data``; end-of-turn tokens are looked for from ``turns`` on (-1: none)."""
         self._pending = ""
-        if self._turn_watch:  # (what it says of what was pending: the tail is pending only
-            self._turn_tail = self._turn_watch = False  # where it is watched)
+        if self._turn_watch:  # (what it said of what was pending)
+            self._turn_tail = self._turn_watch = False
         pos = 0
         n = len(data)
         scanners = _SCANNERS
         if turns >= 0 and (search := self._turn_search) is not None:
-            # the next end-of-turn token (or beginning of one ending the data): searched
-            # for once a call scope reads the data, and again only past one passed
+            # the next end-of-turn token (or a beginning ending the data), searched once a call
+            # scope reads the data and again only past one passed
             at, end, searched = -1, -1, False
             while True:
                 state = self._state
