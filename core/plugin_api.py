@@ -77,7 +77,7 @@ from .parse.protocol import (
     StreamParser,
 )
 from .parse.pythonic_reader import calls_from_source
-from .parse.readers import DONE, FAIL, MORE, BodyReader, CallContext, ReaderBase
+from .parse.readers import DONE, FAIL, GO, MORE, BodyReader, CallContext, ReaderBase
 from .parse.reasoning import family_think_filter_spec
 from .parse.record import (
     CallFormat,
@@ -113,6 +113,7 @@ __all__ = [
     "DEFAULT_CHAT_TEMPLATE",
     "DONE",
     "FAIL",
+    "GO",
     "JSON_TOOLS_TEMPLATE",
     "MORE",
     "Backend",

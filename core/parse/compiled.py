@@ -61,7 +61,10 @@ class CompiledFormat:
         mark = _common_beginning(self.turn_ends.tokens)
         self.turn_mark = mark
         self.turn_mark_cuts = tuple(mark[:i] for i in range(1, len(mark)))
-        self.turn_mark_cuts_longest_first = self.turn_mark_cuts[::-1]
+        # the first token at or after a position, or a beginning of one ending the text
+        # (its match has no ``token`` group): one search in C, no Python call around it
+        pattern = self.turn_ends.token_or_beginning_pattern
+        self.turn_search = pattern.search if pattern is not None else None
         self.after_call = TokenSet((*fmt.section_close, *fmt.call_open, *fmt.section_open))
         self.whole_kinds: tuple[Arguments, ...] = tuple(
             k for k in fmt.kinds if isinstance(k, CallObjects | PythonicCalls))

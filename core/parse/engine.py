@@ -13,20 +13,17 @@ here and in the readers, and hold for every family:
 
 * blanks right before a marker that opens a call are the template's separator;
   before text that merely looked like a marker they are text, exactly;
-* a marker that opens a call whose header cannot be read is a malformed call
-  (text plus a diagnostic), or plain text where the format says its opening
-  marker also occurs in prose;
-* a call whose closing marker is missing is kept, with an ``unclosed_call``
-  diagnostic, where the next structural marker (the section's end, the next
-  call) or the end of the reply shows it ended (a reply the token limit cut,
-  ``close(end_reason="length")``, shows nothing: ``truncated_call``, text);
-* a body that is not the format (malformed JSON, a stray tag) becomes text, with
-  a diagnostic, up to and including the scope's closing marker (or up to the next
-  opening marker, or the reply's end; immediately where the scope has no closing
-  marker), and parsing goes on from there;
-* the family's end-of-turn tokens (``drops``, ``trailers``) met while a section, call
-  or value is open are the model's end of turn: what is open ends as at the reply's
-  end (an open value too: the model was not cut), and the token is dropped;
+* a marker that opens a call whose header cannot be read is a malformed call (text plus a
+  diagnostic), or plain text where the format says its opening marker also occurs in prose;
+* a call whose closing marker is missing is kept, with an ``unclosed_call`` diagnostic, where
+  the next structural marker (the section's end, the next call) or the reply's end shows it
+  ended (a reply the token limit cut, ``close(end_reason="length")``: ``truncated_call``, text);
+* a body that is not the format (malformed JSON, a stray tag) becomes text, with a diagnostic,
+  up to and including the scope's closing marker (or up to the next opening marker, or the
+  reply's end; immediately where the scope has no closing marker), and parsing goes on there;
+* the family's end-of-turn tokens (``drops``, ``trailers``) met while a section, call or
+  value is open end what is open as the reply's end does (a value too: the model was not
+  cut); the token is dropped;
 * where a call's closing marker belongs, after arguments that ended by themselves,
   a header that reads and its arguments are the next call of the same block (Gemma 4's
   ``call:a{...}call:b{...}``); a section's opening marker ends a section still open;
@@ -126,9 +123,8 @@ class CallParser(TurnEnds):
         try:
             held = self._pending
             data = held + text if held else text
-            # where end-of-turn tokens are looked for (-1: nowhere, their first character is
-            # not in the data): from 0 where what is pending may begin one or no scope is open
-            # (searched if one opens); else in the new text (a scope's held tail was looked at)
+            # where end-of-turn tokens are looked for (-1: nowhere): from 0 where what is pending
+            # may begin one or no scope is open; else in the new text (a held tail was looked at)
             first = self._turn_first
             if first is None or first not in data:
                 turns = -1
@@ -162,23 +158,27 @@ class CallParser(TurnEnds):
     def _run(self, data: str, out: list[Event], eof: bool, turns: int = -1) -> None:
         """Read ``data``; end-of-turn tokens are looked for from ``turns`` on (-1: none)."""
         self._pending = ""
-        if self._turn_watch:  # (what it says of what was pending: the tail is pending only
-            self._turn_tail = self._turn_watch = False  # where it is watched)
+        if self._turn_watch:  # (what it said of what was pending)
+            self._turn_tail = self._turn_watch = False
         pos = 0
         n = len(data)
         scanners = _SCANNERS
-        if turns >= 0:
-            # the next end-of-turn token (or beginning of one ending the data): searched
-            # for once a call scope reads the data, and again only past one passed
+        if turns >= 0 and (search := self._turn_search) is not None:
+            # the next end-of-turn token (or a beginning ending the data), searched once a call
+            # scope reads the data and again only past one passed
             at, end, searched = -1, -1, False
             while True:
                 state = self._state
                 if state >= _SECTION:
                     if not searched or 0 <= at < pos:
                         searched = True
-                        at, end = self._turn_end_at(data, max(pos, turns))
+                        found = search(data, pos if pos > turns else turns)
+                        if found is None:
+                            break  # no end of turn in what is left: the scanners alone
+                        at = found.start()  # (a token, or the beginning of one ending data)
+                        end = found.end() if found.lastgroup is not None else -1
                     if at < 0 or (eof and end < 0):
-                        break  # no end of turn in what is left: the scanners alone
+                        break
                     pos = self._scan_to_turn_end(data, pos, out, eof, at, end)
                     if pos < 0 or (pos >= n and self._state >= _SECTION):
                         return
@@ -214,7 +214,7 @@ class CallParser(TurnEnds):
                 if found is not None:
                     return found
         tokens = self._c.text_after_call if self._made_call else self._c.text
-        match = tokens.find(data, pos)
+        match = tokens.search(data, pos)
         if match is None:
             if eof:
                 self._text_at_end(data, pos, out)
@@ -302,7 +302,7 @@ class CallParser(TurnEnds):
                 return pos
             self._lead = False
         close = self._block_close
-        match = close.find(data, pos)
+        match = close.search(data, pos)
         end = match.start() if match is not None else \
             (len(data) if eof else close.partial(data, pos))
         piece = data[pos:end]
@@ -451,7 +451,7 @@ class CallParser(TurnEnds):
         # the reply ended inside the header (held till now): where no closing marker
         # gathers the unfinished call's text, the rest of the reply is that text
         cut = eof and not self._c.scope_close and len(data) - start < MAX_NAME + MAX_GAP \
-            and self._c.header_end.find(data, start) is None
+            and self._c.header_end.search(data, start) is None
         return self._not_a_call(data, pos, out, rest=cut)
 
     def _body_follows(self, data: str, at: int, eof: bool) -> bool | None:
@@ -481,7 +481,7 @@ class CallParser(TurnEnds):
         """``(fields, end token position, end token)``, ``-1`` to wait, ``None``: not one."""
         ends = self._c.header_end
         limit = start + MAX_NAME + MAX_GAP + ends.longest
-        match = ends.find(data, start, limit)
+        match = ends.search(data, start, limit)
         if match is None:
             return -1 if not eof and len(data) < limit else None
         fields = self._c.read_header(data[start:match.start()])
@@ -615,7 +615,7 @@ class CallParser(TurnEnds):
         # not come soon (when it does, the body was cut short: the call is text)
         if start < n and self._c.after_call.at(data, start) is None:
             window = data[start:start + MAX_GAP + self._c.call_close.longest]
-            if self._c.call_close.find(window, 0) is not None:
+            if self._c.call_close.search(window, 0) is not None:
                 self._take(data, pos, start)  # the blanks are part of the text shown
                 return self._to_malformed(start, "malformed_call",
                                           f"text after a {fmt.family} call's arguments where "

@@ -47,7 +47,7 @@ class ParseState:
                  "_raw", "_reader", "_schemas", "_section_calls", "_section_failures",
                  "_separator", "_state", "_text_seen", "_turn_cuts", "_turn_cuts_longest",
                  "_turn_ended", "_turn_first",
-                 "_turn_mark", "_turn_tail", "_turn_watch")
+                 "_turn_mark", "_turn_search", "_turn_tail", "_turn_watch")
 
     def __init__(self, fmt: CallFormat, tools: Mapping[str, Any], *,
                  first_index: int = 0) -> None:
@@ -82,11 +82,12 @@ class ParseState:
         self._turn_tail = False  # what is pending is only the beginning of one, held back
         self._turn_watch = False  # what is pending may begin one: look at the next delta
         # what the family's end-of-turn tokens all begin with ("" when nothing: every delta
-        # is looked at), the beginnings of that, and its first character (None: the family
-        # has no end-of-turn tokens)
+        # is looked at), the beginnings of that, its first character (None: the family has no
+        # end-of-turn tokens), and the search for a token or a beginning of one ending a text
         self._turn_mark: str = self._c.turn_mark
         self._turn_cuts = self._c.turn_mark_cuts
-        self._turn_cuts_longest = self._c.turn_mark_cuts_longest_first
+        self._turn_cuts_longest = self._turn_cuts[::-1]
+        self._turn_search = self._c.turn_search
         self._turn_first = self._turn_mark[:1] if self._c.turn_ends else None
 
     @property
@@ -213,7 +214,7 @@ class ParseState:
             return pos
         if self._in_section:
             return self._resync_in_section(data, pos, out, eof)
-        match = c.resync.find(data, pos)
+        match = c.resync.search(data, pos)
         if match is not None:
             stop = match.start() if match.group(0) in c.openers else match.end()
             self._take(data, pos, stop)
@@ -226,7 +227,7 @@ class ParseState:
         the next call's opening one or the next line's call object (the section goes on
         there), or with the section's closing marker (kept in the text, as it ends)."""
         c = self._c
-        match = c.section_resync.find(data, pos)
+        match = c.section_resync.search(data, pos)
         line = _LINE_OBJECT.search(data, pos) if c.line_objects else None
         if line is not None and (match is None or line.end() <= match.start()):
             stop = line.end() - 1  # the next line's '{': a call may begin there

@@ -31,7 +31,7 @@ from ..events import (
     ToolCallStartEvent,
 )
 from .json_stream import INVALID, NEED_MORE, JsonValueScanner, decode_json
-from .readers import DONE, FAIL, MORE, NOT_A_CALL, CallContext, CallNumbering, ReaderBase
+from .readers import DONE, FAIL, GO, MORE, NOT_A_CALL, CallContext, CallNumbering, ReaderBase
 from .record import CallObjects
 from .values import DOUBLE_ENCODED, arguments_from, json_arguments
 
@@ -127,7 +127,7 @@ class JsonArgsReader(_JsonReader):
     :param fence: the value may be fenced with ```` ```json ````.
     """
 
-    __slots__ = ("_call", "_fenced", "_scanner", "_state", "_value_from")
+    __slots__ = ("_call", "_fenced", "_scanner", "_value_from")
 
     @property
     def _id(self) -> str:
@@ -235,7 +235,7 @@ class CallObjectReader(_JsonReader):
     """
 
     __slots__ = ("_args_text", "_keys", "_missing_brace", "_role", "_scanner", "_shape",
-                 "_state", "_value_from")
+                 "_value_from")
 
     def __init__(self, shape: CallObjects, numbering: CallNumbering) -> None:
         super().__init__(numbering)
@@ -439,7 +439,7 @@ class CallObjectsReader(_JsonReader):
     """
 
     __slots__ = ("_calls_read", "_closers", "_fenced", "_in_list", "_item", "_shape", "_skip",
-                 "_skipped", "_state", "_unshown")
+                 "_skipped", "_unshown")
 
     def __init__(self, shape: CallObjects, numbering: CallNumbering,
                  closers: tuple[str, ...] = (), *, strict: bool = False) -> None:
@@ -467,101 +467,97 @@ class CallObjectsReader(_JsonReader):
             return None
         return self._item.plain_delta(text)
 
-    def feed(self, data: str, pos: int, out: list[Event], eof: bool) -> tuple[int, int]:
-        """Consume from ``pos``; see :mod:`toolwire.parse.readers`."""
+    def _item_step(self, data: str, pos: int, out: list[Event], eof: bool) -> tuple[int, int]:
+        """The step inside a call object (its end: the list's structure reads on)."""
+        status, pos = self._feed_item(data, pos, out, eof)
+        return (GO, pos) if status == DONE else (status, pos)
+
+    def _skip_step(self, data: str, pos: int, out: list[Event], eof: bool) -> tuple[int, int]:
+        """The step over an item that is not a call (its end: the structure reads on)."""
+        status, pos = self._skip_item(data, pos, out, eof)
+        return (GO, pos) if status == DONE else (status, pos)
+
+    def _structure(self, data: str, pos: int, out: list[Event], eof: bool) -> tuple[int, int]:
+        """The step between call objects: blanks, then the next piece of the structure."""
         n = len(data)
-        while True:
-            state = self._state
-            if state == _OVER:
-                return DONE, pos
-            if state == _IN_OBJECT:
-                result = self._feed_item(data, pos, out, eof)
-                if result[0] != DONE:
-                    return result
-                pos = result[1]
-                continue
-            if state == _SKIP_ITEM or state == _AFTER_SKIPPED:
-                result = self._skip_item(data, pos, out, eof)
-                if result[0] != DONE:
-                    return result
-                pos = result[1]
-                continue
-            pos = self._blanks(data, pos)
-            if pos >= n:
-                if not eof:
-                    return MORE, n
-                if state in (_AFTER_OBJECT, _AFTER_ALL) and self.started:
-                    return DONE, n  # the reply ended before the section's end: tolerated
-                return self.unclosed(n)
-            c = data[pos]
-            if state == _FENCE_OPEN:
-                end = _fence_at(data, pos, eof)
-                if end == -1:
-                    return MORE, pos
-                if end is not None:
-                    self.take(data, pos, end)
-                    self._fenced = True
-                    pos = end
-                self._state = _BODY
-            elif state == _BODY:
-                if c == "[" and self._shape.container != "object":
-                    self.raw.append(c)
-                    self._in_list = True
-                    self._state = _LIST_ITEM_OR_END
-                    pos += 1
-                elif c == "{" and self._shape.container != "list":
-                    self._begin_item()
-                elif c == "<" and not self._shape.strict:
-                    self._state = _OVER
-                    return self.fail(pos, "xml_in_tool_call", "tags where JSON calls belong "
-                                                              "(another family's markup); "
-                                                              "shown as text")
-                else:
-                    return self._refuse(pos, "expected JSON calls after the marker")
-            elif state == _LIST_ITEM_OR_END or state == _LIST_ITEM_REQUIRED:
-                if c == "{":
-                    self._begin_item()
-                elif c == "]" and state == _LIST_ITEM_OR_END:
-                    self.raw.append(c)
-                    self._in_list = False
-                    self._state = _AFTER_ALL
-                    pos += 1
-                else:
-                    return self._refuse(pos, "expected a call object in the list")
-            elif state == _LIST_AFTER_ITEM:
-                if c == ",":
-                    self.raw.append(c)
-                    self._state = _LIST_ITEM_REQUIRED
-                    pos += 1
-                elif c == "]":
-                    if self._unshown and not self._calls_read:  # no item was a call
-                        note = self._unshown[-1]
-                        assert isinstance(note, DiagnosticEvent)
-                        return self._refuse(pos, note.message.split(";")[0])
-                    self.raw.append(c)
-                    self._in_list = False
-                    self._state = _AFTER_ALL
-                    pos += 1
-                else:
-                    return self._refuse(pos, "expected ',' or ']' in the list of calls")
-            elif state == _AFTER_OBJECT and self._shape.container == "any" and (
-                    c == "{" or c in self._shape.separators):
-                if c == "{":
-                    self._begin_item()
-                else:
-                    self.raw.append(c)
-                    pos += 1
-            else:  # _AFTER_OBJECT or _AFTER_ALL: the closing fence, then the section's end
-                if self._fenced:
-                    if data.startswith(FENCE, pos):
-                        self.take(data, pos, pos + len(FENCE))
-                        self._fenced = False
-                        pos += len(FENCE)
-                        continue
-                    if not eof and n - pos < len(FENCE) and FENCE.startswith(data[pos:]):
-                        return MORE, pos
+        state = self._state
+        pos = self._blanks(data, pos)
+        if pos >= n:
+            if not eof:
+                return MORE, n
+            if state in (_AFTER_OBJECT, _AFTER_ALL) and self.started:
+                return DONE, n  # the reply ended before the section's end: tolerated
+            return self.unclosed(n)
+        c = data[pos]
+        if state == _FENCE_OPEN:
+            end = _fence_at(data, pos, eof)
+            if end == -1:
+                return MORE, pos
+            if end is not None:
+                self.take(data, pos, end)
+                self._fenced = True
+                pos = end
+            self._state = _BODY
+        elif state == _BODY:
+            if c == "[" and self._shape.container != "object":
+                self.raw.append(c)
+                self._in_list = True
+                self._state = _LIST_ITEM_OR_END
+                pos += 1
+            elif c == "{" and self._shape.container != "list":
+                self._begin_item()
+            elif c == "<" and not self._shape.strict:
                 self._state = _OVER
-                return DONE, pos
+                return self.fail(pos, "xml_in_tool_call", "tags where JSON calls belong "
+                                                          "(another family's markup); "
+                                                          "shown as text")
+            else:
+                return self._refuse(pos, "expected JSON calls after the marker")
+        elif state == _LIST_ITEM_OR_END or state == _LIST_ITEM_REQUIRED:
+            if c == "{":
+                self._begin_item()
+            elif c == "]" and state == _LIST_ITEM_OR_END:
+                self.raw.append(c)
+                self._in_list = False
+                self._state = _AFTER_ALL
+                pos += 1
+            else:
+                return self._refuse(pos, "expected a call object in the list")
+        elif state == _LIST_AFTER_ITEM:
+            if c == ",":
+                self.raw.append(c)
+                self._state = _LIST_ITEM_REQUIRED
+                pos += 1
+            elif c == "]":
+                if self._unshown and not self._calls_read:  # no item was a call
+                    note = self._unshown[-1]
+                    assert isinstance(note, DiagnosticEvent)
+                    return self._refuse(pos, note.message.split(";")[0])
+                self.raw.append(c)
+                self._in_list = False
+                self._state = _AFTER_ALL
+                pos += 1
+            else:
+                return self._refuse(pos, "expected ',' or ']' in the list of calls")
+        elif state == _AFTER_OBJECT and self._shape.container == "any" and (
+                c == "{" or c in self._shape.separators):
+            if c == "{":
+                self._begin_item()
+            else:
+                self.raw.append(c)
+                pos += 1
+        else:  # _AFTER_OBJECT or _AFTER_ALL: the closing fence, then the section's end
+            if self._fenced:
+                if data.startswith(FENCE, pos):
+                    self.take(data, pos, pos + len(FENCE))
+                    self._fenced = False
+                    pos += len(FENCE)
+                    return GO, pos
+                if not eof and n - pos < len(FENCE) and FENCE.startswith(data[pos:]):
+                    return MORE, pos
+            self._state = _OVER
+            return DONE, pos
+        return GO, pos
 
     def _begin_item(self) -> None:
         assert self._numbering is not None
@@ -690,3 +686,8 @@ class CallObjectsReader(_JsonReader):
         code = NOT_A_CALL if self._shape.strict and not self.started else "malformed_call"
         return self.fail(pos, code, message + ("" if code == NOT_A_CALL else "; shown as text"))
 
+
+CallObjectsReader.STEPS = tuple(
+    {_IN_OBJECT: CallObjectsReader._item_step, _SKIP_ITEM: CallObjectsReader._skip_step,
+     _AFTER_SKIPPED: CallObjectsReader._skip_step, _OVER: ReaderBase.over}.get(
+        state, CallObjectsReader._structure) for state in range(_AFTER_SKIPPED + 1))  # (by state)

@@ -98,13 +98,19 @@ class TokenSet:
     """A set of literal tokens: find the earliest one, or a trailing partial one.
 
     :param tokens: the tokens (any first character; longer ones win at one position).
+
+    :ivar search: ``search(data, pos[, endpos])``, what :meth:`find` does, as the compiled
+        pattern's own method: the engine's scanners call it once or more per delta, and
+        it runs without a Python call around it.
     """
 
-    __slots__ = ("__dict__", "_prefixes", "firsts", "longest", "regex", "tokens")
+    __slots__ = ("__dict__", "_prefixes", "firsts", "longest", "regex", "search", "tokens")
 
     def __init__(self, tokens: Iterable[str]) -> None:
         self.tokens = tuple(sorted({t for t in tokens if t}, key=len, reverse=True))
         self.regex = re.compile("|".join(map(re.escape, self.tokens))) if self.tokens else None
+        self.search: Callable[..., re.Match[str] | None] = (
+            self.regex.search if self.regex is not None else _NOTHING.search)
         self.firsts = frozenset(t[0] for t in self.tokens)
         self.longest = max((len(t) for t in self.tokens), default=0)
         self._prefixes = frozenset(t[:i] for t in self.tokens for i in range(1, len(t)))
@@ -150,7 +156,8 @@ class TokenSet:
         return best
 
     @functools.cached_property
-    def _token_or_beginning(self) -> re.Pattern[str] | None:
+    def token_or_beginning_pattern(self) -> re.Pattern[str] | None:
+        """The pattern :meth:`token_or_beginning` searches with (``None``: no tokens)."""
         if not self.tokens:
             return None
         trie: dict[str, Any] = {}
@@ -164,7 +171,7 @@ class TokenSet:
     def token_or_beginning(self, data: str, pos: int) -> re.Match[str] | None:
         """The earliest token at or after ``pos`` (its match has a ``token`` group), or,
         where none comes first, the beginning of one that ends ``data``; in one search."""
-        pattern = self._token_or_beginning
+        pattern = self.token_or_beginning_pattern
         return pattern.search(data, pos) if pattern is not None else None
 
     def touches(self, text: str) -> bool:
@@ -184,6 +191,10 @@ class TokenSet:
         if len(data) - start >= self.longest:  # too long to be a proper prefix (no slice)
             return False
         return data[start:] in self._prefixes
+
+
+_NOTHING: Final = re.compile(r"(?!)")
+"""A pattern that matches nowhere (the search of an empty :class:`TokenSet`)."""
 
 
 def _trie_pattern(node: dict[str, Any]) -> str:
@@ -332,7 +343,7 @@ class CallStart:
             skipped = self._header(data, start + len(prefix), eof)
             if skipped is not False:
                 return skipped
-        match = self._ends.find(data, start, start + self._limit)
+        match = self._ends.search(data, start, start + self._limit)
         if match is None:
             return None if not eof and len(data) < start + self._limit else False
         return self._read(data[start:match.start()]) is not None

@@ -36,7 +36,7 @@ from ..events import (
 )
 from ..vocabulary.schema import ToolSchemaIndex
 from .markers import MAX_GAP, MAX_NAME, TokenSet
-from .readers import DONE, MORE, NOT_A_CALL, CallNumbering, ReaderBase
+from .readers import DONE, GO, MORE, NOT_A_CALL, CallNumbering, ReaderBase
 from .record import PythonicCalls
 from .values import NOT_LITERAL, python_literal
 
@@ -72,8 +72,8 @@ class PythonicCallsReader(ReaderBase):
 
     __slots__ = ("_args", "_call_index", "_calls_read", "_depth", "_ends", "_escaped",
                  "_in_list", "_in_string", "_item_from", "_joined", "_name", "_numbering",
-                 "_param", "_parts", "_quote", "_schemas", "_skip_message", "_state",
-                 "_stops", "_strict", "_syntax", "_unshown")
+                 "_param", "_parts", "_quote", "_schemas", "_skip_message", "_stops",
+                 "_strict", "_syntax", "_unshown")
 
     def __init__(self, syntax: PythonicCalls, numbering: CallNumbering, schemas: ToolSchemaIndex,
                  *, ends: TokenSet | None = None, stops: TokenSet | None = None,
@@ -113,39 +113,28 @@ class PythonicCallsReader(ReaderBase):
         self._parts.append(text)
         return [ToolCallDeltaEvent(self._call_index, self._name, text, self._param)]
 
-    def feed(self, data: str, pos: int, out: list[Event], eof: bool) -> tuple[int, int]:
-        """Consume from ``pos``; see :mod:`toolwire.parse.readers`."""
+    def _structure(self, data: str, pos: int, out: list[Event],
+                   eof: bool) -> tuple[int, int]:
+        """The step of the states between names, arguments and values: blanks, then the
+        next piece of the list's structure (:meth:`_step`)."""
         n = len(data)
-        while True:
+        start = pos
+        match = _BLANKS.match(data, pos)
+        pos = match.end() if match else pos
+        self.take(data, start, pos)
+        if pos >= n:
+            if not eof:
+                return MORE, n
             state = self._state
-            if state == _OVER:
-                return DONE, pos
-            if state == _STRING:
-                result = self._scan_string(data, pos, out, eof)
-            elif state == _SKIP:
-                result = self._scan_skip(data, pos, out, eof)
-            elif state == _OTHER:
-                result = self._scan_other(data, pos, out, eof)
-            else:
-                start = pos
-                match = _BLANKS.match(data, pos)
-                pos = match.end() if match else pos
-                self.take(data, start, pos)
-                if pos >= n:
-                    if not eof:
-                        return MORE, n
-                    if state == _AFTER_CALL:  # the reply's end shows the calls ended
-                        if self._in_list:
-                            self.notes.append(DiagnosticEvent(
-                                "unclosed_call", "the list of calls lacked its closing ']'; "
-                                "it ends with the reply", ""))
-                        self._state = _OVER
-                        return DONE, n
-                    return self.unclosed(n)
-                result = self._step(state, data, pos, out, eof)
-            status, pos = result
-            if status != -1:
-                return status, pos
+            if state == _AFTER_CALL:  # the reply's end shows the calls ended
+                if self._in_list:
+                    self.notes.append(DiagnosticEvent(
+                        "unclosed_call", "the list of calls lacked its closing ']'; "
+                        "it ends with the reply", ""))
+                self._state = _OVER
+                return DONE, n
+            return self.unclosed(n)
+        return self._step(self._state, data, pos, out, eof)
 
     def _step(self, state: int, data: str, pos: int, out: list[Event],
               eof: bool) -> tuple[int, int]:
@@ -154,10 +143,10 @@ class PythonicCallsReader(ReaderBase):
                 self.take(data, pos, pos + 1)
                 self._in_list = True
                 self._state = _CALL_NAME
-                return -1, pos + 1
+                return GO, pos + 1
             if self._syntax.bare:
                 self._state = _CALL_NAME
-                return -1, pos
+                return GO, pos
             return self._refuse(pos, "expected a list of calls")
         if state == _CALL_NAME:
             return self._call_name(data, pos, out, eof)
@@ -169,7 +158,7 @@ class PythonicCallsReader(ReaderBase):
             else:
                 text = "".join(self._joined)
                 self._set_argument(text, text)
-                return -1, pos
+                return GO, pos
         if state == _VALUE_START:
             self._parts = []
             if self._state == _VALUE_START:
@@ -184,26 +173,26 @@ class PythonicCallsReader(ReaderBase):
                 self._quote = quote
                 self.take(data, pos, pos + len(quote))
                 self._state = _STRING
-                return -1, pos + len(quote)
+                return GO, pos + len(quote)
             self._depth = 0
             self._in_string = ""
             self._state = _OTHER
-            return -1, pos
+            return GO, pos
         if state == _AFTER_ARG:
             if data[pos] == ",":
                 self.take(data, pos, pos + 1)
                 self._state = _ARG
-                return -1, pos + 1
+                return GO, pos + 1
             if data[pos] == ")":
                 self.take(data, pos, pos + 1)
                 self._complete_call(out)
-                return -1, pos + 1
+                return GO, pos + 1
             return self._refuse(pos, "expected ',' or ')' after an argument")
         # _AFTER_CALL
         if self._in_list and data[pos] == ",":
             self.take(data, pos, pos + 1)
             self._state = _CALL_NAME
-            return -1, pos + 1
+            return GO, pos + 1
         if self._in_list and data[pos] == "]":
             self.take(data, pos, pos + 1)
             self._state = _OVER
@@ -214,7 +203,7 @@ class PythonicCallsReader(ReaderBase):
                 name = _NAME.match(data, pos)
                 if name is not None and name.end() < len(data) and data[name.end()] == "(":
                     self._state = _CALL_NAME
-                    return -1, pos
+                    return GO, pos
                 if name is not None and name.end() >= len(data) and not eof and \
                         name.end() - pos <= MAX_NAME:
                     return MORE, pos  # a name cut by the delta: a call or text?
@@ -250,7 +239,7 @@ class PythonicCallsReader(ReaderBase):
         self._state = _SKIP
         self.raw.append(consumed)
         self._skip_to(consumed, 0)
-        return -1, pos
+        return GO, pos
 
     def _skip_to(self, data: str, pos: int) -> tuple[int, int]:
         """Follow brackets and quotes from ``pos``: ``(_ITEM_END, k)``, the item's ``,`` or
@@ -317,7 +306,7 @@ class PythonicCallsReader(ReaderBase):
         self.take(data, end, end + 1)
         if data[end] == ",":
             self._state = _CALL_NAME
-            return -1, end + 1
+            return GO, end + 1
         self._state = _OVER
         return DONE, end + 1
 
@@ -345,14 +334,14 @@ class PythonicCallsReader(ReaderBase):
         self._args = {}
         out.append(ToolCallStartEvent(index=self._call_index, name=self._name))
         self._state = _ARG
-        return -1, after + 1
+        return GO, after + 1
 
     def _arg(self, data: str, pos: int, out: list[Event], eof: bool) -> tuple[int, int]:
         n = len(data)
         if data[pos] == ")":
             self.take(data, pos, pos + 1)
             self._complete_call(out)
-            return -1, pos + 1
+            return GO, pos + 1
         match = _KEYWORD.match(data, pos)
         if match is None:
             if not eof and n - pos <= MAX_NAME and _PARTIAL_KEYWORD.fullmatch(data, pos):
@@ -363,7 +352,7 @@ class PythonicCallsReader(ReaderBase):
         self.take(data, pos, match.end())
         self._param = match.group(1)
         self._state = _VALUE_START
-        return -1, match.end()
+        return GO, match.end()
 
     def _complete_call(self, out: list[Event]) -> None:
         out.extend(self._unshown)  # the items before it that were not calls: text now
@@ -414,7 +403,7 @@ class PythonicCallsReader(ReaderBase):
                                                          "string")
                 self._joined.append(value)
                 self._state = _AFTER_STRING
-            return -1, k + len(quote)
+            return GO, k + len(quote)
 
     def _string_piece(self, data: str, start: int, end: int, out: list[Event]) -> None:
         if end > start:
@@ -504,7 +493,7 @@ class PythonicCallsReader(ReaderBase):
                 if value is NOT_LITERAL:
                     return self._refuse(k, "an argument value is not a literal")
                 self._set_argument(value, text)
-                return -1, k
+                return GO, k
             search = k + 1
 
     def _other_piece(self, data: str, start: int, end: int) -> None:
@@ -565,3 +554,9 @@ def calls_from_source(source: str) -> list[tuple[str, dict[str, Any]]]:
     if status != DONE or text[at:].strip() or any(isinstance(e, DiagnosticEvent) for e in out):
         raise ValueError(reader.message or "not a list of calls")
     return [(e.name, dict(e.arguments)) for e in out if isinstance(e, ToolCallEndEvent)]
+
+
+PythonicCallsReader.STEPS = tuple(
+    {_STRING: PythonicCallsReader._scan_string, _SKIP: PythonicCallsReader._scan_skip,
+     _OTHER: PythonicCallsReader._scan_other, _OVER: ReaderBase.over}.get(
+        state, PythonicCallsReader._structure) for state in range(_SKIP + 1))  # (by state)

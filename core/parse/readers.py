@@ -20,7 +20,8 @@ call events themselves, numbering calls with the engine's :class:`CallNumbering`
 
 from __future__ import annotations
 
-from typing import Any, Final, Protocol
+from collections.abc import Callable
+from typing import Any, ClassVar, Final, Protocol
 
 import attrs
 
@@ -30,6 +31,7 @@ from ..vocabulary.schema import ToolSchemaIndex
 __all__ = [
     "DONE",
     "FAIL",
+    "GO",
     "MORE",
     "NOT_A_CALL",
     "BodyReader",
@@ -41,6 +43,9 @@ __all__ = [
 MORE: Final = 0
 DONE: Final = 1
 FAIL: Final = 2
+GO: Final = -1
+"""A step's status (never ``feed``'s): it made progress, the reader reads on with the step
+of the state it is in now (:class:`ReaderBase`)."""
 
 NOT_A_CALL: Final = "not_a_call"
 """A reader's ``failure`` when the text was plainly text (no diagnostic)."""
@@ -118,10 +123,26 @@ class BodyReader(Protocol):
         ...
 
 
-class ReaderBase:
-    """Bookkeeping every reader shares: consumed text, failure, started calls."""
+Step = Callable[[Any, str, int, list[Event], bool], tuple[int, int]]
+"""One state's step of a reader: ``step(reader, data, pos, out, eof) -> (status, pos)``."""
 
-    __slots__ = ("arguments", "failure", "message", "notes", "raw", "started")
+
+class ReaderBase:
+    """Bookkeeping every reader shares (consumed text, failure, started calls), and the loop
+    of a reader written as steps.
+
+    A reader is a state machine: :meth:`feed` runs the step of the state the reader is in
+    (``STEPS[self._state]``), which answers as ``feed`` does, or :data:`GO` when it made
+    progress and the step of the state it left the reader in reads on. A reader that reads
+    otherwise (one JSON value) overrides :meth:`feed`.
+
+    :cvar STEPS: the reader's step of each state, by state.
+    """
+
+    __slots__ = ("_state", "arguments", "failure", "message", "notes", "raw", "started")
+
+    STEPS: ClassVar[tuple[Step, ...]] = ()
+    _state: int  # (set by each reader: its state, which ``STEPS`` is indexed by)
 
     def __init__(self) -> None:
         self.raw: list[str] = []
@@ -134,6 +155,18 @@ class ReaderBase:
     def plain_delta(self, text: str) -> list[Event] | None:
         """No shortcut: every delta goes through ``feed``."""
         return None
+
+    def feed(self, data: str, pos: int, out: list[Event], eof: bool) -> tuple[int, int]:
+        """Consume from ``pos`` (see the module doc): each step in turn, until one answers."""
+        steps = self.STEPS
+        while True:
+            status, pos = steps[self._state](self, data, pos, out, eof)
+            if status != GO:
+                return status, pos
+
+    def over(self, data: str, pos: int, out: list[Event], eof: bool) -> tuple[int, int]:
+        """The step of a reader whose body has ended: ``DONE``, where it ended."""
+        return DONE, pos
 
     def take(self, data: str, start: int, end: int) -> None:
         """Record ``data[start:end]`` as consumed."""

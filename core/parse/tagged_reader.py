@@ -44,7 +44,7 @@ from typing import Any, Final
 from ..events import DiagnosticEvent, Event, ToolCallDeltaEvent
 from .json_readers import JsonArgsReader
 from .markers import MAX_GAP, MAX_NAME, HeaderFields, TokenSet, skip_blanks, token_set
-from .readers import DONE, FAIL, MORE, CallContext, ReaderBase
+from .readers import DONE, FAIL, GO, MORE, CallContext, ReaderBase
 from .tagged_syntax import TaggedSyntax, inside_json_string, partial_token
 from .values import decode_nested_value, is_null_text, typed_value
 
@@ -54,7 +54,7 @@ _CDATA_OPEN: Final = "<![CDATA["
 _CDATA_CLOSE: Final = "]]>"
 _NEED_MORE: Final = -1
 _LITERAL: Final = -2
-_GO: Final = 3  # a step made progress; keep reading
+_GO: Final = GO  # a step made progress; keep reading
 
 # states
 _BETWEEN, _VALUE, _BLOCK, _OVER = range(4)
@@ -73,7 +73,7 @@ class TaggedArgsReader(ReaderBase):
 
     __slots__ = ("_blanks", "_block", "_call", "_close", "_depth", "_given", "_kind",
                  "_layout_end", "_lead", "_mode", "_nest", "_param", "_parts", "_saw_close",
-                 "_state", "_string", "_syntax", "_trim", "_watch", "turn_ended")
+                 "_string", "_syntax", "_trim", "_watch", "turn_ended")
 
     def __init__(self, call: CallContext, syntax: TaggedSyntax) -> None:
         super().__init__()
@@ -110,7 +110,7 @@ class TaggedArgsReader(ReaderBase):
         watch = self._watch
         for first in watch.firsts:
             if first in text:  # markup-like text (a '<' in code): plain if no token is in
-                if watch.find(text, 0) is not None or watch.partial(text, 0) < len(text):
+                if watch.search(text, 0) is not None or watch.partial(text, 0) < len(text):
                     return None
                 break
         self.raw.append(text)
@@ -124,43 +124,27 @@ class TaggedArgsReader(ReaderBase):
         call = self._call
         return [ToolCallDeltaEvent(call.index, call.name, text, self._param, call.call_id)]
 
-    def feed(self, data: str, pos: int, out: list[Event], eof: bool) -> tuple[int, int]:
-        """Consume from ``pos``; see :mod:`toolwire.parse.readers`."""
-        n = len(data)
-        while True:
-            state = self._state
-            if state == _OVER:
-                return DONE, pos
-            if pos >= n and state == _BETWEEN:
-                if not eof:
-                    return MORE, n
-                if not self.turn_ended:  # (at the turn's end the engine says so, as ever)
-                    self.notes.append(DiagnosticEvent(
-                        "unclosed_call", f"the reply ended inside call {self._call.name!r} "
-                        "after a complete parameter; the call is kept", ""))
-                self._state = _OVER
-                return DONE, n
-            if state == _VALUE:
-                status, pos = self._scan_value(data, pos, out, eof)
-            elif state == _BLOCK:
-                status, pos = self._scan_block(data, pos, out, eof)
-            else:
-                status, pos = self._between(data, pos, eof)
-            if status != _GO:
-                return status, pos
-
     # -- between arguments -----------------------------------------------------------
 
     def _refuse(self, pos: int, message: str) -> tuple[int, int]:
         return self.fail(pos, "malformed_call", message)
 
-    def _between(self, data: str, pos: int, eof: bool) -> tuple[int, int]:
+    def _between(self, data: str, pos: int, out: list[Event], eof: bool) -> tuple[int, int]:
+        n = len(data)
+        if pos >= n:
+            if not eof:
+                return MORE, n
+            if not self.turn_ended:  # (at the turn's end the engine says so, as ever)
+                self.notes.append(DiagnosticEvent(
+                    "unclosed_call", f"the reply ended inside call {self._call.name!r} "
+                    "after a complete parameter; the call is kept", ""))
+            self._state = _OVER
+            return DONE, n
         syntax = self._syntax
         start = skip_blanks(data, pos)
         if syntax.separator and data.startswith(syntax.separator, start) and self.arguments:
             start = skip_blanks(data, start + len(syntax.separator))
         self.take(data, pos, start)
-        n = len(data)
         if start >= n:
             return _GO, n
         if syntax.ends.at(data, start) is not None:
@@ -180,7 +164,7 @@ class TaggedArgsReader(ReaderBase):
                      eof: bool) -> tuple[str, int, str] | int:
         """``(header, end position, end token)``, or ``_NEED_MORE`` / ``_LITERAL``."""
         limit = start + MAX_NAME + MAX_GAP + ends.longest
-        match = ends.find(data, start, limit)
+        match = ends.search(data, start, limit)
         if match is None:
             return _NEED_MORE if not eof and len(data) < limit else _LITERAL
         return data[start:match.start()], match.start(), match.group(0)
@@ -323,7 +307,7 @@ class TaggedArgsReader(ReaderBase):
         n = len(data)
         search = pos
         while True:
-            match = watch.find(data, search)
+            match = watch.search(data, search)
             if match is None:
                 # a trailing newline waits among the held blanks (see _release_blanks)
                 end = n if eof else watch.partial(data, search)
@@ -652,3 +636,7 @@ class TaggedArgsReader(ReaderBase):
                 return typed_value(raw, schema, root, python=args.python_values, types=types)
             return raw
         return typed_value(raw, schema, root, python=args.python_values, types=types)
+
+
+TaggedArgsReader.STEPS = (TaggedArgsReader._between, TaggedArgsReader._scan_value,
+                          TaggedArgsReader._scan_block, ReaderBase.over)  # (by state)

@@ -5,10 +5,10 @@ A family's ``drops`` and ``trailers`` are control tokens that end a model's mess
 section, call or value is open, what is open ends there as at the reply's end (an open
 value too: the model was not cut) and the token is dropped. :class:`TurnEnds` is that
 part of the engine's parse state: where to look for the tokens (cheaply: what they all
-begin with first), how the text before one is read (as in any delta: only what is still
-held at the token is read as at the reply's end, so the reading does not depend on the
-deltas), and a value's delta offered whole to its reader with the beginning of a token
-held back.
+begin with first, then one search in C for a token or the beginning of one ending the
+text) and how the text before one is read (as in any delta: only what is still held at the
+token is read as at the reply's end, so the reading does not depend on the deltas). A
+value's delta is offered whole to its reader with the beginning of a token held back.
 """
 
 from __future__ import annotations
@@ -41,32 +41,44 @@ class TurnEnds(ParseState):
     def _feed_value(self, text: str) -> list[Event]:
         """A value's delta that holds what the family's end-of-turn tokens begin with, or
         follows the beginning of one held back: offered to the reader whole as ever, up to
-        the beginning of one that ends it, which is held back; the full path where one may
-        be in it, or the reader will not take it."""
+        the beginning of one that ends it, which is held back; the full path where a whole
+        one is in it, or the reader will not take it."""
         if self._pending:
             text = self._pending + text
             self._pending = ""
             self._turn_tail = self._turn_watch = False
-        keep = ""
-        if self._turn_mark in text:
-            taken = self._plain_before_turn_end(text)
-        else:
-            if text.endswith(self._turn_cuts):  # a beginning of one ends it: held back
+        value, keep = text, ""
+        mark = self._turn_mark
+        if mark and mark not in text:  # no token: at most a beginning of what they all
+            if text.endswith(self._turn_cuts):  # begin with ends the delta (a '<' in code)
                 for keep in self._turn_cuts_longest:
                     if text.endswith(keep):
+                        value = text[:len(text) - len(keep)]
                         break
-            value = text[:len(text) - len(keep)]
-            reader = self._reader
-            assert reader is not None  # (a value is being read)
-            try:
-                taken = reader.plain_delta(value) if value else []
-            except Exception:
-                taken = None  # the full path reports what is wrong
-            if taken is not None and keep:
-                self._pending = keep
-                self._turn_tail = self._turn_watch = True
-        if taken is not None:
-            return taken
+        else:
+            search = self._turn_search
+            assert search is not None  # (the family has end-of-turn tokens)
+            found = search(text)  # (one search in C: a token, or a beginning at the end)
+            if found is not None:
+                if found.lastgroup is not None:  # a whole token: what is open ends there
+                    return self._feed_full(text)
+                at = found.start()
+                value, keep = text[:at], text[at:]
+        reader = self._reader
+        assert reader is not None  # (a value is being read)
+        try:
+            taken = reader.plain_delta(value) if value else []
+        except Exception:
+            taken = None  # the full path reports what is wrong
+        if taken is None:
+            return self._feed_full(text)
+        if keep:
+            self._pending = keep
+            self._turn_tail = self._turn_watch = True
+        return taken
+
+    def _feed_full(self, text: str) -> list[Event]:
+        """``text`` (what was pending included) read by the full path."""
         out: list[Event] = []
         try:
             self._run(text, out, False, 0)
@@ -75,55 +87,6 @@ class TurnEnds(ParseState):
             out.append(DiagnosticEvent("parser_error", f"{self._fmt.family} parser failed: "
                                                        f"{exc!r}"))
         return out
-
-    def _plain_before_turn_end(self, text: str) -> list[Event] | None:
-        """A value's delta offered to the reader whole, as ever, where the family has
-        end-of-turn tokens: one in the delta takes the full path, and the beginning of
-        one at its end is held back (``None``: the full path)."""
-        data = self._pending + text if self._pending else text
-        keep = ""
-        at, end = self._turn_end_at(data, 0)
-        if at >= 0:
-            if end >= 0:
-                return None
-            data, keep = data[:at], data[at:]
-        try:
-            taken = self._reader.plain_delta(data) if data else []  # type: ignore[union-attr]
-        except Exception:
-            taken = None  # the full path reports what is wrong
-        if taken is not None:
-            self._pending, self._turn_tail = keep, bool(keep)
-            self._turn_watch = bool(keep)
-        return taken
-
-    def _turn_end_at(self, data: str, pos: int) -> tuple[int, int]:
-        """The first end-of-turn token at or after ``pos``, ``(start, end)``; or the
-        beginning of one that ends ``data``, ``(start, -1)``; or ``(-1, -1)``. What the
-        tokens all begin with is looked for first, in C: the search runs where it is."""
-        c = self._c
-        mark = c.turn_mark
-        if mark and data.find(mark, pos) < 0:  # at most a beginning of that, at the end
-            if not data.endswith(c.turn_mark_cuts):  # (all of them at once, in C)
-                return -1, -1
-            return self._mark_cut_at(data, pos), -1
-        found = c.turn_ends.token_or_beginning(data, pos)
-        if found is None:
-            return -1, -1
-        return found.start(), found.end() if found.group("token") is not None else -1
-
-    def _mark_cut_at(self, data: str, pos: int) -> int:
-        """Where the longest beginning of what the end-of-turn tokens all begin with
-        (a proper one) that ends ``data`` starts, at or after ``pos`` (``-1``: none):
-        the first place in its last characters where the first character is found and
-        what follows begins it (found, not tried beginning by beginning)."""
-        mark = self._turn_mark
-        first = mark[0]
-        k = data.find(first, max(pos, len(data) - len(mark) + 1))
-        while k >= 0:
-            if mark.startswith(data[k:]):
-                return k
-            k = data.find(first, k + 1)
-        return -1
 
     def _scan_scope(self, data: str, pos: int, out: list[Event], eof: bool) -> int:
         """Run the scanners while a call scope is open: the position where it ended

@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Mapping
 from typing import Any, Final
 
@@ -59,8 +60,11 @@ _NULL_SPELLINGS: Final = frozenset({"null", "None"})
 _MAX_LITERAL: Final = 1_000_000
 
 
+_SURROGATE: Final = re.compile("[\ud800-\udfff]")
+
+
 def _join_surrogates(text: str) -> str:
-    if not any("\ud800" <= c <= "\udfff" for c in text):
+    if _SURROGATE.search(text) is None:  # (looked for in C: a value may be long)
         return text
     return text.encode("utf-16", "surrogatepass").decode("utf-16", "surrogatepass")
 
