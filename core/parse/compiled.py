@@ -62,7 +62,7 @@ class CompiledFormat:
         self.turn_mark = mark
         self.turn_mark_cuts = tuple(mark[:i] for i in range(1, len(mark)))
         # the first token at or after a position, or a beginning of one ending the text
-        # (its match has no ``token`` group): one search in C, no Python call around it
+        # (its match has no ``lastgroup``): one search in C, no Python call around it
         pattern = self.turn_ends.token_or_beginning_pattern
         self.turn_search = pattern.search if pattern is not None else None
         self.after_call = TokenSet((*fmt.section_close, *fmt.call_open, *fmt.section_open))

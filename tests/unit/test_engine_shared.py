@@ -106,6 +106,34 @@ def test_token_set_holds_back_only_a_possible_token_start(text: str, held_from: 
     assert TokenSet(("<ab>", "]x[", "<a>")).partial(text, 0) == held_from
 
 
+def _earliest_token_or_beginning(tokens: tuple[str, ...], data: str, pos: int
+                                 ) -> tuple[int, int, bool] | None:
+    """What :meth:`TokenSet.token_or_beginning` answers, the slow way: at the earliest
+    position, the first token (in their order) written there, else a proper beginning
+    of one running to the end."""
+    for at in range(pos, len(data)):
+        for token in tokens:
+            if data.startswith(token, at):
+                return at, at + len(token), True
+        if any(len(token) > len(data) - at and token.startswith(data[at:])
+               for token in tokens):
+            return at, len(data), False
+    return None
+
+
+_MARKUP = st.text(alphabet="<|>/ab\n", min_size=1, max_size=5)
+
+
+@settings(max_examples=300, deadline=None)
+@given(tokens=st.lists(_MARKUP, min_size=1, max_size=5, unique=True),
+       data=st.text(alphabet="<|>/abx\n", max_size=14), pos=st.integers(0, 14))
+def test_one_search_finds_the_earliest_token_or_a_beginning_ending_the_data(
+        tokens: list[str], data: str, pos: int) -> None:
+    found = TokenSet(tuple(tokens)).token_or_beginning(data, min(pos, len(data)))
+    answer = found and (found.start(), found.end(), found.lastgroup is not None)
+    assert answer == _earliest_token_or_beginning(tuple(tokens), data, min(pos, len(data)))
+
+
 def test_nested_value_that_is_not_well_formed_stays_text() -> None:
     ns = "]<]minimax[>["
     raw = f"{ns}<a>1{ns}</b>"
