@@ -135,7 +135,7 @@ _HOST = textwrap.dedent("""
         from tests.tools.test_workspace_search_child import matching_children
         while not matching_children(os.getpid()):
             time.sleep(0.01)
-        time.sleep(0.3)
+        sys.stdin.readline()  # the test has seen the child: exit now, mid-search
         os._exit(0)
     if sys.argv[2] == "exit":
         threading.Thread(target=exit_mid_search, daemon=True).start()
@@ -149,7 +149,8 @@ def test_a_host_that_dies_mid_search_leaves_no_child(workspace: Path, how: str,
                                                      timeout: str) -> None:
     """``None`` searches on the host's main thread, ``60`` in a tool thread."""
     host = subprocess.Popen([sys.executable, "-c", _HOST.format(timeout=timeout),
-                             str(workspace), how], cwd=REPO, stderr=subprocess.PIPE)
+                             str(workspace), how], cwd=REPO, stdin=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
     try:
         wait_until(lambda: matching_children(host.pid) or host.poll() is not None, within=120)
         assert matching_children(host.pid), \
@@ -159,6 +160,10 @@ def test_a_host_that_dies_mid_search_leaves_no_child(workspace: Path, how: str,
         time.sleep(0.3)  # the child is now matching, not starting
         if how == "sigkill":
             host.send_signal(signal.SIGKILL)
+        else:  # the host exits when told, not after a time it guessed the test would take
+            assert host.stdin is not None
+            host.stdin.write(b"exit\n")
+            host.stdin.flush()
         host.wait(30)
         assert wait_until(lambda: not (set(children) & workers_by_command()), within=5), \
             f"children {children} outlived their host"
