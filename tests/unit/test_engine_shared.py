@@ -6,7 +6,7 @@ text without markup comes out whole)."""
 from __future__ import annotations
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from tests.support.families import bfcl_invalid_calls, conformance_examples, plugins
@@ -109,10 +109,10 @@ def test_token_set_holds_back_only_a_possible_token_start(text: str, held_from: 
 def _earliest_token_or_beginning(tokens: tuple[str, ...], data: str, pos: int
                                  ) -> tuple[int, int, bool] | None:
     """What :meth:`TokenSet.token_or_beginning` answers, the slow way: at the earliest
-    position, the first token (in their order) written there, else a proper beginning
-    of one running to the end."""
+    position, the longest token written there, else a proper beginning of one running
+    to the end."""
     for at in range(pos, len(data)):
-        for token in tokens:
+        for token in sorted(tokens, key=len, reverse=True):
             if data.startswith(token, at):
                 return at, at + len(token), True
         if any(len(token) > len(data) - at and token.startswith(data[at:])
@@ -125,6 +125,8 @@ _MARKUP = st.text(alphabet="<|>/ab\n", min_size=1, max_size=5)
 
 
 @settings(max_examples=300, deadline=None)
+@example(tokens=["<", "<<"], data="<<", pos=0)  # the longer token wins at one position
+@example(tokens=["<|a|>", "<|b"], data="x<|", pos=0)  # a beginning two tokens share
 @given(tokens=st.lists(_MARKUP, min_size=1, max_size=5, unique=True),
        data=st.text(alphabet="<|>/abx\n", max_size=14), pos=st.integers(0, 14))
 def test_one_search_finds_the_earliest_token_or_a_beginning_ending_the_data(
