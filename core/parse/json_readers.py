@@ -50,7 +50,7 @@ def double_encoded_note(name: str, raw: str) -> DiagnosticEvent:
 
 
 class _JsonReader(ReaderBase):
-    __slots__ = ("_index", "_name", "_numbering", "_streaming")
+    __slots__ = ("_fenced", "_index", "_name", "_numbering", "_streaming")
 
     def __init__(self, numbering: CallNumbering | None) -> None:
         super().__init__()
@@ -58,6 +58,19 @@ class _JsonReader(ReaderBase):
         self._index = -1
         self._name = ""
         self._streaming = False
+        self._fenced = False
+
+    def _past_fence(self, data: str, pos: int, eof: bool) -> int:
+        """Past a code fence (```json) opening the body, taken as markup: where the body
+        begins (``pos`` without a fence); ``-1`` while more text must tell."""
+        end = _fence_at(data, pos, eof)
+        if end == -1:
+            return -1
+        if end is not None:
+            self.take(data, pos, end)
+            self._fenced = True
+            return end
+        return pos
 
     def _blanks(self, data: str, pos: int) -> int:
         k = pos
@@ -127,7 +140,7 @@ class JsonArgsReader(_JsonReader):
     :param fence: the value may be fenced with ```` ```json ````.
     """
 
-    __slots__ = ("_call", "_fenced", "_scanner", "_value_from")
+    __slots__ = ("_call", "_scanner", "_value_from")
 
     @property
     def _id(self) -> str:
@@ -139,7 +152,6 @@ class JsonArgsReader(_JsonReader):
         self._index = call.index
         self._name = call.name
         self._state = _ARGS_FENCE if fence else _ARGS_START
-        self._fenced = False
         self._scanner = JsonValueScanner(keep_text=False)
         self._value_from = 0
 
@@ -167,13 +179,10 @@ class JsonArgsReader(_JsonReader):
                     return self.unclosed(n)
                 return MORE, n
             if state == _ARGS_FENCE:
-                end = _fence_at(data, pos, eof)
+                end = self._past_fence(data, pos, eof)
                 if end == -1:
                     return MORE, pos
-                if end is not None:
-                    self.take(data, pos, end)
-                    self._fenced = True
-                    pos = end
+                pos = end
                 self._state = _ARGS_START
             elif state == _ARGS_START:
                 if data[pos] not in _ARGS_FIRST:
@@ -438,7 +447,7 @@ class CallObjectsReader(_JsonReader):
         (calls at the reply's start, without a marker), whatever the shape says.
     """
 
-    __slots__ = ("_calls_read", "_closers", "_fenced", "_in_list", "_item", "_shape", "_skip",
+    __slots__ = ("_calls_read", "_closers", "_in_list", "_item", "_shape", "_skip",
                  "_skipped", "_unshown")
 
     def __init__(self, shape: CallObjects, numbering: CallNumbering,
@@ -449,7 +458,6 @@ class CallObjectsReader(_JsonReader):
                                  extra_keys=tuple(k for k in shape.extra_keys if k != "id"))
         self._shape = shape
         self._closers = closers
-        self._fenced = False
         self._in_list = shape.opened_list
         self._item: CallObjectReader | None = None
         self._skip: JsonValueScanner | None = None
@@ -490,13 +498,10 @@ class CallObjectsReader(_JsonReader):
             return self.unclosed(n)
         c = data[pos]
         if state == _FENCE_OPEN:
-            end = _fence_at(data, pos, eof)
+            end = self._past_fence(data, pos, eof)
             if end == -1:
                 return MORE, pos
-            if end is not None:
-                self.take(data, pos, end)
-                self._fenced = True
-                pos = end
+            pos = end
             self._state = _BODY
         elif state == _BODY:
             if c == "[" and self._shape.container != "object":
