@@ -526,7 +526,7 @@ def test_429_asking_more_than_the_wait_budget_fails_at_once(engine: EngineStandI
     started = time.perf_counter()
     items = turn(make(engine, api=api, max_retry_wait=5))
     assert [e.kind for e in errors(items)] == ["rate_limit"]
-    assert time.perf_counter() - started < 2
+    assert time.perf_counter() - started < 5  # not the 120 s asked, nor the 5 s budget
 
 
 def test_5xx_is_retried_then_reported(engine: EngineStandIn, api: str) -> None:
@@ -635,7 +635,7 @@ def test_cancel_while_the_engine_is_silent_returns_at_once(engine: EngineStandIn
     started = time.perf_counter()
     items = turn(backend, cancel=cancel)
     assert isinstance(items[-1], TurnEnd) and items[-1].reason == "cancelled"
-    assert time.perf_counter() - started < 1.5
+    assert time.perf_counter() - started < 5  # (a hang of 10 s, a wait of 20: not waited out)
     assert errors(items) == []
 
 
@@ -647,7 +647,7 @@ def test_cancel_while_waiting_to_retry(engine: EngineStandIn) -> None:
     started = time.perf_counter()
     items = turn(backend, cancel=cancel)
     assert isinstance(items[-1], TurnEnd) and items[-1].reason == "cancelled"
-    assert time.perf_counter() - started < 1.5
+    assert time.perf_counter() - started < 5  # (a hang of 10 s, a wait of 20: not waited out)
     assert len(engine.requests) == 1
 
 

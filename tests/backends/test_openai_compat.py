@@ -535,7 +535,7 @@ def test_429_retry_after_one_second_is_honoured(server: WireServer) -> None:
                    Stream(reply_chunks("made it")))
     started = time.monotonic()
     items = run_turn(backend_for(server))
-    assert 0.9 <= time.monotonic() - started < 3
+    assert 0.9 <= time.monotonic() - started < 10  # the second asked, then a hang guard
     assert end_of(items).reason == "stop"
 
 
@@ -550,7 +550,7 @@ def test_429_asking_more_than_the_wait_budget_fails_at_once(server: WireServer) 
     server.enqueue(Fail.error(429, "quota", {"retry-after": "120"}))
     started = time.monotonic()
     error = error_of(run_turn(backend_for(server, max_retry_wait=30)))
-    assert time.monotonic() - started < 2
+    assert time.monotonic() - started < 20  # not the 120 s asked, nor the 30 s budget
     assert error.kind == "rate_limit" and "120 s" in error.message
     assert len(server.requests) == 1
 
