@@ -105,7 +105,7 @@ def test_any_pattern_returns_within_its_budget(pattern: str, line: str) -> None:
         patterns.match_lines(pattern, line, 3, deadline=started + 0.5)
     except (PatternError, ChildStoppedError):
         pass
-    assert time.monotonic() - started < 5
+    assert time.monotonic() - started < 30  # a hang guard: starting a child may take seconds
 
 
 def test_a_bad_regex_is_a_clear_error(dispatcher: Dispatcher) -> None:
@@ -208,7 +208,7 @@ def test_writing_a_fifo_is_refused_without_blocking(dispatcher: Dispatcher,
     for tool, args in (("write_file", {"content": "x"}), ("read_file", {})):
         content, is_error = run(dispatcher, tool, path="pipe", **args)
         assert is_error and "not a regular file" in content
-    assert time.monotonic() - started < 5
+    assert time.monotonic() - started < 30  # a blocked open would never return
 
 
 def test_a_symlink_loop_does_not_break_the_search(dispatcher: Dispatcher,
