@@ -644,10 +644,10 @@ def test_garbage_in_the_stream(server: WireServer) -> None:
 
 
 def test_server_that_never_answers_times_out(server: WireServer) -> None:
-    server.enqueue(Hang(10))
+    server.enqueue(Hang(60))
     started = time.monotonic()
     error = error_of(run_turn(backend_for(server, timeout=0.5)))
-    assert time.monotonic() - started < 3
+    assert time.monotonic() - started < 30  # the 0.5 s timeout, not the 60 s hang
     assert error.kind == "timeout" and "0.5 s" in error.message
 
 
@@ -663,7 +663,7 @@ def test_stream_that_stalls_times_out_and_keeps_text(server: WireServer) -> None
 
 
 def test_cancel_mid_stream_closes_it_and_runs_no_tool(server: WireServer) -> None:
-    chunks: list[Any] = [text_chunk(f"w{i} ") for i in range(200)]
+    chunks: list[Any] = [text_chunk(f"w{i} ") for i in range(1000)]  # 20 s of stream
     chunks += [tool_chunk(call_delta(0, id="c", name="ping", arguments="{}")),
                finish_chunk("tool_calls")]
     server.enqueue(Stream(chunks, delay=0.02))
@@ -675,7 +675,7 @@ def test_cancel_mid_stream_closes_it_and_runs_no_tool(server: WireServer) -> Non
         events.append(event)
         if isinstance(event, TextEvent):
             cancel.cancel()
-    assert time.monotonic() - started < 2
+    assert time.monotonic() - started < 10  # cancelled, not the 20 s stream read out
     assert done_of(events).reason == "cancelled"
     assert RAN == [] and not of(events, ToolResultEvent)
     assert server.client_gone.wait(3), "the server never saw the connection close"
