@@ -86,6 +86,7 @@ def main(argv: list[str]) -> int:
     """Run the jobs of the handler module ``argv[0]`` until the pipe closes."""
     handle = importlib.import_module(argv[0]).handle_job
     pipe = ChildPipe()
+    pipe.send({"ready": True})  # a job's clock starts after this, not at the spawn
     while (message := pipe.receive()) is not None:
         _reset_peak()
         _bound(message.get("memory"), message.get("cpu"))

@@ -34,6 +34,7 @@ from .supervisor import ChildEnd, ChildGone, SupervisedChild, encode_line, packa
 __all__ = ["KEEP_RESIDENT_BYTES", "JobLimits", "JobPool"]
 
 _POLL_SECONDS: Final = 0.05
+_START_SECONDS: Final = 120.0  # a new child's start, before any job's clock: a failure bound
 _PAGE: Final = os.sysconf("SC_PAGE_SIZE")
 KEEP_RESIDENT_BYTES: Final = 96 << 20
 """The most resident memory a child may hold after a job and be kept warm (a new one
@@ -103,12 +104,17 @@ class JobPool:
         :raises TypeError: the job holds a value that is not JSON.
         """
         line = encode_line({"job": job, "memory": limits.memory_bytes, "cpu": limits.cpu()})
+        try:
+            child = self._take()
+        except ChildGone as gone:
+            raise self._stopped(gone.end, limits) from None
+        # the wall clock starts once a child is ready: a new one's start (an interpreter and
+        # its handler's imports, seconds on a loaded machine) is not the job's time
         ends = [time.monotonic() + limits.wall_seconds] if limits.wall_seconds is not None \
             else []
         if deadline is not None:
             ends.append(deadline)
         wall_end = min(ends, default=math.inf)
-        child = self._take()
         try:
             if not child.send_line(line):
                 raise ChildGone(child.kill())
@@ -152,9 +158,18 @@ class JobPool:
                 if child.poll() is None:
                     return child
                 child.release()
-        return SupervisedChild(
+        child = SupervisedChild(
             [sys.executable, "-P", "-c", _START, str(package_folder()), self.handler],
             quiet=True, oom_score=_OOM_SCORE, max_line_bytes=_MAX_REPLY_BYTES)
+        try:
+            ready = child.receive(_START_SECONDS)
+        except ChildGone:
+            ready = None
+        if ready is None or not ready.get("ready"):  # it died starting, or never answered
+            end = child.kill("start")
+            child.release()
+            raise ChildGone(end)
+        return child
 
     def _give_back(self, child: SupervisedChild) -> None:
         with self._lock:
