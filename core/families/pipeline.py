@@ -16,20 +16,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..errors import ToolwireError
-from ..events import Event
 from ..hooks.manager import PluginManager, default_plugin_manager
-from ..parse.end_tokens import EndTokenDropper
-from ..parse.protocol import (
-    EndReason,
-    FilterContext,
-    ParserSpec,
-    PromptState,
-    ReplyPipeline,
-    StreamParser,
-    _close_stage,
-)
+from ..parse.end_tokens import EndTokenDropper, FinalEndTokenTrim
+from ..parse.protocol import FilterContext, ParserSpec, PromptState, ReplyPipeline, StreamParser
 from ..parse.record import CallFormat
-from ..parse.streaming import partial_tag_start
 from ..templates.assistant_turns import AssistantTurnRenderer
 
 __all__ = ["build_pipeline"]
@@ -85,7 +75,7 @@ def build_pipeline(spec: ParserSpec | None, tools: Mapping[str, Any], *,
         if token and tokens:
             reader = EndTokenDropper(reader, tuple(sorted(tokens)))
         if final:
-            reader = _FinalEndToken(reader, tuple(sorted(final, key=len, reverse=True)))
+            reader = FinalEndTokenTrim(reader, tuple(sorted(final, key=len, reverse=True)))
     return ReplyPipeline(stages, reader)
 
 
@@ -100,39 +90,3 @@ def _end_of_turn(chat_template: str) -> str:
         return AssistantTurnRenderer(chat_template).end_of_turn.strip()
     except (ToolwireError, ValueError, TypeError, KeyError, RecursionError):
         return ""
-
-
-class _FinalEndToken:
-    """A parser fed a reply without the end token the reply ends with (nor the blanks
-    after it): dropped without a diagnostic, since a model that ends its turn writes one.
-
-    The end of each delta is held while it could still be such a token; a token
-    followed by more text is fed on.
-    """
-
-    def __init__(self, parser: StreamParser, tokens: tuple[str, ...]) -> None:
-        self._parser = parser
-        self._tokens = tokens  # longest first
-        self._span = len(tokens[0])
-        self._firsts = frozenset(t[0] for t in tokens)
-        self._held = ""
-
-    def feed(self, text: str) -> list[Event]:
-        """Feed the parser what cannot be a final end token."""
-        if self._held:
-            text, self._held = self._held + text, ""
-        stripped = text.rstrip() if text[-1:].isspace() else text
-        if self._firsts.isdisjoint(text[-self._span:]) and (
-                stripped is text or self._firsts.isdisjoint(stripped[-self._span:])):
-            return self._parser.feed(text) if text else []  # the common case: nothing held
-        whole = next((t for t in self._tokens if stripped.endswith(t)), None)
-        cut = (len(stripped) - len(whole) if whole is not None
-               else partial_tag_start(text, 0, self._tokens))
-        self._held = text[cut:]
-        return self._parser.feed(text[:cut]) if cut else []
-
-    def close(self, end_reason: EndReason = "stop") -> list[Event]:
-        """Feed what is held unless it is a whole end token; close the parser."""
-        held, self._held = self._held, ""
-        fed = self._parser.feed(held) if held and held.rstrip() not in self._tokens else []
-        return [*fed, *_close_stage(self._parser, end_reason)]

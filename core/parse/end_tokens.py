@@ -1,4 +1,5 @@
-"""Dropping a template's end-of-turn token from a reply's text.
+"""Dropping a template's end-of-turn token from a reply's text, and the end token a
+reply ends with (:class:`FinalEndTokenTrim`, silently: a model ends its turn with one).
 
 A backend that does not stop on the template's end-of-turn token (``<|im_end|>``,
 ``<seed:eos>``, ``</s>``...), or a stored reply that kept it, hands the token to the
@@ -15,7 +16,7 @@ from ..events import DiagnosticEvent, Event, TextEvent
 from .protocol import EndReason, StreamParser, _close_stage
 from .streaming import partial_tag_start
 
-__all__ = ["EndTokenDropper"]
+__all__ = ["EndTokenDropper", "FinalEndTokenTrim"]
 
 
 class EndTokenDropper:
@@ -79,3 +80,39 @@ class EndTokenDropper:
     def _flush(self) -> str:
         held, self._held = self._held, ""
         return held
+
+
+class FinalEndTokenTrim:
+    """A parser fed a reply without the end token the reply ends with (nor the blanks
+    after it): dropped without a diagnostic, since a model that ends its turn writes one.
+
+    The end of each delta is held while it could still be such a token; a token
+    followed by more text is fed on.
+    """
+
+    def __init__(self, parser: StreamParser, tokens: tuple[str, ...]) -> None:
+        self._parser = parser
+        self._tokens = tokens  # longest first
+        self._span = len(tokens[0])
+        self._firsts = frozenset(t[0] for t in tokens)
+        self._held = ""
+
+    def feed(self, text: str) -> list[Event]:
+        """Feed the parser what cannot be a final end token."""
+        if self._held:
+            text, self._held = self._held + text, ""
+        stripped = text.rstrip() if text[-1:].isspace() else text
+        if self._firsts.isdisjoint(text[-self._span:]) and (
+                stripped is text or self._firsts.isdisjoint(stripped[-self._span:])):
+            return self._parser.feed(text) if text else []  # the common case: nothing held
+        whole = next((t for t in self._tokens if stripped.endswith(t)), None)
+        cut = (len(stripped) - len(whole) if whole is not None
+               else partial_tag_start(text, 0, self._tokens))
+        self._held = text[cut:]
+        return self._parser.feed(text[:cut]) if cut else []
+
+    def close(self, end_reason: EndReason = "stop") -> list[Event]:
+        """Feed what is held unless it is a whole end token; close the parser."""
+        held, self._held = self._held, ""
+        fed = self._parser.feed(held) if held and held.rstrip() not in self._tokens else []
+        return [*fed, *_close_stage(self._parser, end_reason)]
