@@ -213,8 +213,8 @@ def test_a_slow_tool_past_the_timeout_is_abandoned_and_cancelled_on_the_server(
     result = run(tools, "slow", timeout=1.0, seconds=60)
     assert result.is_error and result.error_kind == "timeout"
     assert "'slow' did not finish within 1 seconds" in result.content
-    assert time.monotonic() - started < 10
-    assert wait_until(lambda: logged(log, "cancelled", "slow"), within=15)
+    assert time.monotonic() - started < 30  # (not the tool's 60 s: a loaded machine's room)
+    assert wait_until(lambda: logged(log, "cancelled", "slow"), within=30)
     assert run(tools, "add", a=1, b=1).content == "2"  # the session goes on
 
 
@@ -235,8 +235,8 @@ def test_cancelling_the_reply_while_an_mcp_tool_runs_cancels_it_on_the_server(
     threading.Thread(target=cancel_once_running, daemon=True).start()
     result = run(tools, "slow", timeout=60.0, cancel=token, seconds=60)
     assert result.is_error and result.error_kind == "cancelled"
-    assert cancelled_at and time.monotonic() - cancelled_at[0] < 10
-    assert wait_until(lambda: len(logged(log, "cancelled", "slow")) > before, within=15)
+    assert cancelled_at and time.monotonic() - cancelled_at[0] < 30  # (not the tool's 60 s)
+    assert wait_until(lambda: len(logged(log, "cancelled", "slow")) > before, within=30)
 
 
 def test_concurrent_calls_from_many_threads_with_timeouts_all_get_their_own_answer(

@@ -91,8 +91,8 @@ def test_a_dispatcher_timeout_shorter_than_the_regex_budget_leaves_no_child_runn
                                           {"pattern": BACKTRACKING, "regex": True}))
     # the search stops at the same deadline: whichever of the two notices it first answers
     assert result.error_kind == "timeout" or "call's time limit ran out" in result.content
-    assert time.monotonic() - started < 10
-    assert wait_until(lambda: not busy_children(), within=5)
+    assert time.monotonic() - started < 20  # (not the 30 s regex bound: a loaded machine's room)
+    assert wait_until(lambda: not busy_children(), within=15)
 
 
 def test_a_cancelled_reply_stops_the_search_and_its_child(
@@ -107,8 +107,8 @@ def test_a_cancelled_reply_stops_the_search_and_its_child(
                                           {"pattern": BACKTRACKING, "regex": True}),
                                  cancel=cancel)
     assert result.error_kind == "cancelled" or "the reply was cancelled" in result.content
-    assert time.monotonic() - started < 10
-    assert wait_until(lambda: not busy_children(), within=5)
+    assert time.monotonic() - started < 20  # (not the 30 s regex bound: a loaded machine's room)
+    assert wait_until(lambda: not busy_children(), within=15)
 
 
 def test_the_search_stopped_at_the_calls_deadline_says_so(
@@ -118,7 +118,7 @@ def test_the_search_stopped_at_the_calls_deadline_says_so(
     with pytest.raises(ChildStoppedError) as stopped:
         patterns.match_lines(BACKTRACKING, EVIL_LINE, 1, deadline=deadline)
     assert stopped.value.bound == "wall time"
-    assert time.monotonic() - deadline < 5
+    assert time.monotonic() - deadline < 15  # (not the 30 s regex bound)
     dispatcher = Dispatcher(ToolRegistry(wt.TOOLS), workspace=workspace, timeout=1)
     result = dispatcher.dispatch(ToolCall("c1", "search_text",
                                           {"pattern": BACKTRACKING, "regex": True}))
