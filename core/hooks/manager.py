@@ -51,7 +51,7 @@ from ..vocabulary.tool_sources import ToolSourceSpec
 from ..vocabulary.tools import Tool
 from . import specs as hookspecs
 
-__all__ = ["BUILTIN_PLUGINS", "PluginInfo", "PluginManager", "PluginWarning"]
+__all__ = ["BUILTIN_PLUGINS", "PluginInfo", "PluginManager", "PluginWarning", "SpecPlugin"]
 
 def _builtin_plugins() -> tuple[str, ...]:
     """The core's own plugin, then every package in ``toolwire.plugins`` (by name).
@@ -90,6 +90,19 @@ _REGISTRATION_HOOKS: dict[str, tuple[type, str]] = {
 _LABELS = {"parsers": "parser", "backends": "backend", "tools": "tool",
            "tool_sources": "tool source",
            "stream_filters": "stream filter"}
+
+
+class SpecPlugin:
+    """A plugin object that registers one given :class:`ParserSpec` (a parser under test,
+    or one derived from a chat template)."""
+
+    def __init__(self, spec: ParserSpec) -> None:
+        self.spec = spec
+
+    @hookspecs.hookimpl
+    def register_parsers(self, register: Callable[[ParserSpec], None]) -> None:
+        """Register the spec."""
+        register(self.spec)
 
 
 class PluginWarning(UserWarning):

@@ -116,8 +116,7 @@ from ..errors import (
     PluginLoadError,
 )
 from ..families.selection import template_hash
-from ..hooks.manager import PluginManager, PluginWarning
-from ..hooks.specs import hookimpl
+from ..hooks.manager import PluginManager, PluginWarning, SpecPlugin
 from ..parse.protocol import ParserSpec
 from ..templates.assistant_turns import AssistantTurnRenderer, RenderedReply
 from .properties import Case, Keep, PropertySuite
@@ -142,18 +141,6 @@ __all__ = [
 
 
 # -- resolving the parser under test ------------------------------------------------------
-
-
-class _SpecPlugin:
-    """A plugin object that registers one given :class:`ParserSpec`."""
-
-    def __init__(self, spec: ParserSpec) -> None:
-        self._spec = spec
-
-    @hookimpl
-    def register_parsers(self, register: Callable[[ParserSpec], None]) -> None:
-        """Register the wrapped spec."""
-        register(self._spec)
 
 
 def _register(manager: PluginManager, plugin: object, name: str | None) -> str:
@@ -187,7 +174,7 @@ def _resolve(plugin_or_spec: object, source: str, family: str | None,
             if plugins is not None:
                 raise ParserNotFoundError(f"parser {spec.name!r} is not registered in the "
                                           "plugin manager given")
-            _register(manager, _SpecPlugin(spec), spec.plugin or f"{spec.name} (under test)")
+            _register(manager, SpecPlugin(spec), spec.plugin or f"{spec.name} (under test)")
         elif ((_unwrapped(existing.detect), existing.create)
               != (_unwrapped(spec.detect), spec.create)):  # as registered, or as written
             raise PluginLoadError(f"family {spec.name!r} is already registered by plugin "

@@ -23,8 +23,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from ...errors import ParserConflictError, ParserNotFoundError, ToolwireError
-from ...hooks.manager import PluginManager
-from ...hooks.specs import hookimpl
+from ...hooks.manager import PluginManager, SpecPlugin
 from ...parse.protocol import ParserSpec
 from .common import at_least, check_family
 
@@ -132,18 +131,6 @@ def run_conformance(args: argparse.Namespace, plugins: PluginManager, *,
     return status
 
 
-class _OneParser:
-    """A plugin registering one parser spec (the derived parser under test)."""
-
-    def __init__(self, spec: ParserSpec) -> None:
-        self.spec = spec
-
-    @hookimpl
-    def register_parsers(self, register: Callable[[ParserSpec], None]) -> None:
-        """Register the spec."""
-        register(self.spec)
-
-
 def _derived_only(spec: ParserSpec) -> PluginManager:
     """A plugin manager with the reasoning filter and the derived parser alone, so the
     suite checks it as a chat that derived it would use it."""
@@ -151,7 +138,7 @@ def _derived_only(spec: ParserSpec) -> PluginManager:
 
     manager = PluginManager(builtins=False, entry_points=False)
     manager.register(builtin_reasoning)
-    manager.register(_OneParser(spec), name=f"{spec.name} (derived from the template)")
+    manager.register(SpecPlugin(spec), name=f"{spec.name} (derived from the template)")
     return manager
 
 
