@@ -15,8 +15,8 @@ import time
 from typing import Any
 
 from tests.support.templates import shared_template
-from toolwire.families import pipeline as reply_pipeline
 from toolwire.families.pipeline import build_pipeline
+from toolwire.parse.end_tokens import FinalEndTokenTrim
 from toolwire.testing import isolated_plugin_manager
 
 from .harness import print_table
@@ -34,7 +34,7 @@ def _per_delta(source: str, end_tokens: tuple[str, ...], unwrap: bool) -> float:
                               chat_template=source, prompt_tail="<|im_start|>assistant\n",
                               end_tokens=end_tokens)
     if unwrap:  # the reader as it was before the fold
-        pipeline._stages = [s._parser if isinstance(s, reply_pipeline._FinalEndToken) else s
+        pipeline._stages = [s._parser if isinstance(s, FinalEndTokenTrim) else s
                             for s in pipeline._stages]
     deltas = [TEXT[i:i + 4] for i in range(0, len(TEXT), 4)]
     start = time.perf_counter()

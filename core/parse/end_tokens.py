@@ -87,7 +87,9 @@ class FinalEndTokenTrim:
     after it): dropped without a diagnostic, since a model that ends its turn writes one.
 
     The end of each delta is held while it could still be such a token; a token
-    followed by more text is fed on.
+    followed by more text is fed on. Blanks after a whole token are gathered, not joined
+    to it delta by delta (a model that writes blanks after its end token one at a time
+    would make that quadratic).
     """
 
     def __init__(self, parser: StreamParser, tokens: tuple[str, ...]) -> None:
@@ -96,11 +98,16 @@ class FinalEndTokenTrim:
         self._span = len(tokens[0])
         self._firsts = frozenset(t[0] for t in tokens)
         self._held = ""
+        self._whole = False  # what is held is a whole token (and blanks)
+        self._blanks: list[str] = []  # blanks after it, since
 
     def feed(self, text: str) -> list[Event]:
         """Feed the parser what cannot be a final end token."""
         if self._held:
-            text, self._held = self._held + text, ""
+            if self._whole and text.isspace():
+                self._blanks.append(text)
+                return []
+            text = self._take_held() + text
         stripped = text.rstrip() if text[-1:].isspace() else text
         if self._firsts.isdisjoint(text[-self._span:]) and (
                 stripped is text or self._firsts.isdisjoint(stripped[-self._span:])):
@@ -109,10 +116,16 @@ class FinalEndTokenTrim:
         cut = (len(stripped) - len(whole) if whole is not None
                else partial_tag_start(text, 0, self._tokens))
         self._held = text[cut:]
+        self._whole = whole is not None
         return self._parser.feed(text[:cut]) if cut else []
+
+    def _take_held(self) -> str:
+        held = self._held + "".join(self._blanks) if self._blanks else self._held
+        self._held, self._whole, self._blanks = "", False, []
+        return held
 
     def close(self, end_reason: EndReason = "stop") -> list[Event]:
         """Feed what is held unless it is a whole end token; close the parser."""
-        held, self._held = self._held, ""
+        held = self._take_held()
         fed = self._parser.feed(held) if held and held.rstrip() not in self._tokens else []
         return [*fed, *_close_stage(self._parser, end_reason)]

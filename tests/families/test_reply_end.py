@@ -44,13 +44,31 @@ def split(whole: str, cuts: list[int]) -> list[str]:
 texts = st.text(alphabet=st.sampled_from(list("ab <|>/\nimend_osx")), max_size=40)
 
 
-@given(body=texts, marker=st.sampled_from(MARKERS), tail=st.sampled_from(["", "\n", " \n"]),
-       cuts=st.lists(st.integers(0, 60), max_size=8))
+blanks = st.text(alphabet=" \t\n", max_size=12)
+
+
+@given(body=texts, marker=st.sampled_from(MARKERS), tail=blanks,
+       cuts=st.lists(st.integers(0, 70), max_size=12))
 def test_a_final_end_token_is_dropped_whatever_the_chunking(body: str, marker: str, tail: str,
                                                              cuts: list[int]) -> None:
     events = read(split(body + marker + tail, cuts))
     assert text(events) == body
     assert not [e for e in events if isinstance(e, DiagnosticEvent) and marker in e.raw]
+
+
+@given(body=texts, marker=st.sampled_from(MARKERS), gap=blanks,
+       cuts=st.lists(st.integers(0, 70), max_size=12))
+def test_an_end_token_with_text_after_its_blanks_stays_text(body: str, marker: str, gap: str,
+                                                            cuts: list[int]) -> None:
+    whole = body + marker + gap + "x"
+    assert text(read(split(whole, cuts))) == text(read([whole])) == whole
+
+
+def test_blanks_after_the_final_end_token_one_a_delta_are_gathered() -> None:
+    """(Each blank used to be joined to the held token: quadratic in the blanks.)"""
+    pieces = ["a</s>", *[" "] * 5000]
+    assert text(read(pieces)) == "a"
+    assert text(read([*pieces, "b"])) == "a</s>" + " " * 5000 + "b"
 
 
 @given(body=texts, cuts=st.lists(st.integers(0, 60), max_size=8))
