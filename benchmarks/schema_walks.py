@@ -119,8 +119,8 @@ def _never_called(**arguments: Any) -> str:
 
 def ordinary_rows(runs: int) -> list[dict[str, Any]]:
     """Process time of each walk over every BFCL function (empty without the collection)."""
-    from toolwire import Dispatcher, Tool, ToolCall, ToolDefinitionError, ToolRegistry
-    from toolwire.grammar import GrammarError, clear_grammar_cache, grammar_for
+    from toolwire import Dispatcher, Tool, ToolCall, ToolDefinitionError, ToolRegistry, grammar_for
+    from toolwire.grammar import GrammarError, clear_grammar_cache
     from toolwire.vocabulary.schema import ToolSchemaIndex, tool_parameters_by_name
 
     functions, calls = load_bfcl()
