@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import queue
 import statistics
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -33,7 +32,7 @@ from typing import Any
 
 from toolwire import CancelToken, Message, ModelRequest, tool
 
-from .harness import print_table, write_results
+from .harness import print_table, scratch_folder, write_results
 
 __all__ = ["run"]
 
@@ -147,7 +146,7 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
 
     runs = 3 if quick else 9
     sizes = (4, 12) if quick else (4, 24)
-    workdir = Path(tempfile.mkdtemp(prefix="toolwire-bench-completions-"))
+    workdir = scratch_folder("toolwire-bench-completions-")
     model = write_tiny_gguf(workdir / "tiny.gguf", DEFAULT_CHAT_TEMPLATE)
     request = ModelRequest((Message.user("write m.py"),), (write_file,))
     rows: list[dict[str, Any]] = []

@@ -16,13 +16,11 @@ costs milliseconds and the overhead shrinks in proportion.
 from __future__ import annotations
 
 import sys
-import tempfile
-from pathlib import Path
 from typing import Any
 
 from toolwire import CancelToken, Message, ModelRequest, tool
 
-from .harness import print_table, time_runs, write_results
+from .harness import print_table, scratch_folder, time_runs, write_results
 
 __all__ = ["run"]
 
@@ -54,7 +52,7 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
 
     reply = _reply(20 if quick else 60)
     grammar_text = grammar_for(reply)
-    workdir = Path(tempfile.mkdtemp(prefix="toolwire-bench-"))
+    workdir = scratch_folder("toolwire-bench-")
     model = write_tiny_gguf(workdir / "tiny.gguf", DEFAULT_CHAT_TEMPLATE)
     backend = LlamaCppBackend(model, grammar=grammar_text, temperature=0.0, n_threads=1,
                               max_tokens=4096, n_ctx=8192, progress=False)

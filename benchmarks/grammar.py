@@ -38,7 +38,6 @@ Run ``python -m benchmarks grammar [--quick]``.
 from __future__ import annotations
 
 import ctypes
-import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -46,7 +45,7 @@ from typing import Any
 
 from tests.support.paths import SHARED_TEMPLATES
 
-from .harness import print_table
+from .harness import print_table, scratch_folder
 
 __all__ = ["run"]
 
@@ -393,7 +392,7 @@ def lazy_rows(runs: int, count: int, folder: Path) -> list[dict[str, Any]]:
 def run(quick: bool = False) -> list[dict[str, Any]]:
     """Build times, decode rates and the lazy-pattern comparison; return the rows."""
     runs = 3 if quick else 5
-    folder = Path(tempfile.mkdtemp(prefix="toolwire-bench-grammar-"))
+    folder = scratch_folder("toolwire-bench-grammar-")
     vocab_model = None
     try:
         import llama_cpp  # noqa: F401

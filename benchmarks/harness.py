@@ -2,20 +2,32 @@
 
 from __future__ import annotations
 
+import atexit
 import gc
 import json
 import math
 import platform
+import shutil
 import statistics
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["RESULTS", "fit_exponent", "print_table", "time_runs", "write_results"]
+__all__ = ["RESULTS", "fit_exponent", "print_table", "scratch_folder", "time_runs",
+           "write_results"]
 
 RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def scratch_folder(prefix: str) -> Path:
+    """A new temporary folder, removed when the benchmark's process exits (models and
+    servers a benchmark keeps open till its end live in it)."""
+    folder = Path(tempfile.mkdtemp(prefix=prefix))
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    return folder
 
 
 def time_runs(func: Callable[[], Any], runs: int, warmup: int = 1) -> dict[str, float]:

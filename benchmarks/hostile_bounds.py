@@ -32,7 +32,7 @@ from typing import Any
 
 from tests.support.paths import SHARED_TEMPLATES
 
-from .harness import print_table, write_results
+from .harness import print_table, scratch_folder, write_results
 from .rendering import conversation
 
 __all__ = ["BEFORE_COMMIT", "grammar_rows", "pattern_rows", "real_template_rows", "report",
@@ -117,10 +117,9 @@ def _templates_before() -> Any:
     import io
     import subprocess
     import tarfile
-    import tempfile
     from pathlib import Path
 
-    folder = Path(tempfile.mkdtemp(prefix="toolwire-before-"))
+    folder = scratch_folder("toolwire-before-")
     try:
         archive = subprocess.run(["git", "-C", str(Path(__file__).resolve().parent.parent),
                                   "archive", BEFORE_COMMIT, "core"], capture_output=True,

@@ -40,7 +40,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from .harness import fit_exponent, print_table, write_results
+from .harness import fit_exponent, print_table, scratch_folder, write_results
 
 __all__ = ["BASE_COMMIT", "CASES", "report", "run"]
 
@@ -105,7 +105,7 @@ def _tiny_backend(n_ctx: int = 4096) -> Any:
     from toolwire.templates.default_template import DEFAULT_CHAT_TEMPLATE
     from toolwire.testing.tiny_gguf import write_tiny_gguf
 
-    folder = Path(tempfile.mkdtemp(prefix="toolwire-bench-"))
+    folder = scratch_folder("toolwire-bench-")
     path = write_tiny_gguf(folder / "tiny.gguf", DEFAULT_CHAT_TEMPLATE, context_length=n_ctx)
     return LlamaCppBackend(path, n_ctx=n_ctx, max_tokens=8, temperature=0.0, n_threads=1,
                            progress=False)

@@ -14,15 +14,13 @@ Run ``python -m benchmarks.long_history [--quick]``.
 from __future__ import annotations
 
 import sys
-import tempfile
-from pathlib import Path
 from typing import Any
 
 from tests.support.paths import SHARED_TEMPLATES
 from toolwire import Message, ModelRequest
 from toolwire.vocabulary.history import ToolCall
 
-from .harness import fit_exponent, print_table, time_runs, write_results
+from .harness import fit_exponent, print_table, scratch_folder, time_runs, write_results
 
 __all__ = ["history", "run"]
 
@@ -64,7 +62,7 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
     from toolwire.testing.tiny_gguf import write_tiny_gguf
 
     name, source = _template()
-    model = write_tiny_gguf(Path(tempfile.mkdtemp(prefix="toolwire-bench-")) / "tiny.gguf",
+    model = write_tiny_gguf(scratch_folder("toolwire-bench-") / "tiny.gguf",
                             source)
     backend = LlamaCppBackend(model, n_ctx=N_CTX, max_tokens=MAX_TOKENS, n_threads=1,
                               progress=False, plugins=isolated_plugin_manager())
