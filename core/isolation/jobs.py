@@ -105,7 +105,7 @@ class JobPool:
         """
         line = encode_line({"job": job, "memory": limits.memory_bytes, "cpu": limits.cpu()})
         try:
-            child = self._take()
+            child = self._take(deadline, cancelled)
         except ChildGone as gone:
             raise self._stopped(gone.end, limits) from None
         # the wall clock starts once a child is ready: a new one's start (an interpreter and
@@ -151,7 +151,10 @@ class JobPool:
         return ChildStoppedError(f"the work of {self.handler} stopped: {how}", bound=bound,
                                  how=how, peak_memory_bytes=end.peak_memory_bytes)
 
-    def _take(self) -> SupervisedChild:
+    def _take(self, deadline: float | None = None,
+              cancelled: Callable[[], bool] | None = None) -> SupervisedChild:
+        """A warm child, or a new one once it says it is ready. A start is not a job's time,
+        but the caller's deadline and cancellation hold during it."""
         with self._lock:
             while self._idle:
                 child = self._idle.pop()
@@ -161,15 +164,29 @@ class JobPool:
         child = SupervisedChild(
             [sys.executable, "-P", "-c", _START, str(package_folder()), self.handler],
             quiet=True, oom_score=_OOM_SCORE, max_line_bytes=_MAX_REPLY_BYTES)
+        start_end = time.monotonic() + _START_SECONDS
+        end = min(start_end, deadline) if deadline is not None else start_end
         try:
-            ready = child.receive(_START_SECONDS)
+            while True:
+                wait = end - time.monotonic()
+                if cancelled is not None:
+                    wait = min(wait, _POLL_SECONDS)
+                try:
+                    ready = child.receive(max(wait, 0.0))
+                except ChildGone:
+                    raise ChildGone(child.kill("start")) from None  # it died starting
+                if ready is not None:
+                    if not ready.get("ready"):
+                        raise ChildGone(child.kill("start"))
+                    return child
+                if cancelled is not None and cancelled():
+                    raise ChildGone(child.kill("cancelled"))
+                now = time.monotonic()
+                if now >= end:
+                    raise ChildGone(child.kill("wall time" if now < start_end else "start"))
         except ChildGone:
-            ready = None
-        if ready is None or not ready.get("ready"):  # it died starting, or never answered
-            end = child.kill("start")
             child.release()
-            raise ChildGone(end)
-        return child
+            raise
 
     def _give_back(self, child: SupervisedChild) -> None:
         with self._lock:

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import signal
 import sys
+import time
+from pathlib import Path
 
 import pytest
 
@@ -125,3 +127,28 @@ def test_a_killed_childs_peak_memory_is_its_own_not_its_hosts() -> None:
     end = child.kill("wall time")
     del ballast
     assert (40 << 20) <= end.peak_memory_bytes < (40 << 20) + (100 << 20)
+
+
+@pytest.mark.process
+@pytest.mark.parametrize("how", ["cancelled", "wall time"])
+def test_a_callers_cancel_or_deadline_holds_while_a_new_job_child_starts(
+        how: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # a start is not the job's time (its wall bound starts when the child is ready), but a
+    # cancelled reply or a call's deadline must not wait for a slow start to end
+    from toolwire.errors import ChildStoppedError
+    from toolwire.isolation.jobs import JobLimits, JobPool
+
+    (tmp_path / "slow_start_handler.py").write_text(
+        "import time\ntime.sleep(120)\n\ndef handle_job(job):\n    return job\n",
+        encoding="utf-8")
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    pool = JobPool("slow_start_handler")
+    started = time.monotonic()
+    with pytest.raises(ChildStoppedError) as stopped:
+        if how == "cancelled":
+            pool.run({}, JobLimits(), cancelled=lambda: True)
+        else:
+            pool.run({}, JobLimits(), deadline=time.monotonic() + 0.5)
+    assert stopped.value.bound == how
+    assert time.monotonic() - started < 60  # (not the handler's 120 s import)
+    pool.close()
