@@ -103,6 +103,8 @@ class FinalEndTokenTrim:
 
     def feed(self, text: str) -> list[Event]:
         """Feed the parser what cannot be a final end token."""
+        if not text:  # (nothing to decide; joining what is held for it costs each time)
+            return []
         if self._held:
             if self._whole and text.isspace():
                 self._blanks.append(text)
@@ -111,7 +113,7 @@ class FinalEndTokenTrim:
         stripped = text.rstrip() if text[-1:].isspace() else text
         if self._firsts.isdisjoint(text[-self._span:]) and (
                 stripped is text or self._firsts.isdisjoint(stripped[-self._span:])):
-            return self._parser.feed(text) if text else []  # the common case: nothing held
+            return self._parser.feed(text)  # the common case: nothing held
         whole = next((t for t in self._tokens if stripped.endswith(t)), None)
         cut = (len(stripped) - len(whole) if whole is not None
                else partial_tag_start(text, 0, self._tokens))

@@ -66,9 +66,9 @@ def test_an_end_token_with_text_after_its_blanks_stays_text(body: str, marker: s
 
 def test_blanks_after_the_final_end_token_one_a_delta_are_gathered() -> None:
     """(Each blank used to be joined to the held token: quadratic in the blanks.)"""
-    pieces = ["a</s>", *[" "] * 5000]
+    pieces = ["a</s>", *[" ", ""] * 2500]  # (empty deltas too, as some streams send)
     assert text(read(pieces)) == "a"
-    assert text(read([*pieces, "b"])) == "a</s>" + " " * 5000 + "b"
+    assert text(read([*pieces, "b"])) == "a</s>" + " " * 2500 + "b"
 
 
 @given(body=texts, cuts=st.lists(st.integers(0, 60), max_size=8))
