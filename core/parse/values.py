@@ -61,6 +61,14 @@ _MAX_LITERAL: Final = 1_000_000
 
 
 _SURROGATE: Final = re.compile("[\ud800-\udfff]")
+# The literals read as Python reads them without its parser (a call's arguments are
+# mostly these; the parser costs more than the rest of a short value's reading): a
+# quoted string with no escape, quote, line break, NUL or lone surrogate in it, a
+# decimal integer short enough to be one machine word's, a literal name.
+_SIMPLE_LITERAL: Final = re.compile(
+    r"""(?P<text>"[^"\\\n\r\x00\ud800-\udfff]*"|'[^'\\\n\r\x00\ud800-\udfff]*')"""
+    r"|(?P<integer>-?(?:0|[1-9][0-9]{0,17}))"
+    r"|(?P<name>True|False|None|true|false|null)")
 
 
 def _join_surrogates(text: str) -> str:
@@ -108,8 +116,16 @@ def python_literal(text: str) -> Any:
     """
     if len(text) > _MAX_LITERAL:
         return NOT_LITERAL
+    text = text.strip()
+    simple = _SIMPLE_LITERAL.fullmatch(text)  # (most values: no parser for them)
+    if simple is not None:
+        if simple.lastgroup == "text":
+            return text[1:-1]
+        if simple.lastgroup == "integer":
+            return int(text)
+        return _LITERAL_NAMES[text]
     try:
-        tree = parse_model_literal(text.strip())
+        tree = parse_model_literal(text)
         return _literal_node(tree.body)
     except (SyntaxError, ValueError, TypeError, RecursionError, MemoryError):
         return NOT_LITERAL

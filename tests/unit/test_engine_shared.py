@@ -5,6 +5,8 @@ text without markup comes out whole)."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
@@ -17,12 +19,17 @@ from toolwire.events import (
     ToolCallDeltaEvent,
     ToolCallEndEvent,
 )
+from toolwire.parse import values
 from toolwire.parse.engine import CallParser
 from toolwire.parse.markers import TokenSet
 from toolwire.parse.protocol import FilterContext, merge_events
 from toolwire.parse.reasoning import family_think_filter_spec
 from toolwire.parse.record import CallFormat, GrammarArguments, ObjectLiteral
-from toolwire.parse.values import decode_nested_value, is_literal, python_literal
+from toolwire.parse.values import (
+    decode_nested_value,
+    is_literal,
+    python_literal,
+)
 from toolwire.plugins.gemma4 import GEMMA4_FORMAT
 from toolwire.plugins.glm_xml import GLM_FORMAT, HY3_FORMAT
 from toolwire.plugins.harmony import GLIMMER_FORMAT
@@ -88,6 +95,38 @@ def test_an_escaped_literal_string_arrives_whole_a_raw_one_streams() -> None:
 ])
 def test_python_literal_refuses_everything_else_without_evaluating(text: str) -> None:
     assert not is_literal(python_literal(text))
+
+
+_LITERAL_ALPHABET = st.sampled_from([*"ab 0-9_\"'\\\n\r\x00\t.eE+xé😀", "\ud800"])
+
+
+@given(st.one_of(
+    st.text(_LITERAL_ALPHABET, max_size=12).map(lambda t: f'"{t}"'),
+    st.text(_LITERAL_ALPHABET, max_size=12).map(lambda t: f"'{t}'"),
+    st.from_regex(r"[ ]?-?[0-9_]{1,25}[ ]?", fullmatch=True),
+    st.sampled_from(["True", "False", "None", "true", "false", "null", "TRUE", "nul"]),
+    st.text(_LITERAL_ALPHABET, max_size=12)))
+@example('"a\nb"')
+@example("'a\rb'")
+@example('"\x00"')
+@example('"\ud800"')
+@example('"a\\nb"')
+@example("'a\"b'")
+@example("0123")
+@example("-0")
+@example("1" * 19)
+@example("1_0")
+@example(" 'x' ")
+def test_python_literal_reads_as_pythons_parser_does(text: str) -> None:
+    """The simple literals read without Python's parser read as the parser reads them
+    (the reading with the shortcut off is the rule); anything else is the parser's."""
+    shortcut = values._SIMPLE_LITERAL
+    values._SIMPLE_LITERAL = re.compile("(?!)")  # (matches nothing: the parser reads all)
+    try:
+        expected = python_literal(text)
+    finally:
+        values._SIMPLE_LITERAL = shortcut
+    assert repr(python_literal(text)) == repr(expected)
 
 
 # -- token sets and nested values --------------------------------------------------------
