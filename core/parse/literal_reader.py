@@ -25,7 +25,7 @@ import re
 from typing import Any, Final
 
 from ..events import Event
-from .markers import skip_blanks
+from .markers import TokenSet, skip_blanks
 from .readers import DONE, MORE, CallContext, ReaderBase
 from .record import ObjectLiteral
 from .values import is_literal, python_literal
@@ -188,16 +188,17 @@ class LiteralObjectReader(ReaderBase):
     :param call: the call being read.
     """
 
-    __slots__ = ("_call", "_depth", "_expect_key", "_key", "_key_parts", "_longest",
-                 "_quote", "_quotes", "_stream", "_structure", "_syntax", "_top_string")
+    __slots__ = ("_any_quote", "_call", "_depth", "_expect_key", "_key", "_key_parts",
+                 "_quote", "_quote_sets", "_quotes", "_stream", "_structure", "_syntax",
+                 "_top_string")
 
     def __init__(self, syntax: ObjectLiteral, call: CallContext) -> None:
         super().__init__()
         self._syntax = syntax
         self._call = call
         self._quotes = syntax.quotes()
-        self._longest = max(len(q) for q in self._quotes)
         self._structure = _structure(self._quotes)
+        self._any_quote, self._quote_sets = _quote_sets(self._quotes)
         self._stream = not syntax.escapes
         self._depth = 0
         self._quote = ""  # the quote of the string being read, "" outside strings
@@ -209,7 +210,7 @@ class LiteralObjectReader(ReaderBase):
     def plain_delta(self, text: str) -> list[Event] | None:
         """A top-level string value being written, no quote token in sight: taken whole."""
         if not self._top_string or not text or self._quote in text \
-                or _partial(text, 0, (self._quote,)) < len(text):
+                or self._quote_sets[self._quote].partial(text, 0) < len(text):
             return None
         self.raw.append(text)
         return [self._call.delta(text, self._key)]
@@ -240,7 +241,7 @@ class LiteralObjectReader(ReaderBase):
                 continue
             match = self._structure.search(data, pos)
             if match is None:
-                safe = n if eof else _partial(data, pos, self._quotes)
+                safe = n if eof else self._any_quote.partial(data, pos)
                 self._key_text(data[pos:safe])
                 self.take(data, pos, safe)
                 return self.unclosed(n) if eof else (MORE, safe)
@@ -314,7 +315,7 @@ class LiteralObjectReader(ReaderBase):
                 k -= 1
             if (n - k) % 2:
                 return n - 1  # an escape whose character is in the next delta
-        return _partial(data, pos, (self._quote,))
+        return self._quote_sets[self._quote].partial(data, pos)
 
     def _finish(self, pos: int) -> tuple[int, int]:
         arguments = read_object_literal(self._syntax, "".join(self.raw))
@@ -339,11 +340,7 @@ def _structure(quotes: tuple[str, ...]) -> re.Pattern[str]:
     return re.compile("|".join([r"[{}\[\],:]", *map(re.escape, quotes)]))
 
 
-def _partial(data: str, start: int, tokens: tuple[str, ...]) -> int:
-    """Where a trailing proper prefix of one of ``tokens`` begins (``len(data)`` if none)."""
-    n = len(data)
-    longest = max(len(t) for t in tokens)
-    for k in range(max(start, n - longest + 1), n):
-        if any(t.startswith(data[k:]) and len(t) > n - k for t in tokens):
-            return k
-    return n
+@functools.lru_cache(maxsize=32)
+def _quote_sets(quotes: tuple[str, ...]) -> tuple[TokenSet, dict[str, TokenSet]]:
+    """The quote tokens as one set, and each alone (where a delta's end may begin one)."""
+    return TokenSet(quotes), {quote: TokenSet((quote,)) for quote in quotes}
