@@ -76,6 +76,8 @@ def valid_attribute_name(name: str) -> bool:
 
 def skip_blanks(data: str, pos: int) -> int:
     """The first position at or after ``pos`` that is not a blank."""
+    if pos >= len(data) or data[pos] not in " \t\r\n":  # (most often: no call into ``re``,
+        return pos  # whose every match allocates its stack)
     match = _BLANKS.match(data, pos)
     return match.end() if match else pos
 

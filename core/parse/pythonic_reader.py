@@ -35,7 +35,7 @@ from ..events import (
     ToolCallStartEvent,
 )
 from ..vocabulary.schema import ToolSchemaIndex
-from .markers import MAX_GAP, MAX_NAME, TokenSet
+from .markers import MAX_GAP, MAX_NAME, TokenSet, skip_blanks
 from .readers import DONE, GO, MORE, NOT_A_CALL, CallNumbering, ReaderBase
 from .record import PythonicCalls
 from .values import NOT_LITERAL, python_literal
@@ -45,7 +45,6 @@ __all__ = ["PythonicCallsReader", "calls_from_source"]
 _NAME = re.compile(r"[A-Za-z_][\w.\-]*")
 _KEYWORD = re.compile(r"([A-Za-z_]\w*)[ \t]*=(?!=)")
 _PARTIAL_KEYWORD = re.compile(r"[A-Za-z_]\w*[ \t]*")
-_BLANKS = re.compile(r"[ \t\r\n]*")
 _OTHER_SPECIALS = re.compile(r"[\\'\"()\[\]{},<]")
 _NEED_MORE: Final = -1
 _LITERAL: Final = -2
@@ -119,8 +118,7 @@ class PythonicCallsReader(ReaderBase):
         next piece of the list's structure (:meth:`_step`)."""
         n = len(data)
         start = pos
-        match = _BLANKS.match(data, pos)
-        pos = match.end() if match else pos
+        pos = skip_blanks(data, pos)
         self.take(data, start, pos)
         if pos >= n:
             if not eof:
@@ -321,8 +319,7 @@ class PythonicCallsReader(ReaderBase):
         if match is None or match.end() - pos > MAX_NAME:
             return self._refuse(pos, "expected a tool name")
         end = match.end()
-        paren = _BLANKS.match(data, end)
-        after = paren.end() if paren else end
+        after = skip_blanks(data, end)
         if after >= n:
             return (MORE, pos) if not eof else self.unclosed(n)
         if data[after] != "(":
