@@ -18,7 +18,7 @@ visibly ends (``repaired_call``).
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import Any, ClassVar, Final
 
 import attrs
 
@@ -50,7 +50,13 @@ def double_encoded_note(name: str, raw: str) -> DiagnosticEvent:
 
 
 class _JsonReader(ReaderBase):
+    """What the JSON readers share (:cvar VALUE_STATE: the state in which the reader's
+    ``_scanner`` reads a value; ``-1``: none, the reader has its own :meth:`plain_delta`)."""
+
     __slots__ = ("_fenced", "_index", "_name", "_numbering", "_streaming")
+
+    VALUE_STATE: ClassVar[int] = -1
+    _scanner: JsonValueScanner  # (set by each reader that reads one value)
 
     def __init__(self, numbering: CallNumbering | None) -> None:
         super().__init__()
@@ -91,8 +97,12 @@ class _JsonReader(ReaderBase):
     def _id(self) -> str:
         return ""
 
-    def _string_delta(self, scanner: JsonValueScanner, text: str) -> list[Event] | None:
-        """``text`` taken whole when the scanner is inside a string it cannot leave."""
+    def plain_delta(self, text: str) -> list[Event] | None:
+        """A string inside a value (the reader's :attr:`VALUE_STATE`), without quote or
+        backslash: taken whole, when the scanner is inside a string it cannot leave."""
+        if self._state != self.VALUE_STATE:
+            return None
+        scanner = self._scanner
         if scanner.keep_text or not scanner.in_plain_string or '"' in text or "\\" in text:
             return None
         out: list[Event] = []
@@ -142,6 +152,8 @@ class JsonArgsReader(_JsonReader):
 
     __slots__ = ("_call", "_scanner", "_value_from")
 
+    VALUE_STATE = _ARGS_VALUE
+
     @property
     def _id(self) -> str:
         return self._call.call_id
@@ -154,12 +166,6 @@ class JsonArgsReader(_JsonReader):
         self._state = _ARGS_FENCE if fence else _ARGS_START
         self._scanner = JsonValueScanner(keep_text=False)
         self._value_from = 0
-
-    def plain_delta(self, text: str) -> list[Event] | None:
-        """A string inside the arguments, without quote or backslash: taken whole."""
-        if self._state != _ARGS_VALUE:
-            return None
-        return self._string_delta(self._scanner, text)
 
     def feed(self, data: str, pos: int, out: list[Event], eof: bool) -> tuple[int, int]:
         """Consume from ``pos``; see :mod:`toolwire.parse.readers`."""
@@ -246,6 +252,8 @@ class CallObjectReader(_JsonReader):
     __slots__ = ("_args_text", "_keys", "_missing_brace", "_role", "_scanner", "_shape",
                  "_value_from")
 
+    VALUE_STATE = _VALUE
+
     def __init__(self, shape: CallObjects, numbering: CallNumbering) -> None:
         super().__init__(numbering)
         self._shape = shape
@@ -261,12 +269,6 @@ class CallObjectReader(_JsonReader):
     def complete_but_unclosed(self) -> bool:
         """The reader failed where the object's closing ``}`` should have been."""
         return self._missing_brace and self._name != ""
-
-    def plain_delta(self, text: str) -> list[Event] | None:
-        """A string inside a value, without quote or backslash: taken whole."""
-        if self._state != _VALUE:
-            return None
-        return self._string_delta(self._scanner, text)
 
     def feed(self, data: str, pos: int, out: list[Event], eof: bool) -> tuple[int, int]:
         """Consume from ``pos``; see :mod:`toolwire.parse.readers`."""
