@@ -210,6 +210,14 @@ class ReplyPipeline:
         """Push a delta through every stage."""
         return self._feed_from(0, text)
 
+    def run(self, deltas: Iterable[str], end_reason: EndReason = "stop") -> list[Event]:
+        """A whole reply: every delta in turn, then its end; all the events."""
+        out: list[Event] = []
+        for delta in deltas:
+            out.extend(self.feed(delta))
+        out.extend(self.close(end_reason))
+        return out
+
     def close(self, end_reason: EndReason = "stop") -> list[Event]:
         """Flush every stage, in order, at the end of the reply.
 

@@ -23,10 +23,11 @@ from ..templates.assistant_turns import AssistantTurnRenderer, Call, RenderedRep
 from . import strategies as tws
 from .drift import drifts, end_tokens
 
-__all__ = ["DriftedCalls", "check_calls"]
+__all__ = ["DriftedCalls", "check_calls", "short_repr"]
 
 
-def _short(value: Any, limit: int = 300) -> str:
+def short_repr(value: Any, limit: int = 300) -> str:
+    """``repr(value)``, cut after ``limit`` characters (for a failure's message)."""
     text = repr(value)
     return text if len(text) <= limit else text[:limit] + "..."
 
@@ -36,7 +37,7 @@ def check_calls(reply: ParsedReply, calls: Sequence[Call], what: str = "calls di
     want = [(n, tws.json_dumps(a)) for n, a in calls]
     got = [(c.name, tws.json_dumps(dict(c.arguments))) for c in reply.tool_calls]
     if got != want:
-        raise AssertionError(f"{what}: sent {_short(want, 500)}, got {_short(got, 500)}")
+        raise AssertionError(f"{what}: sent {short_repr(want, 500)}, got {short_repr(got, 500)}")
 
 
 class DriftedCalls:
@@ -107,7 +108,7 @@ class DriftedCalls:
         check_calls(reply, calls, f"{drift.shape} ({drift.note})")
         leaked = [m for m in (*self.markers, *end_tokens(fmt)) if m in reply.content]
         if reply.content.strip() or leaked:
-            raise AssertionError(f"{drift.shape} ({drift.note}): text {_short(reply.content)}")
+            raise AssertionError(f"{drift.shape} ({drift.note}): text {short_repr(reply.content)}")
         errors = [e for e in events if isinstance(e, DiagnosticEvent) and e.code == "parser_error"]
         if errors:
             raise AssertionError(f"the parser reported its own failure: {errors[0].message}")

@@ -211,13 +211,8 @@ def _corpus(source: str | None, spec: ParserSpec) -> tuple[list[str], str, tuple
 
 def _feed(spec: ParserSpec, tools: dict[str, Any], source: str | None, tail: str,
           pieces: Sequence[str], plugins: PluginManager) -> list[Event]:
-    pipeline = build_pipeline(spec, tools, plugins=plugins, chat_template=source,
-                              prompt_tail=tail)
-    events: list[Event] = []
-    for piece in pieces:
-        events.extend(pipeline.feed(piece))
-    events.extend(pipeline.close())
-    return events
+    return build_pipeline(spec, tools, plugins=plugins, chat_template=source,
+                          prompt_tail=tail).run(pieces)
 
 
 def _check(spec: ParserSpec, tools: dict[str, Any], source: str | None, tail: str, text: str,

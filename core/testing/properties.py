@@ -38,7 +38,7 @@ from ..vocabulary.schema import (
     tool_parameters_by_name,
 )
 from . import strategies as tws
-from .drifted_calls import DriftedCalls, check_calls
+from .drifted_calls import DriftedCalls, check_calls, short_repr
 from .report import PROPERTIES, PropertyResult
 
 __all__ = ["PropertySuite"]
@@ -257,11 +257,6 @@ def _json_type(value: Any) -> Any:
     return json_type_of(value)
 
 
-def _short(value: Any, limit: int = 300) -> str:
-    text = repr(value)
-    return text if len(text) <= limit else text[:limit] + "..."
-
-
 def _check_call_events(events: Sequence[Event], count: int) -> None:
     """Calls are numbered 0, 1, ... in order; each call's start and deltas precede it."""
     finals = [(i, e) for i, e in enumerate(events) if isinstance(e, ToolCallEndEvent)]
@@ -412,25 +407,20 @@ class PropertySuite(DriftedCalls):
 
     def parse(self, pieces: Sequence[str], tools: Sequence[Mapping[str, Any]],
               prompt_tail: str) -> list[Event]:
-        pipeline = build_pipeline(self.spec, tool_parameters_by_name(list(tools)),
-                                  plugins=self.manager, chat_template=self.source,
-                                  prompt_tail=prompt_tail)
-        events: list[Event] = []
-        for piece in pieces:
-            events.extend(pipeline.feed(piece))
-        events.extend(pipeline.close())
-        return events
+        return build_pipeline(self.spec, tool_parameters_by_name(list(tools)),
+                              plugins=self.manager, chat_template=self.source,
+                              prompt_tail=prompt_tail).run(pieces)
 
     def check_round_trip(self, events: Sequence[Event], calls: Sequence[Call],
                          content: str) -> None:
         reply = collect_reply(events)
         check_calls(reply, calls)
         if reply.content.strip() != content.strip():
-            raise AssertionError(f"text differs: sent {_short(content.strip())}, "
-                                 f"got {_short(reply.content.strip())}")
+            raise AssertionError(f"text differs: sent {short_repr(content.strip())}, "
+                                 f"got {short_repr(reply.content.strip())}")
         if reply.reasoning.strip():
             raise AssertionError(f"reasoning from a reply that had none: "
-                                 f"{_short(reply.reasoning)}")
+                                 f"{short_repr(reply.reasoning)}")
         if reply.diagnostics:
             raise AssertionError("diagnostics for a well-formed reply: " + "; ".join(
                 f"{d.code}: {d.message}" for d in reply.diagnostics))
@@ -540,8 +530,8 @@ class PropertySuite(DriftedCalls):
         split = _canonical(self.parse(pieces, tools, tail))
         if split != whole:
             raise AssertionError(f"fed in {len(pieces)} deltas the events differ from feeding "
-                                 f"the text at once:\n  whole {_short(whole, 600)}\n"
-                                 f"  split {_short(split, 600)}\n  deltas {_short(pieces)}")
+                                 f"the text at once:\n  whole {short_repr(whole, 600)}\n"
+                                 f"  split {short_repr(split, 600)}\n  deltas {short_repr(pieces)}")
 
     def no_markup_in_text(self, data: st.DataObject, recorder: _Recorder) -> None:
         tools, _, _, rendered = self.draw_turn(data, 1, 3)
@@ -551,7 +541,7 @@ class PropertySuite(DriftedCalls):
         text = "".join(e.text for e in events if isinstance(e, TextEvent))
         leaked = [m for m in self.markers if m in text]
         if leaked:
-            raise AssertionError(f"markup {leaked} in the text events: {_short(text)}")
+            raise AssertionError(f"markup {leaked} in the text events: {short_repr(text)}")
 
     def garbage_never_raises(self, data: st.DataObject, recorder: _Recorder) -> None:
         tools, _ = data.draw(self.cases(1, 1))
@@ -577,7 +567,7 @@ class PropertySuite(DriftedCalls):
             raise AssertionError(f"the parser raised {type(exc).__name__}: {exc}") from exc
         strays = [e for e in events if not isinstance(e, Event)]
         if strays:
-            raise AssertionError(f"the parser returned non-events: {_short(strays)}")
+            raise AssertionError(f"the parser returned non-events: {short_repr(strays)}")
         errors = [e for e in events if isinstance(e, DiagnosticEvent) and e.code == "parser_error"]
         if errors:
             raise AssertionError(f"the parser reported its own failure: {errors[0].message}")
@@ -601,8 +591,8 @@ class PropertySuite(DriftedCalls):
                 if _json_type(parsed[param]) != _json_type(value):
                     raise AssertionError(
                         f"{name}: parameter {param!r} sent as {_json_type(value)} "
-                        f"{_short(value)}, got {_json_type(parsed[param])} "
-                        f"{_short(parsed[param])}")
+                        f"{short_repr(value)}, got {_json_type(parsed[param])} "
+                        f"{short_repr(parsed[param])}")
             problems = [e.message for e in
                         jsonschema.Draft202012Validator(schemas[name]).iter_errors(parsed)]
             if problems:
