@@ -139,8 +139,33 @@ _HOST = textwrap.dedent("""
         os._exit(0)
     if sys.argv[2] == "exit":
         threading.Thread(target=exit_mid_search, daemon=True).start()
-    dispatcher.dispatch(ToolCall("c1", "search_text", {{"pattern": "(a|a)+$", "regex": True}}))
+    result = dispatcher.dispatch(ToolCall("c1", "search_text",
+                                          {{"pattern": "(a|a)+$", "regex": True}}))
+    print(f"the search ended before the host: {{result!r}}", file=sys.stderr)
 """)
+
+_SPINNING_SECONDS = 1.5
+"""CPU time a pattern child has used once it is surely inside the endless match: more than
+its start (an interpreter and its imports) and the pattern's check (another job, the same
+child) take."""
+
+
+def cpu_seconds(pid: int) -> float:
+    """The CPU time process ``pid`` has used (``0`` once it is gone)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (FileNotFoundError, ProcessLookupError, IndexError):
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def spinning_child(host: subprocess.Popen[bytes]) -> list[int]:
+    """The host's pattern children inside the endless match (see :data:`_SPINNING_SECONDS`);
+    ``[-1]`` once the host is gone, so a wait on it ends."""
+    if host.poll() is not None:
+        return [-1]
+    return [pid for pid in matching_children(host.pid)
+            if cpu_seconds(pid) >= _SPINNING_SECONDS]
 
 
 @pytest.mark.parametrize(("how", "timeout"), [("sigkill", "None"), ("sigkill", "60"),
@@ -152,12 +177,14 @@ def test_a_host_that_dies_mid_search_leaves_no_child(workspace: Path, how: str,
                              str(workspace), how], cwd=REPO, stdin=subprocess.PIPE,
                             stderr=subprocess.PIPE)
     try:
-        wait_until(lambda: matching_children(host.pid) or host.poll() is not None, within=120)
-        assert matching_children(host.pid), \
-            f"the host started no matching child: {host.poll()}, {host.stderr.read()!r}" \
-            if host.poll() is not None else "the host started no matching child"
-        children = matching_children(host.pid)
-        time.sleep(0.3)  # the child is now matching, not starting
+        # the child that matches for ever, not one still starting or checking the pattern (a
+        # fresh clone saw the first child it found go before the test looked again)
+        wait_until(lambda: spinning_child(host), within=120)
+        children = spinning_child(host)
+        if children in ([], [-1]):
+            host.kill()
+            assert host.stderr is not None
+            pytest.fail(f"the host's search never spun: {host.stderr.read()!r}")
         if how == "sigkill":
             host.send_signal(signal.SIGKILL)
         else:  # the host exits when told, not after a time it guessed the test would take
