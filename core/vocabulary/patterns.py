@@ -13,8 +13,10 @@ recurses. So a pattern is compiled in this process only once the pattern child
 (:mod:`toolwire.isolation`) has compiled it within
 :attr:`~toolwire.limits.PatternLimits.compile_memory_bytes` and
 ``compile_seconds``; :func:`check_patterns` asks it, for all of a schema's patterns
-in one job, and the verdict is kept. What the compiled patterns kept here take is
-held to ``kept_bytes`` (``regex`` measures a compiled pattern).
+in one job, and the verdict is kept (not a refusal for the check's wall time, which a
+busy machine may cause: that pattern is asked again next time). What the compiled
+patterns kept here take is held to ``kept_bytes`` (``regex`` measures a compiled
+pattern).
 
 Where a match needs a hard bound (a search over a whole workspace, which a
 cancelled reply must stop at once), :func:`match_lines` runs it in the pattern child
@@ -124,7 +126,9 @@ def _over_length(pattern: str) -> str:
         if len(pattern) > limit else ""
 
 
-def _ask(patterns: list[str]) -> list[tuple[str, bool]]:
+def _ask(patterns: list[str]) -> list[tuple[str, bool, bool]]:
+    """Each pattern's verdict: ``(why not, a syntax error, lasting)``; a refusal because
+    the check ran out of wall time may be the machine's load, so it is not lasting."""
     limits = JobLimits(memory_bytes=PATTERN_LIMITS.compile_memory_bytes,
                        wall_seconds=PATTERN_LIMITS.compile_seconds * len(patterns))
     try:
@@ -134,8 +138,10 @@ def _ask(patterns: list[str]) -> list[tuple[str, bool]]:
             return [verdict for p in patterns for verdict in _ask([p])]
         bound = {"memory": f"more than {PATTERN_LIMITS.compile_memory_bytes >> 20} MiB",
                  "wall time": f"more than {PATTERN_LIMITS.compile_seconds:g} s"}
-        return [(f"compiling it takes {bound.get(stopped.bound, stopped.how)}", False)]
-    return [("", False) if r.get("ok") else (str(r.get("error")), bool(r.get("syntax")))
+        return [(f"compiling it takes {bound.get(stopped.bound, stopped.how)}", False,
+                 stopped.bound != "wall time")]
+    return [("", False, True) if r.get("ok") else (str(r.get("error")), bool(r.get("syntax")),
+                                                    True)
             for r in answer["results"]]
 
 
@@ -145,12 +151,12 @@ def check_patterns(patterns: Sequence[str]) -> list[PatternError | None]:
     with _lock:
         unknown = list(dict.fromkeys(p for p in patterns if p not in _verdicts
                                      and not _over_length(p)))
-    if unknown:
-        found = _ask(unknown)
-        with _lock:
-            _verdicts.update(zip(unknown, found, strict=True))
-            while len(_verdicts) > _VERDICTS_KEPT:
-                _verdicts.popitem(last=False)
+    found = dict(zip(unknown, _ask(unknown), strict=True)) if unknown else {}
+    with _lock:
+        _verdicts.update((p, (why, syntax)) for p, (why, syntax, lasting) in found.items()
+                         if lasting)
+        while len(_verdicts) > _VERDICTS_KEPT:
+            _verdicts.popitem(last=False)
     out: list[PatternError | None] = []
     for pattern in patterns:
         too_long = _over_length(pattern)
@@ -158,7 +164,7 @@ def check_patterns(patterns: Sequence[str]) -> list[PatternError | None]:
             out.append(PatternError(too_long))
             continue
         with _lock:
-            why, syntax = _verdicts.get(pattern) or ("", False)
+            why, syntax = _verdicts.get(pattern) or found.get(pattern, ("", False))[:2]
         out.append(PatternError(why, syntax=syntax) if why else None)
     return out
 

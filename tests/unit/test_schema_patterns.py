@@ -25,7 +25,12 @@ from tests.support.mcp_pattern_server import SCRIPT as PATTERN_SERVER
 from toolwire import Tool, ToolRegistry
 from toolwire.conversation.dispatch import Dispatcher
 from toolwire.conversation.validation import bounded_validator
-from toolwire.errors import ToolArgumentsError, ToolDefinitionError, ToolSchemaBudgetError
+from toolwire.errors import (
+    ChildStoppedError,
+    ToolArgumentsError,
+    ToolDefinitionError,
+    ToolSchemaBudgetError,
+)
 from toolwire.limits import PATTERN_LIMITS
 from toolwire.vocabulary import patterns
 from toolwire.vocabulary.history import ToolCall
@@ -254,3 +259,24 @@ def test_the_compiled_patterns_kept_are_bounded_in_memory() -> None:
         compile_pattern(pattern)
     assert 0 < patterns._kept <= PATTERN_LIMITS.kept_bytes
     assert len(set(made) & set(patterns._compiled)) < len(made)
+
+
+@pytest.mark.parametrize(("bound", "kept"), [("wall time", False), ("memory", True)])
+def test_a_check_stopped_for_time_is_asked_again_one_over_memory_is_kept(
+        monkeypatch: pytest.MonkeyPatch, bound: str, kept: bool) -> None:
+    """A check that ran out of wall time may only have met a busy machine: that refusal
+    answers this call and is asked again next time; the memory bound's is the pattern's."""
+    pattern = f"twtimed{bound.replace(' ', '')}[0-9]+"
+    asked: list[list[str]] = []
+
+    def stopped(job: dict[str, Any], limits: Any, **_: Any) -> Any:
+        asked.append(job["patterns"])
+        raise ChildStoppedError("stopped", bound=bound, how=bound)
+
+    monkeypatch.setattr(patterns._CHILDREN, "run", stopped)
+    first = check_patterns([pattern])[0]
+    assert first is not None and "compiling it takes more than" in str(first)
+    monkeypatch.undo()
+    second = check_patterns([pattern])[0]
+    assert (second is not None) is kept  # kept: the refusal stands; else asked and accepted
+    assert asked == [[pattern]]
