@@ -100,9 +100,11 @@ def literal_markup_keep(fmt: CallFormat) -> Keep:
     """
     args = next(k for k in fmt.kinds if isinstance(k, TaggedArguments))
     opens = [re.escape(t) for t in (*fmt.call_open, *fmt.section_open) if t]
-    follows = [re.escape(t) for t in (*fmt.call_close, *fmt.section_close, args.open,
+    follows = [re.escape(t) for t in (*fmt.call_close, *fmt.section_close, *args.spelt(args.open),
                                       *(args.json_block[:1] if args.json_block else ())) if t]
-    closes = "|".join(re.escape(c.replace("{name}", "")) for c in args.closes())
+    # every spelling of a closing tag the reader takes (DSML's drifted `</｜DSML｜ parameter>`)
+    closes = "|".join(re.escape(s.replace("{name}", "")) for c in args.closes()
+                      for s in args.spelt(c))
     pattern = re.compile("(?:" + closes + r")[ \t\r\n]*(?:" + "|".join([*follows, *opens])
                          + r"|$)")
     # the call's end followed by the section's end (or the value's end, or the next call)
