@@ -118,20 +118,10 @@ class JobPool:
         try:
             if not child.send_line(line):
                 raise ChildGone(child.kill())
-            while True:
-                wait = wall_end - time.monotonic()
-                if cancelled is not None:
-                    wait = min(wait, _POLL_SECONDS)
-                answer = child.receive(max(wait, 0.0) if math.isfinite(wait) else None)
-                if answer is not None and answer.keys() == {"peak"}:  # its last word
-                    child.note_peak(int(answer["peak"]))
-                    continue
-                if answer is not None:
-                    break
-                if cancelled is not None and cancelled():
-                    raise ChildGone(child.kill("cancelled"))
-                if time.monotonic() >= wall_end:
-                    raise ChildGone(child.kill("wall time"))
+            answer = _next_line(child, wall_end, cancelled, "wall time")
+            while answer.keys() == {"peak"}:  # its last word
+                child.note_peak(int(answer["peak"]))
+                answer = _next_line(child, wall_end, cancelled, "wall time")
         except ChildGone as gone:
             child.release()
             raise self._stopped(gone.end, limits) from None
@@ -165,28 +155,21 @@ class JobPool:
             [sys.executable, "-P", "-c", _START, str(package_folder()), self.handler],
             quiet=True, oom_score=_OOM_SCORE, max_line_bytes=_MAX_REPLY_BYTES)
         start_end = time.monotonic() + _START_SECONDS
-        end = min(start_end, deadline) if deadline is not None else start_end
+        end = start_end if deadline is None else min(deadline, start_end)
         try:
-            while True:
-                wait = end - time.monotonic()
-                if cancelled is not None:
-                    wait = min(wait, _POLL_SECONDS)
-                try:
-                    ready = child.receive(max(wait, 0.0))
-                except ChildGone:
+            try:
+                ready = _next_line(child, end, cancelled,
+                                   "start" if end == start_end else "wall time")
+            except ChildGone as gone:
+                if gone.end.bound not in ("cancelled", "wall time"):
                     raise ChildGone(child.kill("start")) from None  # it died starting
-                if ready is not None:
-                    if not ready.get("ready"):
-                        raise ChildGone(child.kill("start"))
-                    return child
-                if cancelled is not None and cancelled():
-                    raise ChildGone(child.kill("cancelled"))
-                now = time.monotonic()
-                if now >= end:
-                    raise ChildGone(child.kill("wall time" if now < start_end else "start"))
+                raise
+            if not ready.get("ready"):
+                raise ChildGone(child.kill("start"))
         except ChildGone:
             child.release()
             raise
+        return child
 
     def _give_back(self, child: SupervisedChild) -> None:
         with self._lock:
@@ -208,6 +191,27 @@ class JobPool:
         for child in idle:
             child.close()
             child.release()
+
+
+def _next_line(child: SupervisedChild, end: float, cancelled: Callable[[], bool] | None,
+               bound: str) -> dict[str, Any]:
+    """The child's next line, waited for until ``end`` (a ``time.monotonic()``, or
+    ``math.inf``): the child is killed for ``bound`` at ``end``, and as ``cancelled`` as
+    soon as ``cancelled()`` says so.
+
+    :raises ChildGone: the child ended, or was killed so.
+    """
+    while True:
+        wait = end - time.monotonic()
+        if cancelled is not None:
+            wait = min(wait, _POLL_SECONDS)
+        line = child.receive(max(wait, 0.0) if math.isfinite(wait) else None)
+        if line is not None:
+            return line
+        if cancelled is not None and cancelled():
+            raise ChildGone(child.kill("cancelled"))
+        if time.monotonic() >= end:
+            raise ChildGone(child.kill(bound))
 
 
 def _resident(pid: int) -> int:
