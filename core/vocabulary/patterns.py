@@ -151,20 +151,24 @@ def check_patterns(patterns: Sequence[str]) -> list[PatternError | None]:
     with _lock:
         unknown = list(dict.fromkeys(p for p in patterns if p not in _verdicts
                                      and not _over_length(p)))
-    found = dict(zip(unknown, _ask(unknown), strict=True)) if unknown else {}
-    with _lock:
-        _verdicts.update((p, (why, syntax)) for p, (why, syntax, lasting) in found.items()
-                         if lasting)
-        while len(_verdicts) > _VERDICTS_KEPT:
-            _verdicts.popitem(last=False)
+    verdicts = dict(zip(unknown, _ask(unknown), strict=True)) if unknown else {}
+    if verdicts:
+        with _lock:
+            _verdicts.update((p, (why, syntax)) for p, (why, syntax, lasting)
+                             in verdicts.items() if lasting)
+            while len(_verdicts) > _VERDICTS_KEPT:
+                _verdicts.popitem(last=False)
     out: list[PatternError | None] = []
     for pattern in patterns:
         too_long = _over_length(pattern)
         if too_long:
             out.append(PatternError(too_long))
             continue
-        with _lock:
-            why, syntax = _verdicts.get(pattern) or found.get(pattern, ("", False))[:2]
+        if pattern in verdicts:  # asked now (kept or not)
+            why, syntax, _ = verdicts[pattern]
+        else:
+            with _lock:
+                why, syntax = _verdicts.get(pattern, ("", False))
         out.append(PatternError(why, syntax=syntax) if why else None)
     return out
 
