@@ -159,13 +159,9 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def spinning_child(host: subprocess.Popen[bytes]) -> list[int]:
-    """The host's pattern children inside the endless match (see :data:`_SPINNING_SECONDS`);
-    ``[-1]`` once the host is gone, so a wait on it ends."""
-    if host.poll() is not None:
-        return [-1]
-    return [pid for pid in matching_children(host.pid)
-            if cpu_seconds(pid) >= _SPINNING_SECONDS]
+def spinning_children(host: int) -> list[int]:
+    """The host's pattern children inside the endless match (see :data:`_SPINNING_SECONDS`)."""
+    return [pid for pid in matching_children(host) if cpu_seconds(pid) >= _SPINNING_SECONDS]
 
 
 @pytest.mark.parametrize(("how", "timeout"), [("sigkill", "None"), ("sigkill", "60"),
@@ -179,9 +175,9 @@ def test_a_host_that_dies_mid_search_leaves_no_child(workspace: Path, how: str,
     try:
         # the child that matches for ever, not one still starting or checking the pattern (a
         # fresh clone saw the first child it found go before the test looked again)
-        wait_until(lambda: spinning_child(host), within=120)
-        children = spinning_child(host)
-        if children in ([], [-1]):
+        wait_until(lambda: spinning_children(host.pid) or host.poll() is not None, within=120)
+        children = spinning_children(host.pid)
+        if not children:
             host.kill()
             assert host.stderr is not None
             pytest.fail(f"the host's search never spun: {host.stderr.read()!r}")

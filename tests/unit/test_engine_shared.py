@@ -25,11 +25,7 @@ from toolwire.parse.markers import TokenSet
 from toolwire.parse.protocol import FilterContext, merge_events
 from toolwire.parse.reasoning import family_think_filter_spec
 from toolwire.parse.record import CallFormat, GrammarArguments, ObjectLiteral
-from toolwire.parse.values import (
-    decode_nested_value,
-    is_literal,
-    python_literal,
-)
+from toolwire.parse.values import decode_nested_value, is_literal, python_literal
 from toolwire.plugins.gemma4 import GEMMA4_FORMAT
 from toolwire.plugins.glm_xml import GLM_FORMAT, HY3_FORMAT
 from toolwire.plugins.harmony import GLIMMER_FORMAT
