@@ -123,13 +123,13 @@ class CallParser(TurnEnds):
         try:
             held = self._pending
             data = held + text if held else text
-            # where end-of-turn tokens are looked for (-1: nowhere): where what is pending may
-            # begin one, 0 where no scope is open, else the new text (a held tail was looked at)
+            # where end-of-turn tokens are looked for (-1: nowhere): from 0 where what is pending
+            # may begin one or no scope is open; else in the new text (a held tail was looked at)
             first = self._turn_first
             if first is None or first not in data:
                 turns = -1
-            elif self._turn_from >= 0 or self._state < _SECTION:
-                turns = max(self._turn_from, 0)
+            elif self._turn_watch or self._state < _SECTION:
+                turns = 0
             else:
                 turns = len(held) if self._turn_mark in text or text.endswith(
                     self._turn_cuts) else -1
@@ -158,8 +158,8 @@ class CallParser(TurnEnds):
     def _run(self, data: str, out: list[Event], eof: bool, turns: int = -1) -> None:
         """Read ``data``; end-of-turn tokens are looked for from ``turns`` on (-1: none)."""
         self._pending = ""
-        if self._turn_from >= 0:  # (what it said of what was pending)
-            self._turn_tail, self._turn_from = False, -1
+        if self._turn_watch:  # (what it said of what was pending)
+            self._turn_tail = self._turn_watch = False
         pos = 0
         n = len(data)
         scanners = _SCANNERS

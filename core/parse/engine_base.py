@@ -47,7 +47,7 @@ class ParseState:
                  "_raw", "_reader", "_schemas", "_section_calls", "_section_failures",
                  "_separator", "_state", "_text_seen", "_turn_cuts", "_turn_cuts_longest",
                  "_turn_ended", "_turn_first",
-                 "_turn_from", "_turn_mark", "_turn_search", "_turn_tail")
+                 "_turn_mark", "_turn_search", "_turn_tail", "_turn_watch")
 
     def __init__(self, fmt: CallFormat, tools: Mapping[str, Any], *,
                  first_index: int = 0) -> None:
@@ -80,9 +80,7 @@ class ParseState:
         self._cut = False
         self._turn_ended = False  # the scope being read ends at an end-of-turn token
         self._turn_tail = False  # what is pending is only the beginning of one, held back
-        # where in what is pending one may begin (-1: nowhere): the next delta's search for
-        # one starts there (what the scanners held before it was searched already)
-        self._turn_from = -1
+        self._turn_watch = False  # what is pending may begin one: look at the next delta
         # what the family's end-of-turn tokens all begin with ("" when nothing: every delta
         # is looked at), the beginnings of that, its first character (None: the family has no
         # end-of-turn tokens), and the search for a token or a beginning of one ending a text

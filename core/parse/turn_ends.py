@@ -42,12 +42,11 @@ class TurnEnds(ParseState):
         """A value's delta that holds what the family's end-of-turn tokens begin with, or
         follows the beginning of one held back: offered to the reader whole as ever, up to
         the beginning of one that ends it, which is held back; the full path where a whole
-        one is in it, or the reader will not take it (its search for one starts where this
-        one found it: nowhere, when none is in the delta)."""
+        one is in it, or the reader will not take it."""
         if self._pending:
             text = self._pending + text
             self._pending = ""
-            self._turn_tail, self._turn_from = False, -1
+            self._turn_tail = self._turn_watch = False
         value, keep = text, ""
         mark = self._turn_mark
         if mark and mark not in text:  # no token: at most a beginning of what they all
@@ -62,7 +61,7 @@ class TurnEnds(ParseState):
             found = search(text)  # (one search in C: a token, or a beginning at the end)
             if found is not None:
                 if found.lastgroup is not None:  # a whole token: what is open ends there
-                    return self._feed_full(text, found.start())
+                    return self._feed_full(text)
                 at = found.start()
                 value, keep = text[:at], text[at:]
         reader = self._reader
@@ -72,18 +71,17 @@ class TurnEnds(ParseState):
         except Exception:
             taken = None  # the full path reports what is wrong
         if taken is None:
-            return self._feed_full(text, len(value) if keep else -1)
+            return self._feed_full(text)
         if keep:
             self._pending = keep
-            self._turn_tail, self._turn_from = True, 0
+            self._turn_tail = self._turn_watch = True
         return taken
 
-    def _feed_full(self, text: str, turns: int) -> list[Event]:
-        """``text`` (what was pending included) read by the full path, end-of-turn tokens
-        looked for from ``turns`` on (-1: none is in it)."""
+    def _feed_full(self, text: str) -> list[Event]:
+        """``text`` (what was pending included) read by the full path."""
         out: list[Event] = []
         try:
-            self._run(text, out, False, turns)
+            self._run(text, out, False, 0)
         except Exception as exc:  # a parser bug must never take down a chat
             self._pending = ""
             out.append(DiagnosticEvent("parser_error", f"{self._fmt.family} parser failed: "
@@ -119,8 +117,8 @@ class TurnEnds(ParseState):
         if end < 0:  # the beginning of one ends the data
             at = self._scan_scope(data[:k], pos, out, False)
             if at < 0 or self._state >= SECTION:
-                self._turn_from = len(self._pending)  # (what the scanners held: searched)
                 self._pending += data[k:]
+                self._turn_watch = True
                 return -1
             return at  # the scope ended before the tail: the text scanner reads it
         at = self._scan_scope(data[:k], pos, out, False)
