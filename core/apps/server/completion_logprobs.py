@@ -15,7 +15,8 @@ it may still be markup. :class:`TokenLedger` lines the two up:
   token (the call's markup ended in it). Text found only without its leading
   blanks (a separator the parser kept from before a call) is found there, the
   blanks going with its first token. Text not found at all (a parser that
-  rewrote it) goes to the latest token, and the search moves past it.
+  rewrote it) goes to the latest token, and the search moves past it and every token
+  before it (an empty one too: tokens are reported in order).
 * as the builder releases content, the shares are used up in order, and a token
   is reported once its share is released and no later text can still be its
   (the search has passed its end and a later token came): a token split across
@@ -127,6 +128,9 @@ class TokenLedger:
         if start is None:  # not as the model wrote it: the latest token's
             self._share(self._latest, self._end, len(text) + moved)
             self._advance(self._end)
+            # every token still listed is the latest or came before it (an empty one at
+            # the cursor): none may get a share after the latest's, so none is found later
+            self._tokens.clear()
             return
         stop = start + len(text)
         for begin, end, token in self._tokens:
