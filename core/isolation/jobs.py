@@ -161,9 +161,9 @@ class JobPool:
                 ready = _next_line(child, end, cancelled,
                                    "start" if end == start_end else "wall time")
             except ChildGone as gone:
-                if gone.end.bound not in ("cancelled", "wall time"):
+                if gone.end.bound not in ("cancelled", "wall time", "start"):
                     raise ChildGone(child.kill("start")) from None  # it died starting
-                raise
+                raise  # (killed for a bound already: not killed again)
             if not ready.get("ready"):
                 raise ChildGone(child.kill("start"))
         except ChildGone:
