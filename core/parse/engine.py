@@ -95,6 +95,9 @@ class CallParser(TurnEnds):
 
     def feed(self, text: str) -> list[Event]:
         """Consume a delta; return the events it makes certain."""
+        if self._turn_watch and self._turn_begun(self._pending[self._turn_from:] + text, 0):
+            self._pending += text  # still only the beginning of an end-of-turn token
+            return []
         if text and (not self._pending or self._turn_tail):
             state = self._state
             if state == _TEXT and not self._lead and not self._at_start:
@@ -255,20 +258,6 @@ class CallParser(TurnEnds):
         # a dropped token or an end-of-turn trailer: not text, nor the blanks before it
         self._held.drop()
         return end
-
-    def _text_at_end(self, data: str, pos: int, out: list[Event]) -> None:
-        """The reply's last text. One that ends inside a call's opening marker was cut
-        there (a model that ends its turn writes its end token, not half a marker): the
-        start of the marker stays text, with a ``truncated_call`` diagnostic holding it
-        (where the marker is markup only: a format whose marker may be prose has none)."""
-        cut = self._c.opener_set.partial(data, pos) if self._fmt.strict_open else len(data)
-        self._emit_text(data[pos:cut], out)
-        if cut < len(data):
-            tail = data[cut:]
-            self._emit_text(tail, out)
-            out.append(DiagnosticEvent("truncated_call", f"the reply ended inside a "
-                                       f"{self._fmt.family} call's opening marker; shown as "
-                                       "text", tail))
 
     def _open_at_start(self, data: str, pos: int, eof: bool) -> int | None:
         """At the reply's first non-blank character: calls without their opening marker."""

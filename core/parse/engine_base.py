@@ -45,8 +45,8 @@ class ParseState:
                  "_fmt", "_gap", "_gap_open", "_header_at_start", "_held", "_implicit",
                  "_in_section", "_lead", "_made_call", "_message", "_numbering", "_pending",
                  "_raw", "_reader", "_schemas", "_section_calls", "_section_failures",
-                 "_separator", "_state", "_text_seen", "_turn_cuts", "_turn_cuts_longest",
-                 "_turn_ended", "_turn_first",
+                 "_separator", "_state", "_text_seen", "_turn_begun", "_turn_cuts",
+                 "_turn_cuts_longest", "_turn_ended", "_turn_first", "_turn_from",
                  "_turn_mark", "_turn_search", "_turn_tail", "_turn_watch")
 
     def __init__(self, fmt: CallFormat, tools: Mapping[str, Any], *,
@@ -81,6 +81,7 @@ class ParseState:
         self._turn_ended = False  # the scope being read ends at an end-of-turn token
         self._turn_tail = False  # what is pending is only the beginning of one, held back
         self._turn_watch = False  # what is pending may begin one: look at the next delta
+        self._turn_from = 0  # where in what is pending that beginning starts (when watched)
         # what the family's end-of-turn tokens all begin with ("" when nothing: every delta
         # is looked at), the beginnings of that, its first character (None: the family has no
         # end-of-turn tokens), and the search for a token or a beginning of one ending a text
@@ -89,6 +90,7 @@ class ParseState:
         self._turn_cuts_longest = self._turn_cuts[::-1]
         self._turn_search = self._c.turn_search
         self._turn_first = self._turn_mark[:1] if self._c.turn_ends else None
+        self._turn_begun = self._c.turn_ends.is_prefix  # (a proper beginning of one?)
 
     @property
     def calls_started(self) -> int:
@@ -108,6 +110,20 @@ class ParseState:
         if chunk:
             self._text_seen = self._text_seen or not chunk.isspace()
             out.append(TextEvent(chunk))
+
+    def _text_at_end(self, data: str, pos: int, out: list[Event]) -> None:
+        """The reply's last text. One that ends inside a call's opening marker was cut
+        there (a model that ends its turn writes its end token, not half a marker): the
+        start of the marker stays text, with a ``truncated_call`` diagnostic holding it
+        (where the marker is markup only: a format whose marker may be prose has none)."""
+        cut = self._c.opener_set.partial(data, pos) if self._fmt.strict_open else len(data)
+        self._emit_text(data[pos:cut], out)
+        if cut < len(data):
+            tail = data[cut:]
+            self._emit_text(tail, out)
+            out.append(DiagnosticEvent("truncated_call", f"the reply ended inside a "
+                                       f"{self._fmt.family} call's opening marker; shown as "
+                                       "text", tail))
 
     def _drop_separator(self) -> None:
         """A call came of the scope: the blanks before its marker were layout, not text.

@@ -74,6 +74,7 @@ class TurnEnds(ParseState):
             return self._feed_full(text)
         if keep:
             self._pending = keep
+            self._turn_from = 0
             self._turn_tail = self._turn_watch = True
         return taken
 
@@ -117,6 +118,7 @@ class TurnEnds(ParseState):
         if end < 0:  # the beginning of one ends the data
             at = self._scan_scope(data[:k], pos, out, False)
             if at < 0 or self._state >= SECTION:
+                self._turn_from = len(self._pending)
                 self._pending += data[k:]
                 self._turn_watch = True
                 return -1
