@@ -95,9 +95,6 @@ class CallParser(TurnEnds):
 
     def feed(self, text: str) -> list[Event]:
         """Consume a delta; return the events it makes certain."""
-        if self._turn_watch and self._turn_begun(self._pending[self._turn_from:] + text, 0):
-            self._pending += text  # still only the beginning of an end-of-turn token
-            return []
         if text and (not self._pending or self._turn_tail):
             state = self._state
             if state == _TEXT and not self._lead and not self._at_start:
@@ -122,6 +119,9 @@ class CallParser(TurnEnds):
                     taken = None  # the full path reports what is wrong
                 if taken is not None:
                     return taken
+        if self._turn_watch and self._turn_begun(self._pending[self._turn_from:] + text, 0):
+            self._pending += text  # still only the beginning of an end-of-turn token
+            return []
         out: list[Event] = []
         try:
             held = self._pending
