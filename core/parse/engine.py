@@ -41,7 +41,6 @@ from typing import Any
 from ..events import (
     DiagnosticEvent,
     Event,
-    ReasoningEvent,
     TextEvent,
     ToolCallEndEvent,
     ToolCallStartEvent,
@@ -119,7 +118,7 @@ class CallParser(TurnEnds):
                     taken = None  # the full path reports what is wrong
                 if taken is not None:
                     return taken
-        if self._turn_watch and self._turn_begun(self._pending[self._turn_from:] + text, 0):
+        if self._turn_watch and self._pending[self._turn_from:] + text in self._turn_begun:
             self._pending += text  # still only the beginning of an end-of-turn token
             return []
         out: list[Event] = []
@@ -271,7 +270,7 @@ class CallParser(TurnEnds):
                 self._start_whole_calls(kind, strict=True)
                 return pos
         self._at_start = False
-        if self._c.header_kind is None or self._c.call_open.at(data, pos) is not None:
+        if self._c.header_kind is None or data.startswith(self._c.call_open.tokens, pos):
             return None
         line_end = data.find("\n", pos, pos + MAX_NAME + 2)
         if line_end < 0 and not eof and len(data) - pos <= MAX_NAME:
@@ -281,32 +280,6 @@ class CallParser(TurnEnds):
         self._header_at_start = True
         self._state = _HEADER
         return pos
-
-    # -- routed blocks (Solar's <|think|> and <|content|>) --------------------------------
-
-    def _scan_block(self, data: str, pos: int, out: list[Event], eof: bool) -> int:
-        if self._lead:
-            pos = skip_blanks(data, pos)
-            if pos >= len(data):
-                return pos
-            self._lead = False
-        close = self._block_close
-        match = close.search(data, pos)
-        end = match.start() if match is not None else \
-            (len(data) if eof else close.partial(data, pos))
-        piece = data[pos:end]
-        if self._block_kind == "reasoning":
-            chunk = self._held.push(piece)
-            if chunk:
-                out.append(ReasoningEvent(chunk))
-        else:
-            self._emit_text(piece, out)
-        if match is None:
-            return self._hold(data, end) if end < len(data) else len(data)
-        self._held.drop()
-        self._state = _TEXT
-        self._lead = True
-        return match.end()
 
     # -- a section -----------------------------------------------------------------------
 
@@ -371,7 +344,7 @@ class CallParser(TurnEnds):
                 not fmt.section_close or eof or self._implicit):
             self._end_section()  # the section ends where its calls end (the blanks: text's)
             return pos
-        if self._section_calls and self._c.section_open.at(data, start) is not None:
+        if self._section_calls and data.startswith(self._c.section_open.tokens, start):
             # the next section opens: this one's closing marker is missing
             out.append(DiagnosticEvent("unclosed_call", f"the calls ended without "
                                        f"{fmt.section_close[0]}", ""))
@@ -539,7 +512,8 @@ class CallParser(TurnEnds):
             status, at = FAIL, len(data)
             reader.failure = reader.failure or "unclosed_call"
         if status == MORE:
-            return self._hold(data, at)
+            self._pending = data[at:]  # (held: the most frequent answer, no call)
+            return -1
         self._raw.extend(reader.raw)
         reader.raw.clear()
         if status == FAIL:
@@ -589,7 +563,7 @@ class CallParser(TurnEnds):
         if not eof and start < n and self._c.call_close.is_prefix(data, start):
             self._take(data, pos, start)
             return self._hold(data, start)
-        if start < n and self._c.after_call.at(data, start) is None:
+        if start < n and not data.startswith(self._c.after_call.tokens, start):
             following = self._next_in_block(data, start, eof)
             if following is None:
                 self._take(data, pos, start)
@@ -602,7 +576,7 @@ class CallParser(TurnEnds):
         # the call's closing marker is missing. Kept when what follows shows the call ended:
         # the next structure, the end of the reply, or text in which the closing marker does
         # not come soon (when it does, the body was cut short: the call is text)
-        if start < n and self._c.after_call.at(data, start) is None:
+        if start < n and not data.startswith(self._c.after_call.tokens, start):
             window = data[start:start + MAX_GAP + self._c.call_close.longest]
             if self._c.call_close.search(window, 0) is not None:
                 self._take(data, pos, start)  # the blanks are part of the text shown

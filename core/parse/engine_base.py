@@ -14,9 +14,10 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from ..events import DiagnosticEvent, Event, TextEvent, ToolCallEndEvent
+from ..events import DiagnosticEvent, Event, ReasoningEvent, TextEvent, ToolCallEndEvent
 from ..vocabulary.schema import ToolSchemaIndex
 from .compiled import compile_format
+from .markers import skip_blanks
 from .readers import BodyReader, CallContext, CallNumbering
 from .record import CallFormat
 from .streaming import HeldWhitespace
@@ -90,7 +91,7 @@ class ParseState:
         self._turn_cuts_longest = self._turn_cuts[::-1]
         self._turn_search = self._c.turn_search
         self._turn_first = self._turn_mark[:1] if self._c.turn_ends else None
-        self._turn_begun = self._c.turn_ends.is_prefix  # (a proper beginning of one?)
+        self._turn_begun = self._c.turn_ends.prefixes  # (the proper beginnings of one)
 
     @property
     def calls_started(self) -> int:
@@ -124,6 +125,32 @@ class ParseState:
             out.append(DiagnosticEvent("truncated_call", f"the reply ended inside a "
                                        f"{self._fmt.family} call's opening marker; shown as "
                                        "text", tail))
+
+    def _scan_block(self, data: str, pos: int, out: list[Event], eof: bool) -> int:
+        """A routed block (Solar's ``<|think|>`` and ``<|content|>``): reasoning or text up
+        to its closing marker."""
+        if self._lead:
+            pos = skip_blanks(data, pos)
+            if pos >= len(data):
+                return pos
+            self._lead = False
+        close = self._block_close
+        match = close.search(data, pos)
+        end = match.start() if match is not None else \
+            (len(data) if eof else close.partial(data, pos))
+        piece = data[pos:end]
+        if self._block_kind == "reasoning":
+            chunk = self._held.push(piece)
+            if chunk:
+                out.append(ReasoningEvent(chunk))
+        else:
+            self._emit_text(piece, out)
+        if match is None:
+            return self._hold(data, end) if end < len(data) else len(data)
+        self._held.drop()
+        self._state = TEXT
+        self._lead = True
+        return match.end()
 
     def _drop_separator(self) -> None:
         """A call came of the scope: the blanks before its marker were layout, not text.

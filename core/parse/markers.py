@@ -104,9 +104,10 @@ class TokenSet:
     :ivar search: ``search(data, pos[, endpos])``, what :meth:`find` does, as the compiled
         pattern's own method: the engine's scanners call it once or more per delta, and
         it runs without a Python call around it.
+    :ivar prefixes: the tokens' proper beginnings (a test of one is a set lookup, no call).
     """
 
-    __slots__ = ("__dict__", "_prefixes", "firsts", "longest", "regex", "search", "tokens")
+    __slots__ = ("__dict__", "firsts", "longest", "prefixes", "regex", "search", "tokens")
 
     def __init__(self, tokens: Iterable[str]) -> None:
         self.tokens = tuple(sorted({t for t in tokens if t}, key=len, reverse=True))
@@ -115,7 +116,7 @@ class TokenSet:
             self.regex.search if self.regex is not None else _NOTHING.search)
         self.firsts = frozenset(t[0] for t in self.tokens)
         self.longest = max((len(t) for t in self.tokens), default=0)
-        self._prefixes = frozenset(t[:i] for t in self.tokens for i in range(1, len(t)))
+        self.prefixes = frozenset(t[:i] for t in self.tokens for i in range(1, len(t)))
 
     def __bool__(self) -> bool:
         return bool(self.tokens)
@@ -147,7 +148,7 @@ class TokenSet:
         n = len(data)
         low = max(start, n - self.longest + 1)
         best = n
-        prefixes = self._prefixes
+        prefixes = self.prefixes
         for first in self.firsts:  # where a token may begin: found, not stepped through
             k = data.find(first, low, best)
             while k >= 0:
@@ -191,7 +192,7 @@ class TokenSet:
     def touches(self, text: str) -> bool:
         """Whether ``text`` holds a token, or ends with the beginning of one."""
         tokens = self.tokens
-        prefixes = self._prefixes
+        prefixes = self.prefixes
         for first in self.firsts:
             k = text.find(first)
             while k >= 0:
@@ -204,7 +205,7 @@ class TokenSet:
         """Whether ``data[start:]`` is a proper prefix of a token (more text may complete it)."""
         if len(data) - start >= self.longest:  # too long to be a proper prefix (no slice)
             return False
-        return data[start:] in self._prefixes
+        return data[start:] in self.prefixes
 
 
 _NOTHING: Final = re.compile(r"(?!)")

@@ -196,7 +196,7 @@ class PythonicCallsReader(ReaderBase):
             self._state = _OVER
             return DONE, pos + 1
         if not self._in_list:
-            if self._syntax.bare and self._ends.at(data, pos) is None:
+            if self._syntax.bare and not data.startswith(self._ends.tokens, pos):
                 # bare calls one after another (one per line inside a section)
                 name = _NAME.match(data, pos)
                 if name is not None and name.end() < len(data) and data[name.end()] == "(":
@@ -207,7 +207,7 @@ class PythonicCallsReader(ReaderBase):
                     return MORE, pos  # a name cut by the delta: a call or text?
             self._state = _OVER
             return DONE, pos
-        if self._ends.at(data, pos) is not None:  # the list's "]" is missing: its end shows
+        if data.startswith(self._ends.tokens, pos):  # the list's "]" is missing: its end shows
             self.notes.append(DiagnosticEvent("unclosed_call", "the list of calls lacked its "
                                               "closing ']'; it ends with the section", ""))
             self._state = _OVER
@@ -262,7 +262,7 @@ class PythonicCallsReader(ReaderBase):
                     self._in_string = ""
                 continue
             if ch == "<":
-                if self._stops.at(data, k) is not None:
+                if data.startswith(self._stops.tokens, k):
                     return _MARKUP, k
             elif ch in "'\"":
                 self._in_string = ch
@@ -434,7 +434,7 @@ class PythonicCallsReader(ReaderBase):
         j = _skip(data, at, at + MAX_GAP)
         if j >= n:
             return at if eof else (_NEED_MORE if j < at + MAX_GAP else _LITERAL)
-        if (self._in_list and data[j] in ",]") or self._ends.at(data, j) is not None:
+        if (self._in_list and data[j] in ",]") or data.startswith(self._ends.tokens, j):
             return at
         if not eof and self._ends.is_prefix(data, j):
             return _NEED_MORE
@@ -471,7 +471,7 @@ class PythonicCallsReader(ReaderBase):
                 else:
                     search = k + 1
                 continue
-            if ch == "<" and self._ends.at(data, k) is not None:
+            if ch == "<" and data.startswith(self._ends.tokens, k):
                 self._other_piece(data, pos, k)
                 return self._refuse(k, "the calls ended inside a value")
             if ch == "<" and not eof and self._ends.is_prefix(data, k):

@@ -147,10 +147,10 @@ class TaggedArgsReader(ReaderBase):
         self.take(data, pos, start)
         if start >= n:
             return _GO, n
-        if syntax.ends.at(data, start) is not None:
+        if data.startswith(syntax.ends.tokens, start):
             self._state = _OVER
             return DONE, start
-        if syntax.opens.at(data, start) is not None:
+        if data.startswith(syntax.opens.tokens, start):
             return self._open_param(data, start, eof)
         if syntax.block and data.startswith(syntax.block[0], start):
             return self._open_block(data, start, eof)
@@ -501,9 +501,9 @@ class TaggedArgsReader(ReaderBase):
             return _NEED_MORE if j < limit + len(syntax.separator) + MAX_GAP else _LITERAL
         if j >= limit + len(syntax.separator) + MAX_GAP:
             return _LITERAL
-        if syntax.confirms.at(data, j) is not None:
+        if data.startswith(syntax.confirms.tokens, j):
             return at
-        if syntax.opens.at(data, j) is not None:
+        if data.startswith(syntax.opens.tokens, j):
             found = self._header_at(data, j, eof)
             if found == _NEED_MORE:
                 return _NEED_MORE
@@ -543,7 +543,7 @@ class TaggedArgsReader(ReaderBase):
         if j >= n:  # the reply's end (or the turn's: the engine ends the text before it)
             return at if eof or j > limit else _NEED_MORE
         marks = (syntax.structure, syntax.closers, syntax.nests)
-        if any(m.at(data, j) is not None for m in marks):
+        if any(data.startswith(m.tokens, j) for m in marks):
             return at  # the calls go on after it (or end): the value ended
         if any(m.is_prefix(data, j) for m in marks):  # a marker cut by the delta (or the end)
             return at if eof or j > limit else _NEED_MORE
@@ -588,7 +588,7 @@ class TaggedArgsReader(ReaderBase):
                 return _NEED_MORE
         if token in syntax.after_ends:
             return _LITERAL  # the section's end is confirmed by the reply's end only
-        if syntax.after_ends.at(data, j) is not None:
+        if data.startswith(syntax.after_ends.tokens, j):
             return k
         if not eof and syntax.after_ends.is_prefix(data, j):
             return _NEED_MORE
