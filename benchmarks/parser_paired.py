@@ -2,8 +2,9 @@
 
 The replies (plain text, many calls, one call with a huge string argument) are
 rendered once, through each family's real template, by this tree; each run is a child
-process that imports ``toolwire`` either from this tree or from the base commit's
-``core``/``plugins`` (exported with ``git archive``), parses every reply in 4-character
+process that imports ``toolwire`` from a copy of this tree's or the base commit's
+``core``/``plugins`` (exported with ``git archive``; both sides laid out alike, since where
+the code sits moves a case's time by several per cent), parses every reply in 4-character
 deltas and reports the least CPU time of its repeats, per delta. Runs alternate (base,
 this tree, this tree, base, ...) so a busy machine weighs on both alike; the table gives
 each side's least time over the rounds and the change.
@@ -21,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -116,6 +118,18 @@ def _export(base: str, into: Path) -> Path:
     package.parent.mkdir(parents=True)
     (into / "src" / "core").rename(package)
     (into / "src" / "plugins").rename(package / "plugins")
+    return into / "pkg"
+
+
+def _copy_tree(into: Path) -> Path:
+    """This tree's ``core`` and ``plugins`` laid out as the base is (:func:`_export`): both
+    sides import ``toolwire`` from a plain folder, not one through the editable install, so
+    where the code sits differs no more between them than between two runs."""
+    package = into / "pkg" / "toolwire"
+    shutil.copytree(ROOT / "core", package,
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(ROOT / "plugins", package / "plugins",
+                    ignore=shutil.ignore_patterns("__pycache__"))
     return into / "pkg"
 
 
@@ -222,7 +236,7 @@ def run_instructions(*, base: str = "f0bfb37", families: list[str] | None = None
 
 def _measure(tree: Path | None, cases_path: Path, repeats: int) -> dict[str, float]:
     env = dict(os.environ)
-    if tree is not None:  # the base commit's package first on the path
+    if tree is not None:  # the side's package first on the path
         env["PYTHONPATH"] = os.pathsep.join([str(tree), str(ROOT)])
     else:
         env["PYTHONPATH"] = str(ROOT)
@@ -246,13 +260,12 @@ def run(quick: bool = False, *, base: str = "f0bfb37", rounds: int = 5, repeats:
         folder = Path(scratch)
         cases_path = folder / "cases.json"
         cases_path.write_text(json.dumps(_replies(families)), encoding="utf-8")
-        tree = _export(base, folder)
+        trees = {"base": _export(base, folder), "branch": _copy_tree(folder / "branch")}
         runs: dict[str, list[dict[str, float]]] = {"base": [], "branch": []}
         for index in range(rounds):
             order = ("base", "branch") if index % 2 == 0 else ("branch", "base")
             for side in order:
-                runs[side].append(_measure(tree if side == "base" else None, cases_path,
-                                           repeats))
+                runs[side].append(_measure(trees[side], cases_path, repeats))
                 print(f"round {index + 1}/{rounds}: {side} measured", file=sys.stderr)
     rows = []
     for key in runs["base"][0]:
