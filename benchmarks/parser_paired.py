@@ -107,30 +107,24 @@ def _replies(families: list[str]) -> dict[str, str]:
     return out
 
 
+def _package(core: Path, plugins: Path, into: Path) -> Path:
+    """``core`` and ``plugins`` laid out as an importable ``toolwire`` in ``into/pkg``
+    (the folder to put first on the path), each side of a run alike."""
+    package = into / "pkg" / "toolwire"
+    ignore = shutil.ignore_patterns("__pycache__")
+    shutil.copytree(core, package, ignore=ignore)
+    shutil.copytree(plugins, package / "plugins", ignore=ignore)
+    return into / "pkg"
+
+
 def _export(base: str, into: Path) -> Path:
-    """``core`` and ``plugins`` of ``base`` laid out as an importable ``toolwire``."""
+    """``core`` and ``plugins`` of ``base``, laid out by :func:`_package`."""
     archive = into / "base.tar"
     subprocess.run(["git", "-C", str(ROOT), "archive", "-o", str(archive), base, "core",
                     "plugins"], check=True)
     with tarfile.open(archive) as tar:
         tar.extractall(into / "src", filter="data")
-    package = into / "pkg" / "toolwire"
-    package.parent.mkdir(parents=True)
-    (into / "src" / "core").rename(package)
-    (into / "src" / "plugins").rename(package / "plugins")
-    return into / "pkg"
-
-
-def _copy_tree(into: Path) -> Path:
-    """This tree's ``core`` and ``plugins`` laid out as the base is (:func:`_export`): both
-    sides import ``toolwire`` from a plain folder, not one through the editable install, so
-    where the code sits differs no more between them than between two runs."""
-    package = into / "pkg" / "toolwire"
-    shutil.copytree(ROOT / "core", package,
-                    ignore=shutil.ignore_patterns("__pycache__"))
-    shutil.copytree(ROOT / "plugins", package / "plugins",
-                    ignore=shutil.ignore_patterns("__pycache__"))
-    return into / "pkg"
+    return _package(into / "src" / "core", into / "src" / "plugins", into)
 
 
 def _worker(cases_path: str, repeats: int) -> None:
@@ -234,19 +228,15 @@ def run_instructions(*, base: str = "f0bfb37", families: list[str] | None = None
     return rows
 
 
-def _measure(tree: Path | None, cases_path: Path, repeats: int) -> dict[str, float]:
-    env = dict(os.environ)
-    if tree is not None:  # the side's package first on the path
-        env["PYTHONPATH"] = os.pathsep.join([str(tree), str(ROOT)])
-    else:
-        env["PYTHONPATH"] = str(ROOT)
+def _measure(tree: Path, cases_path: Path, repeats: int) -> dict[str, float]:
+    # the side's package first on the path
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tree), str(ROOT)]))
     done = subprocess.run([sys.executable, "-m", "benchmarks.parser_paired", "--worker",
                            str(cases_path), "--repeats", str(repeats)],
                           cwd=tempfile.gettempdir(), env=env, capture_output=True, text=True,
                           check=True)
     answer = json.loads(done.stdout)
-    expected = str(tree) if tree is not None else str(ROOT)
-    assert answer["toolwire"].startswith(expected) or tree is None, answer["toolwire"]
+    assert answer["toolwire"].startswith(str(tree)), answer["toolwire"]  # (that side's)
     return dict(answer["us_per_delta"])
 
 
@@ -260,7 +250,10 @@ def run(quick: bool = False, *, base: str = "f0bfb37", rounds: int = 5, repeats:
         folder = Path(scratch)
         cases_path = folder / "cases.json"
         cases_path.write_text(json.dumps(_replies(families)), encoding="utf-8")
-        trees = {"base": _export(base, folder), "branch": _copy_tree(folder / "branch")}
+        # this tree's side from a plain folder too, not through the editable install: where
+        # the code sits then differs no more between the sides than between two runs
+        trees = {"base": _export(base, folder),
+                 "branch": _package(ROOT / "core", ROOT / "plugins", folder / "branch")}
         runs: dict[str, list[dict[str, float]]] = {"base": [], "branch": []}
         for index in range(rounds):
             order = ("base", "branch") if index % 2 == 0 else ("branch", "base")
