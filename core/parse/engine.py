@@ -118,19 +118,21 @@ class CallParser(TurnEnds):
                     taken = None  # the full path reports what is wrong
                 if taken is not None:
                     return taken
-        if self._turn_watch and self._pending[self._turn_from:] + text in self._turn_begun:
+        if self._turn_watch and self._pending[self._turn_from:] + text in self._turn_beginnings:
             self._pending += text  # still only the beginning of an end-of-turn token
             return []
         out: list[Event] = []
         try:
             held = self._pending
             data = held + text if held else text
-            # where end-of-turn tokens are looked for (-1: nowhere): from 0 where what is pending
-            # may begin one or no scope is open; else in the new text (a held tail was looked at)
+            # where end-of-turn tokens are looked for (-1: nowhere): from the beginning of one
+            # held back, from 0 where no scope is open, else in the new text (the rest: searched)
             first = self._turn_first
             if first is None or first not in data:
                 turns = -1
-            elif self._turn_watch or self._state < _SECTION:
+            elif self._turn_watch:
+                turns = self._turn_from
+            elif self._state < _SECTION:
                 turns = 0
             else:
                 turns = len(held) if self._turn_mark in text or text.endswith(

@@ -46,7 +46,7 @@ class ParseState:
                  "_fmt", "_gap", "_gap_open", "_header_at_start", "_held", "_implicit",
                  "_in_section", "_lead", "_made_call", "_message", "_numbering", "_pending",
                  "_raw", "_reader", "_schemas", "_section_calls", "_section_failures",
-                 "_separator", "_state", "_text_seen", "_turn_begun", "_turn_cuts",
+                 "_separator", "_state", "_text_seen", "_turn_beginnings", "_turn_cuts",
                  "_turn_cuts_longest", "_turn_ended", "_turn_first", "_turn_from",
                  "_turn_mark", "_turn_search", "_turn_tail", "_turn_watch")
 
@@ -91,7 +91,7 @@ class ParseState:
         self._turn_cuts_longest = self._turn_cuts[::-1]
         self._turn_search = self._c.turn_search
         self._turn_first = self._turn_mark[:1] if self._c.turn_ends else None
-        self._turn_begun = self._c.turn_ends.prefixes  # (the proper beginnings of one)
+        self._turn_beginnings = self._c.turn_ends.prefixes  # (the proper beginnings of one)
 
     @property
     def calls_started(self) -> int:

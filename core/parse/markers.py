@@ -133,7 +133,8 @@ class TokenSet:
         return self.regex.search(data, pos, endpos)
 
     def at(self, data: str, pos: int) -> str | None:
-        """The token that starts exactly at ``pos``, if any."""
+        """The token that starts exactly at ``pos``, if any (where only whether one does
+        matters, ``data.startswith(tokens, pos)`` answers without a Python call)."""
         if pos < len(data) and data[pos] in self.firsts and data.startswith(self.tokens, pos):
             for token in self.tokens:  # (which one: the longest, they are sorted so)
                 if data.startswith(token, pos):
