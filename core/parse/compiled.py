@@ -94,6 +94,17 @@ class CompiledFormat:
         self.whole_ends = TokenSet((*fmt.section_close, *fmt.drops))
         self.whole_stops = TokenSet((*fmt.section_open, *fmt.section_close, *fmt.call_open,
                                      *fmt.call_close, *fmt.drops))
+        # what the text and section scanners hold all of back, read again or not (see
+        # ParseState._held_markup): the text's beginnings of markup; a section's, but
+        # those its scanner reads before it looks (blanks, a separator, a whole marker)
+        self.text_holds = self.text.unbroken_prefixes
+        self.text_after_call_holds = self.text_after_call.unbroken_prefixes
+        separator = fmt.separator.strip()
+        read_first = (*fmt.section_close, *fmt.call_open, *((separator,) if separator else ()))
+        self.section_holds = frozenset(
+            p for p in self.section_body.unbroken_prefixes
+            if skip_blanks(p, 0) == 0 and not p.startswith(read_first)
+        ) if not self.whole_kinds else frozenset()
 
 
 def _common_beginning(tokens: tuple[str, ...]) -> str:

@@ -3,7 +3,9 @@
 :class:`CallParser` is a stream parser (``feed`` deltas, then ``close``) for one
 reply. It is one pass over a cursor: each delta is scanned with compiled
 alternations from where the last one stopped; only a tail that may be the
-start of a marker (or a bounded header being read) is held back. Text and
+start of a marker (or a bounded header being read) is held back, and a delta
+that only lengthens a beginning of markup its scanner would hold all of back
+again is appended to it unread (``ParseState._held_markup``). Text and
 markup are the engine's; each call body goes to a reader made for the format's
 kind of arguments (:mod:`toolwire.parse.readers`), which streams argument
 deltas as the model writes them and types the values.
@@ -59,10 +61,10 @@ from .engine_base import (
 )
 from .json_readers import CallObjectsReader, JsonArgsReader
 from .literal_reader import LiteralObjectReader
-from .markers import MAX_GAP, MAX_NAME, HeaderFields, skip_blanks
+from .markers import MAX_GAP, MAX_NAME, NOTHING_HELD, HeaderFields, skip_blanks
 from .protocol import EndReason
 from .pythonic_reader import PythonicCallsReader
-from .readers import FAIL, MORE, NOT_A_CALL, BodyReader, CallContext
+from .readers import FAIL, MORE, NOT_A_CALL, BodyReader, CallContext, ReaderBase
 from .record import (
     CallObjects,
     GrammarArguments,
@@ -121,6 +123,10 @@ class CallParser(TurnEnds):
         if self._turn_watch and self._pending[self._turn_from:] + text in self._turn_beginnings:
             self._pending += text  # still only the beginning of an end-of-turn token
             return []
+        if self._held_markup and (longer := self._pending + text) in self._held_markup and (
+                self._state < _SECTION or not self._turn_end_in(text, longer)):
+            self._pending = longer  # still only a beginning its scanner holds all of back
+            return []
         out: list[Event] = []
         try:
             held = self._pending
@@ -139,7 +145,7 @@ class CallParser(TurnEnds):
                     self._turn_cuts) else -1
             self._run(data, out, False, turns)
         except Exception as exc:  # a parser bug must never take down a chat
-            self._pending = ""
+            self._pending, self._held_markup = "", NOTHING_HELD
             out.append(DiagnosticEvent("parser_error", f"{self._fmt.family} parser failed: "
                                                        f"{exc!r}"))
         return out
@@ -161,7 +167,7 @@ class CallParser(TurnEnds):
 
     def _run(self, data: str, out: list[Event], eof: bool, turns: int = -1) -> None:
         """Read ``data``; end-of-turn tokens are looked for from ``turns`` on (-1: none)."""
-        self._pending = ""
+        self._pending, self._held_markup = "", NOTHING_HELD
         if self._turn_watch:  # (what it said of what was pending)
             self._turn_tail = self._turn_watch = False
         pos = 0
@@ -225,7 +231,12 @@ class CallParser(TurnEnds):
                 return len(data)
             safe = tokens.partial(data, pos)
             self._emit_text(data[pos:safe], out)
-            return self._hold(data, safe) if safe < len(data) else len(data)
+            if safe >= len(data):
+                return safe
+            if not self._at_start:  # (read again, this scanner would do just this)
+                self._held_markup = self._c.text_after_call_holds if self._made_call \
+                    else self._c.text_holds
+            return self._hold(data, safe)
         k = match.start()
         token = match.group(0)
         self._emit_text(data[pos:k], out)
@@ -311,6 +322,7 @@ class CallParser(TurnEnds):
             self._end_section()
             return start + len(token)
         if not eof and self._c.section_close.is_prefix(data, start):
+            self._held_markup = self._c.section_holds
             return self._hold(data, start)  # the section's end, cut short by the delta?
         if self._c.whole_kinds:
             kind = self._choose_whole(data, start, eof)
@@ -327,6 +339,7 @@ class CallParser(TurnEnds):
             self._state = _HEADER
             return start + len(opener)
         if not eof and self._c.section_body.is_prefix(data, start):
+            self._held_markup = self._c.section_holds
             return self._hold(data, start)
         if eof and self._section_calls and self._c.call_open.is_prefix(data, start) and \
                 self._fmt.strict_open:
@@ -371,7 +384,7 @@ class CallParser(TurnEnds):
             reader = PythonicCallsReader(kind, self._numbering, self._schemas,
                                          ends=self._c.whole_ends, stops=self._c.whole_stops,
                                          strict=strict)
-        self._reader = reader
+        self._reader = self._reader_holds = reader
         self._call = None
         self._state = _BODY
 
@@ -494,6 +507,7 @@ class CallParser(TurnEnds):
         else:  # pragma: no cover - CallFormat refuses this
             raise TypeError("a call header without a header-based arguments syntax")
         self._reader = reader
+        self._reader_holds = reader if isinstance(reader, ReaderBase) else None
         self._state = _BODY
 
     def _scan_body(self, data: str, pos: int, out: list[Event], eof: bool) -> int:
@@ -515,6 +529,8 @@ class CallParser(TurnEnds):
             reader.failure = reader.failure or "unclosed_call"
         if status == MORE:
             self._pending = data[at:]  # (held: the most frequent answer, no call)
+            if (holding := self._reader_holds) is not None:
+                self._held_markup = holding.held_markup
             return -1
         self._raw.extend(reader.raw)
         reader.raw.clear()

@@ -17,8 +17,8 @@ from typing import Any
 from ..events import DiagnosticEvent, Event, ReasoningEvent, TextEvent, ToolCallEndEvent
 from ..vocabulary.schema import ToolSchemaIndex
 from .compiled import compile_format
-from .markers import skip_blanks
-from .readers import BodyReader, CallContext, CallNumbering
+from .markers import NOTHING_HELD, skip_blanks
+from .readers import BodyReader, CallContext, CallNumbering, ReaderBase
 from .record import CallFormat
 from .streaming import HeldWhitespace
 from .tagged_reader import TaggedArgsReader
@@ -43,11 +43,11 @@ class ParseState:
 
     # slots: the scanners read these on every delta (fast, whatever their number)
     __slots__ = ("_at_start", "_block_close", "_block_kind", "_c", "_call", "_cut", "_failure",
-                 "_fmt", "_gap", "_gap_open", "_header_at_start", "_held", "_implicit",
-                 "_in_section", "_lead", "_made_call", "_message", "_numbering", "_pending",
-                 "_raw", "_reader", "_schemas", "_section_calls", "_section_failures",
-                 "_separator", "_state", "_text_seen", "_turn_beginnings", "_turn_cuts",
-                 "_turn_cuts_longest", "_turn_ended", "_turn_first", "_turn_from",
+                 "_fmt", "_gap", "_gap_open", "_header_at_start", "_held", "_held_markup",
+                 "_implicit", "_in_section", "_lead", "_made_call", "_message", "_numbering",
+                 "_pending", "_raw", "_reader", "_reader_holds", "_schemas", "_section_calls",
+                 "_section_failures", "_separator", "_state", "_text_seen", "_turn_beginnings",
+                 "_turn_cuts", "_turn_cuts_longest", "_turn_ended", "_turn_first", "_turn_from",
                  "_turn_mark", "_turn_search", "_turn_tail", "_turn_watch")
 
     def __init__(self, fmt: CallFormat, tools: Mapping[str, Any], *,
@@ -58,6 +58,11 @@ class ParseState:
         self._numbering = CallNumbering(first_index)
         self._state = TEXT
         self._pending = ""
+        # beginnings of markup the scanner that held ``_pending`` back would hold all of
+        # back again: a delta that makes ``_pending`` one of them is appended to it, unread
+        # (reading it again would end where it began); set where a scanner holds such a
+        # beginning back, emptied where any other hold, or none, ends a reading
+        self._held_markup = NOTHING_HELD
         self._held = HeldWhitespace()
         self._lead = False
         self._at_start = fmt.at_start
@@ -75,6 +80,8 @@ class ParseState:
         self._failure = ""
         self._message = ""
         self._reader: BodyReader | None = None
+        # the reader again where it says what it holds back (a ReaderBase), else None
+        self._reader_holds: ReaderBase | None = None
         self._call: CallContext | None = None
         self._block_kind = ""
         self._block_close = self._c.call_close

@@ -21,6 +21,7 @@ from .record import Header
 __all__ = [
     "MAX_GAP",
     "MAX_NAME",
+    "NOTHING_HELD",
     "CallStart",
     "HeaderFields",
     "TokenSet",
@@ -37,6 +38,9 @@ MAX_NAME: Final = 256
 """The longest tool or parameter name read from markup."""
 MAX_GAP: Final = 64
 """Blanks allowed between a closing marker and the marker that confirms it."""
+NOTHING_HELD: Final[frozenset[str]] = frozenset()
+"""No beginning of markup that a scanner would hold all of back again is held back (what
+a reader or the engine's parse state says after every other hold, or none)."""
 
 _NAME_CHARS = r"[^\s<>\"'{}()\[\],|｜;=]"
 _NAME_RE = re.compile(_NAME_CHARS + "{1,256}")
@@ -158,6 +162,12 @@ class TokenSet:
                     break
                 k = data.find(first, k + 1, best)
         return best
+
+    @functools.cached_property
+    def unbroken_prefixes(self) -> frozenset[str]:
+        """The proper beginnings that hold no whole token: a scanner of this set holds all
+        of such a text back (:meth:`find` finds nothing in it, :meth:`partial` is 0)."""
+        return frozenset(p for p in self.prefixes if self.find(p, 0) is None)
 
     @functools.cached_property
     def token_or_beginning_pattern(self) -> re.Pattern[str] | None:

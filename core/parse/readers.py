@@ -27,6 +27,7 @@ import attrs
 
 from ..events import DiagnosticEvent, Event, ToolCallDeltaEvent
 from ..vocabulary.schema import ToolSchemaIndex
+from .markers import NOTHING_HELD
 
 __all__ = [
     "DONE",
@@ -139,7 +140,8 @@ class ReaderBase:
     :cvar STEPS: the reader's step of each state, by state.
     """
 
-    __slots__ = ("_state", "arguments", "failure", "message", "notes", "raw", "started")
+    __slots__ = ("_state", "arguments", "failure", "held_markup", "message", "notes", "raw",
+                 "started")
 
     STEPS: ClassVar[tuple[Step, ...]] = ()
     _state: int  # (set by each reader: its state, which ``STEPS`` is indexed by)
@@ -151,14 +153,25 @@ class ReaderBase:
         self.started = 0
         self.arguments: dict[str, Any] | None = None
         self.notes: list[DiagnosticEvent] = []
+        self.held_markup = NOTHING_HELD
+        """After ``MORE``: beginnings of markup the step that held ``data[pos:]`` back would
+        hold all of back again (the engine appends a delta that makes the held text one of
+        them to it, unread); :data:`NOTHING_HELD` after any other answer."""
 
     def plain_delta(self, text: str) -> list[Event] | None:
         """No shortcut: every delta goes through ``feed``."""
         return None
 
+    def holds(self) -> frozenset[str]:
+        """Beginnings of markup the reader, in the state it is in, would hold all of back
+        (``MORE`` at the position it was given), events and state unchanged: what
+        :attr:`held_markup` says after such a hold. None, unless a reader says so."""
+        return NOTHING_HELD
+
     def feed(self, data: str, pos: int, out: list[Event], eof: bool) -> tuple[int, int]:
         """Consume from ``pos`` (see the module doc): each step in turn, until one answers."""
         steps = self.STEPS
+        self.held_markup = NOTHING_HELD
         while True:
             status, pos = steps[self._state](self, data, pos, out, eof)
             if status != GO:

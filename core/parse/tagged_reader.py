@@ -43,7 +43,15 @@ from typing import Any, Final
 
 from ..events import DiagnosticEvent, Event, ToolCallDeltaEvent
 from .json_readers import JsonArgsReader
-from .markers import MAX_GAP, MAX_NAME, HeaderFields, TokenSet, skip_blanks, token_set
+from .markers import (
+    MAX_GAP,
+    MAX_NAME,
+    NOTHING_HELD,
+    HeaderFields,
+    TokenSet,
+    skip_blanks,
+    token_set,
+)
 from .readers import DONE, FAIL, GO, MORE, CallContext, ReaderBase
 from .tagged_syntax import TaggedSyntax, inside_json_string, partial_token
 from .values import decode_nested_value, is_null_text, typed_value
@@ -124,6 +132,15 @@ class TaggedArgsReader(ReaderBase):
         call = self._call
         return [ToolCallDeltaEvent(call.index, call.name, text, self._param, call.call_id)]
 
+    def holds(self) -> frozenset[str]:
+        """Between arguments, beginnings of their structure; in a plain value, of what
+        its watch looks for (see :meth:`_between`, :meth:`_scan_plain`)."""
+        if self._state == _BETWEEN:
+            return self._syntax.between_holds
+        if self._state == _VALUE and self._mode == _PLAIN:
+            return self._watch.unbroken_prefixes
+        return NOTHING_HELD
+
     # -- between arguments -----------------------------------------------------------
 
     def _refuse(self, pos: int, message: str) -> tuple[int, int]:
@@ -156,6 +173,7 @@ class TaggedArgsReader(ReaderBase):
             return self._open_block(data, start, eof)
         if not eof and (syntax.structure.is_prefix(data, start)
                         or (syntax.separator and syntax.separator.startswith(data[start:]))):
+            self.held_markup = syntax.between_holds
             return MORE, start
         return self._refuse(start, f"text inside a {self._call.family} call is not an "
                                    "argument; shown as text")
@@ -310,7 +328,11 @@ class TaggedArgsReader(ReaderBase):
             match = watch.search(data, search)
             if match is None:
                 # a trailing newline waits among the held blanks (see _release_blanks)
-                end = n if eof else watch.partial(data, search)
+                if eof:
+                    return self._pending_end(data, pos, n, out, eof)
+                end = watch.partial(data, search)
+                if end < n:  # (read again, this step would do just this)
+                    self.held_markup = watch.unbroken_prefixes
                 return self._pending_end(data, pos, end, out, eof)
             k = match.start()
             token = match.group(0)

@@ -7,7 +7,7 @@ the next call, the family's end-of-turn tokens), and two small text helpers.
 
 from __future__ import annotations
 
-from .markers import CallStart, TokenSet, compile_header
+from .markers import CallStart, TokenSet, compile_header, skip_blanks
 from .record import TaggedArguments
 
 __all__ = ["TaggedSyntax", "inside_json_string", "partial_token"]
@@ -51,6 +51,13 @@ class TaggedSyntax:
         # what, right after a value's closing tag, shows it closed (without a header)
         self.confirms = TokenSet((*closers.tokens, *self.block_open.tokens))
         self.separator = args.separator.strip()
+        # what the step between arguments holds all of back, read again or not: beginnings
+        # of structure, but those it reads before it looks (blanks, the separator, a marker)
+        read_first = (*self.ends.tokens, *self.opens.tokens, *self.block_open.tokens,
+                      *((self.separator,) if self.separator else ()))
+        self.between_holds = frozenset(
+            p for p in self.structure.unbroken_prefixes
+            if skip_blanks(p, 0) == 0 and not p.startswith(read_first))
 
 
 def partial_token(data: str, start: int, token: str) -> int:

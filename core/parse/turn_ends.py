@@ -18,6 +18,7 @@ from typing import ClassVar
 
 from ..events import DiagnosticEvent, Event
 from .engine_base import BODY, SECTION, TEXT, ParseState
+from .markers import NOTHING_HELD
 
 __all__ = ["TurnEnds"]
 
@@ -38,14 +39,38 @@ class TurnEnds(ParseState):
         """Read ``data`` (the engine's loop)."""
         raise NotImplementedError
 
+    def _turn_end_in(self, text: str, data: str) -> bool:
+        """Whether ``data`` (what is pending, then the new ``text``) holds an end-of-turn
+        token, or ends with a beginning of one, where the full path looks for them: from
+        a beginning held back, else in the new text."""
+        if self._turn_watch:
+            start = self._turn_from
+        elif self._turn_first is None or not (self._turn_mark in text
+                                              or text.endswith(self._turn_cuts)):
+            return False
+        else:
+            start = len(data) - len(text)
+        search = self._turn_search
+        assert search is not None  # (the family has end-of-turn tokens)
+        return search(data, start) is not None
+
+    def _scope_holds(self) -> frozenset[str]:
+        """What the open scope's scanner would hold all of back (its ``_held_markup``)."""
+        if self._state == SECTION:
+            return self._c.section_holds
+        if self._state == BODY and self._reader_holds is not None:
+            return self._reader_holds.holds()
+        return NOTHING_HELD
+
     def _feed_value(self, text: str) -> list[Event]:
         """A value's delta that holds what the family's end-of-turn tokens begin with, or
         follows the beginning of one held back: offered to the reader whole as ever, up to
         the beginning of one that ends it, which is held back; the full path where a whole
-        one is in it, or the reader will not take it."""
+        one is in it, or the reader will not take it (from that beginning on, the full path
+        looks for them again, not where none is)."""
         if self._pending:
             text = self._pending + text
-            self._pending = ""
+            self._pending, self._held_markup = "", NOTHING_HELD
             self._turn_tail = self._turn_watch = False
         value, keep = text, ""
         mark = self._turn_mark
@@ -62,8 +87,7 @@ class TurnEnds(ParseState):
             if found is not None:
                 if found.lastgroup is not None:  # a whole token: what is open ends there
                     return self._feed_full(text)
-                at = found.start()
-                value, keep = text[:at], text[at:]
+                value, keep = text[:found.start()], text[found.start():]
         reader = self._reader
         assert reader is not None  # (a value is being read)
         try:
@@ -71,20 +95,21 @@ class TurnEnds(ParseState):
         except Exception:
             taken = None  # the full path reports what is wrong
         if taken is None:
-            return self._feed_full(text)
+            return self._feed_full(text, len(value) if keep else -1)
         if keep:
             self._pending = keep
             self._turn_from = 0
             self._turn_tail = self._turn_watch = True
         return taken
 
-    def _feed_full(self, text: str) -> list[Event]:
-        """``text`` (what was pending included) read by the full path."""
+    def _feed_full(self, text: str, turns: int = 0) -> list[Event]:
+        """``text`` (what was pending included) read by the full path, end-of-turn tokens
+        looked for from ``turns`` on (-1: none is in it)."""
         out: list[Event] = []
         try:
-            self._run(text, out, False, 0)
+            self._run(text, out, False, turns)
         except Exception as exc:  # a parser bug must never take down a chat
-            self._pending = ""
+            self._pending, self._held_markup = "", NOTHING_HELD
             out.append(DiagnosticEvent("parser_error", f"{self._fmt.family} parser failed: "
                                                        f"{exc!r}"))
         return out
@@ -121,6 +146,9 @@ class TurnEnds(ParseState):
                 self._turn_from = len(self._pending)
                 self._pending += data[k:]
                 self._turn_watch = True
+                # where the scope's scanner held nothing back, it is asked what it would
+                # hold all of back, were it to read what is held now
+                self._held_markup = NOTHING_HELD if self._turn_from else self._scope_holds()
                 return -1
             return at  # the scope ended before the tail: the text scanner reads it
         at = self._scan_scope(data[:k], pos, out, False)
