@@ -104,9 +104,11 @@ class PythonicCallsReader(ReaderBase):
     # -- the protocol ---------------------------------------------------------------
 
     def plain_delta(self, text: str) -> list[Event] | None:
-        """A string argument's text with no quote (and, escaped, no backslash): taken whole."""
+        """A string argument's text with no quote (and, escaped, not ending with a backslash,
+        which may escape what comes next): taken whole, escapes as written, as
+        :meth:`_scan_string` takes it."""
         if self._state != _STRING or self._quote[0] in text or (
-                not self._syntax.raw_strings and "\\" in text):
+                not self._syntax.raw_strings and text.endswith("\\")):
             return None
         self.raw.append(text)  # what _string_piece does, inline: this runs once per token
         self._parts.append(text)

@@ -30,6 +30,7 @@ from toolwire.parse.protocol import collect_reply
 from toolwire.plugins import pythonic
 from toolwire.plugins.pythonic import CALLS_CLOSE, CALLS_OPEN
 from toolwire.testing import check_parser
+from toolwire.vocabulary.schema import tool_parameters_by_name
 
 TEMPLATE = "LFM2.5-8B-A1B.jinja"
 MARKERS = markers(None, CALLS_OPEN, CALLS_CLOSE, "<think>", "</think>")
@@ -205,6 +206,23 @@ def test_llama4_reads_every_call_of_its_python_block() -> None:
             ("get_weather", {"city": "Paris"}),
             ("note", {"text": 'say "hi"\n', "n": 2, "tags": ["a", None]})], chunk
         assert (got.content, got.diagnostics) == ("", ())
+
+
+@pytest.mark.parametrize("chunk", [1, 2, 3, 4, 7])
+def test_an_escaped_string_streams_each_delta_as_written_backslashes_and_all(
+        chunk: int) -> None:
+    # a delta of an escaped string that holds backslashes but does not end with one is
+    # taken whole (the plain delta path); one that ends with one waits for what it escapes
+    value = r'if (a[i] < b) {\n\tx = \"y\\\";\n}'  # as the model writes it
+    reply = f'<|python_start|>[note(text="{value}")]<|python_end|>'
+    parser = family_plugins().parser("llama4_pythonic").create(tool_parameters_by_name(TOOLS))
+    steps = [parser.feed(reply[i:i + chunk]) for i in range(0, len(reply), chunk)]
+    events = [e for step in [*steps, parser.close()] for e in step]
+    streamed = [e.text for e in events if isinstance(e, ToolCallDeltaEvent)]
+    assert "".join(streamed) == value
+    assert not any(piece.endswith("\\") for piece in streamed[:-1])
+    (call,) = collect_reply(events).tool_calls
+    assert call.arguments == {"text": 'if (a[i] < b) {\n\tx = "y\\";\n}'}
 
 
 @pytest.mark.parametrize("reply", [
