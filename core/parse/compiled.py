@@ -7,6 +7,8 @@ syntaxes (a JSON list or object, a pythonic list) by how a body begins.
 
 from __future__ import annotations
 
+import functools
+import re
 from typing import Any, Final
 
 from .markers import MAX_NAME, CallStart, TokenSet, compile_header, skip_blanks
@@ -76,7 +78,7 @@ class CompiledFormat:
         self.tagged = TaggedSyntax(self.header_kind, self.arg_ends, closers,
                                    TokenSet(fmt.section_close),
                                    TokenSet((*fmt.section_open, *fmt.call_open)),
-                                   self.next_call) \
+                                   self.next_call, scope_holds=self.scope_holds) \
             if isinstance(self.header_kind, TaggedArguments) else None
         self.scope_close = TokenSet(fmt.section_close if fmt.section_open else fmt.call_close)
         self.resync = TokenSet((*self.scope_close.tokens, *openers))
@@ -101,10 +103,28 @@ class CompiledFormat:
         self.text_after_call_holds = self.text_after_call.unbroken_prefixes
         separator = fmt.separator.strip()
         read_first = (*fmt.section_close, *fmt.call_open, *((separator,) if separator else ()))
-        self.section_holds = frozenset(
+        self.section_holds = self.scope_holds(frozenset(
             p for p in self.section_body.unbroken_prefixes
             if skip_blanks(p, 0) == 0 and not p.startswith(read_first)
-        ) if not self.whole_kinds else frozenset()
+        ) if not self.whole_kinds else frozenset())
+
+    def scope_holds(self, holds: frozenset[str]) -> frozenset[str]:
+        """``holds``, beginnings a scope's scanner would hold all of back, less those the
+        end-of-turn search of an open scope could find something in (a token, or a
+        beginning of one ending it, after the first character; a token at the first):
+        a delta that makes what is held one of the rest needs no search."""
+        pattern = self.turn_ends.token_or_beginning_pattern
+        return holds if pattern is None else _without_turn_ends(holds, pattern,
+                                                                 self.turn_ends.tokens)
+
+
+@functools.lru_cache(maxsize=1024)
+def _without_turn_ends(holds: frozenset[str], pattern: re.Pattern[str],
+                       tokens: tuple[str, ...]) -> frozenset[str]:
+    """:meth:`CompiledFormat.scope_holds`, memoized (a value's beginnings are asked for at
+    each value; the cache is bounded, as names in markup are the model's)."""
+    return frozenset(p for p in holds if pattern.search(p, 1) is None
+                     and not p.startswith(tokens))
 
 
 def _common_beginning(tokens: tuple[str, ...]) -> str:

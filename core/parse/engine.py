@@ -123,8 +123,7 @@ class CallParser(TurnEnds):
         if self._turn_watch and self._pending[self._turn_from:] + text in self._turn_beginnings:
             self._pending += text  # still only the beginning of an end-of-turn token
             return []
-        if self._held_markup and (longer := self._pending + text) in self._held_markup and (
-                self._state < _SECTION or not self._turn_end_in(text, longer)):
+        if self._held_markup and (longer := self._pending + text) in self._held_markup:
             self._pending = longer  # still only a beginning its scanner holds all of back
             return []
         out: list[Event] = []

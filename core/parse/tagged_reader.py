@@ -81,7 +81,7 @@ class TaggedArgsReader(ReaderBase):
 
     __slots__ = ("_blanks", "_block", "_call", "_close", "_depth", "_given", "_kind",
                  "_layout_end", "_lead", "_mode", "_nest", "_param", "_parts", "_saw_close",
-                 "_string", "_syntax", "_trim", "_watch", "turn_ended")
+                 "_string", "_syntax", "_trim", "_watch", "_watch_holds", "turn_ended")
 
     def __init__(self, call: CallContext, syntax: TaggedSyntax) -> None:
         super().__init__()
@@ -96,6 +96,7 @@ class TaggedArgsReader(ReaderBase):
         self._parts: list[str] = []
         self._mode = _PLAIN
         self._close = self._watch = TokenSet(())
+        self._watch_holds = NOTHING_HELD  # (what of the watch's beginnings is held unread)
         self._trim = False
         self._depth = 0
         self._nest = 0  # sections and calls opened inside the value and not closed yet
@@ -138,7 +139,7 @@ class TaggedArgsReader(ReaderBase):
         if self._state == _BETWEEN:
             return self._syntax.between_holds
         if self._state == _VALUE and self._mode == _PLAIN:
-            return self._watch.unbroken_prefixes
+            return self._watch_holds
         return NOTHING_HELD
 
     # -- between arguments -----------------------------------------------------------
@@ -231,6 +232,7 @@ class TaggedArgsReader(ReaderBase):
         self._close = token_set(closes)
         self._watch = token_set((*closes, *self._syntax.opens.tokens,
                                  *self._syntax.closers.tokens, *self._syntax.nests.tokens))
+        self._watch_holds = self._syntax.scope_holds(self._watch.unbroken_prefixes)
         self._mode = _TRIM_CHECK if args.trim_newline else _LEAD_CHECK
         self._trim = args.trim_newline
         self._depth = self._nest = 0
@@ -332,7 +334,7 @@ class TaggedArgsReader(ReaderBase):
                     return self._pending_end(data, pos, n, out, eof)
                 end = watch.partial(data, search)
                 if end < n:  # (read again, this step would do just this)
-                    self.held_markup = watch.unbroken_prefixes
+                    self.held_markup = self._watch_holds
                 return self._pending_end(data, pos, end, out, eof)
             k = match.start()
             token = match.group(0)

@@ -7,6 +7,8 @@ the next call, the family's end-of-turn tokens), and two small text helpers.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from .markers import CallStart, TokenSet, compile_header, skip_blanks
 from .record import TaggedArguments
 
@@ -27,12 +29,18 @@ class TaggedSyntax:
         open a block nested in it, which its closers close (a file that holds a call).
     :param next_call: reads ahead whether the next call's opening markup begins at a
         position (the rule of the next call, see the module doc).
+    :param scope_holds: of beginnings a step would hold all of back, those that need no
+        end-of-turn search (the engine's
+        :meth:`~toolwire.parse.compiled.CompiledFormat.scope_holds`; all, by default).
     """
 
     def __init__(self, args: TaggedArguments, ends: TokenSet, closers: TokenSet,
                  after_close: TokenSet, nests: TokenSet | None = None,
-                 next_call: CallStart | None = None) -> None:
+                 next_call: CallStart | None = None, *,
+                 scope_holds: Callable[[frozenset[str]], frozenset[str]] = lambda h: h
+                 ) -> None:
         self.args = args
+        self.scope_holds = scope_holds
         self.nests = nests or TokenSet(())
         self.next_call = next_call if next_call else None
         self.ends = ends
@@ -55,9 +63,9 @@ class TaggedSyntax:
         # of structure, but those it reads before it looks (blanks, the separator, a marker)
         read_first = (*self.ends.tokens, *self.opens.tokens, *self.block_open.tokens,
                       *((self.separator,) if self.separator else ()))
-        self.between_holds = frozenset(
+        self.between_holds = scope_holds(frozenset(
             p for p in self.structure.unbroken_prefixes
-            if skip_blanks(p, 0) == 0 and not p.startswith(read_first))
+            if skip_blanks(p, 0) == 0 and not p.startswith(read_first)))
 
 
 def partial_token(data: str, start: int, token: str) -> int:

@@ -39,21 +39,6 @@ class TurnEnds(ParseState):
         """Read ``data`` (the engine's loop)."""
         raise NotImplementedError
 
-    def _turn_end_in(self, text: str, data: str) -> bool:
-        """Whether ``data`` (what is pending, then the new ``text``) holds an end-of-turn
-        token, or ends with a beginning of one, where the full path looks for them: from
-        a beginning held back, else in the new text."""
-        if self._turn_watch:
-            start = self._turn_from
-        elif self._turn_first is None or not (self._turn_mark in text
-                                              or text.endswith(self._turn_cuts)):
-            return False
-        else:
-            start = len(data) - len(text)
-        search = self._turn_search
-        assert search is not None  # (the family has end-of-turn tokens)
-        return search(data, start) is not None
-
     def _scope_holds(self) -> frozenset[str]:
         """What the open scope's scanner would hold all of back (its ``_held_markup``)."""
         if self._state == SECTION:
