@@ -91,6 +91,7 @@ class CompiledFormat:
             isinstance(k, CallObjects) and k.container == "any" and not k.opened_list
             for k in fmt.kinds)
         self.fast_break = "".join(sorted(self.text_after_call.firsts))
+        self.fast_break_one = self.fast_break if len(self.fast_break) == 1 else ""
         # what ends whole calls (a pythonic list), and the markers passing over an item
         # that is not a call stops at
         self.whole_ends = TokenSet((*fmt.section_close, *fmt.drops))

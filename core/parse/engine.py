@@ -99,10 +99,16 @@ class CallParser(TurnEnds):
         if text and (not self._pending or self._turn_tail):
             state = self._state
             if state == _TEXT and not self._lead and not self._at_start:
-                for ch in self._c.fast_break:
-                    if ch in text:
-                        break
-                else:  # prose: the common case
+                one = self._c.fast_break_one  # (markup begins with one character: one test)
+                if one:
+                    prose = one not in text
+                else:
+                    prose = True
+                    for ch in self._c.fast_break:
+                        if ch in text:
+                            prose = False
+                            break
+                if prose:  # the common case
                     chunk = self._held.push(text)
                     if not chunk:
                         return []
