@@ -7,7 +7,8 @@ process that imports ``toolwire`` from a copy of this tree's or the base commit'
 the code sits moves a case's time by several per cent), parses every reply in 4-character
 deltas and reports the least CPU time of its repeats, per delta. Runs alternate (base,
 this tree, this tree, base, ...) so a busy machine weighs on both alike; the table gives
-each side's least time over the rounds and the change.
+each side's least time over the rounds and the change, and the change of the sides'
+medians (the least is one lucky run's).
 
 ``--instructions`` counts instead, under valgrind's callgrind (one run per side; the
 counts do not depend on what else the machine runs): instructions per delta, each case
@@ -23,6 +24,7 @@ import argparse
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tarfile
@@ -264,11 +266,14 @@ def run(quick: bool = False, *, base: str = "f0bfb37", rounds: int = 5, repeats:
     for key in runs["base"][0]:
         before = min(r[key] for r in runs["base"])
         after = min(r[key] for r in runs["branch"])
+        # the least of each side is one lucky run's; the medians say what is typical
+        typical = [statistics.median(r[key] for r in runs[side]) for side in ("base", "branch")]
         family, shape = key.split("/")
         rows.append({"benchmark": BENCHMARK, "family": family, "shape": shape, "size": SIZE,
                      "delta": STEP, "base": base, "rounds": rounds, "repeats": repeats,
                      "base_us": before, "branch_us": after,
                      "change_pct": (after - before) / before * 100,
+                     "median_change_pct": (typical[1] - typical[0]) / typical[0] * 100,
                      "base_runs_us": [r[key] for r in runs["base"]],
                      "branch_runs_us": [r[key] for r in runs["branch"]]})
     return rows
@@ -276,9 +281,11 @@ def run(quick: bool = False, *, base: str = "f0bfb37", rounds: int = 5, repeats:
 
 def report(rows: list[dict[str, Any]]) -> None:
     """Print the rows as a table."""
-    print_table(rows, ["family", "shape", "base_us", "branch_us", "change_pct"],
+    print_table(rows, ["family", "shape", "base_us", "branch_us", "change_pct",
+                       "median_change_pct"],
                 f"Per-delta CPU time, {STEP}-character deltas of {SIZE:,}-character replies "
-                "(least over paired runs, microseconds)")
+                "(least over paired runs, microseconds; the change of the least and of the "
+                "medians)")
 
 
 def main(argv: list[str]) -> None:
