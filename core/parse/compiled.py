@@ -102,11 +102,8 @@ class CompiledFormat:
         # those its scanner reads before it looks (blanks, a separator, a whole marker)
         self.text_holds = self.text.unbroken_prefixes
         self.text_after_call_holds = self.text_after_call.unbroken_prefixes
-        separator = fmt.separator.strip()
-        read_first = (*fmt.section_close, *fmt.call_open, *((separator,) if separator else ()))
-        self.section_holds = self.scope_holds(frozenset(
-            p for p in self.section_body.unbroken_prefixes
-            if skip_blanks(p, 0) == 0 and not p.startswith(read_first)
+        self.section_holds = self.scope_holds(self.section_body.held_after(
+            *fmt.section_close, *fmt.call_open, fmt.separator.strip()
         ) if not self.whole_kinds else frozenset())
 
     def scope_holds(self, holds: frozenset[str]) -> frozenset[str]:

@@ -169,6 +169,13 @@ class TokenSet:
         of such a text back (:meth:`find` finds nothing in it, :meth:`partial` is 0)."""
         return frozenset(p for p in self.prefixes if self.find(p, 0) is None)
 
+    def held_after(self, *read_first: str) -> frozenset[str]:
+        """Of :attr:`unbroken_prefixes`, those a scanner that first skips blanks and reads
+        any of ``read_first`` (empty ones ignored) at the position still holds all of back."""
+        first = tuple(t for t in read_first if t)
+        return frozenset(p for p in self.unbroken_prefixes
+                         if skip_blanks(p, 0) == 0 and not p.startswith(first))
+
     @functools.cached_property
     def token_or_beginning_pattern(self) -> re.Pattern[str] | None:
         """The pattern :meth:`token_or_beginning` searches with (``None``: no tokens)."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from .markers import CallStart, TokenSet, compile_header, skip_blanks
+from .markers import CallStart, TokenSet, compile_header
 from .record import TaggedArguments
 
 __all__ = ["TaggedSyntax", "inside_json_string", "partial_token"]
@@ -61,11 +61,8 @@ class TaggedSyntax:
         self.separator = args.separator.strip()
         # what the step between arguments holds all of back, read again or not: beginnings
         # of structure, but those it reads before it looks (blanks, the separator, a marker)
-        read_first = (*self.ends.tokens, *self.opens.tokens, *self.block_open.tokens,
-                      *((self.separator,) if self.separator else ()))
-        self.between_holds = scope_holds(frozenset(
-            p for p in self.structure.unbroken_prefixes
-            if skip_blanks(p, 0) == 0 and not p.startswith(read_first)))
+        self.between_holds = scope_holds(self.structure.held_after(
+            *self.ends.tokens, *self.opens.tokens, *self.block_open.tokens, self.separator))
 
 
 def partial_token(data: str, start: int, token: str) -> int:
