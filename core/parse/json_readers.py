@@ -98,12 +98,12 @@ class _JsonReader(ReaderBase):
         return ""
 
     def plain_delta(self, text: str) -> list[Event] | None:
-        """A string inside a value (the reader's :attr:`VALUE_STATE`), without quote or
-        backslash: taken whole, when the scanner is inside a string it cannot leave."""
+        """A string inside a value (:attr:`VALUE_STATE`) with no quote, not ending with a
+        backslash (its escapes whole): taken whole, when the scanner cannot leave the string."""
         if self._state != self.VALUE_STATE:
             return None
         scanner = self._scanner
-        if scanner.keep_text or not scanner.in_plain_string or '"' in text or "\\" in text:
+        if scanner.keep_text or not scanner.in_plain_string or '"' in text or text.endswith("\\"):
             return None
         out: list[Event] = []
         self._consume(text, 0, len(text), out)

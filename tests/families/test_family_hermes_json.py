@@ -99,6 +99,25 @@ def test_arguments_stream_as_json_deltas_between_start_and_call() -> None:
     assert kinds[0] is ToolCallStartEvent and kinds[-1] is ToolCallEndEvent
 
 
+@pytest.mark.parametrize("chunk", [1, 2, 3, 4, 7])
+def test_an_escaped_json_string_streams_whole_and_decodes_in_any_deltas(chunk: int) -> None:
+    # deltas holding escapes (but not ending inside one) take the reader's plain path
+    args = r'{"path": "a.c", "content": "if (a[i] < b) {\n\tx = \"y\\\";\u00e9\n}"}'
+    reply = call("write_file", args)
+    parser = CallParser(HERMES_FORMAT, {})
+    events = [e for i in range(0, len(reply), chunk) for e in parser.feed(reply[i:i + chunk])]
+    events += parser.close()
+    assert "".join(e.text for e in events if isinstance(e, ToolCallDeltaEvent)) == args
+    (end,) = [e for e in events if isinstance(e, ToolCallEndEvent)]
+    assert end.arguments == {"path": "a.c", "content": 'if (a[i] < b) {\n\tx = "y\\";\u00e9\n}'}
+    assert merge_events(events) == merge_events(_events_of_the_whole_reply(reply))
+
+
+def _events_of_the_whole_reply(reply: str) -> list[Any]:
+    parser = CallParser(HERMES_FORMAT, {})
+    return parser.feed(reply) + parser.close()
+
+
 def test_text_after_the_calls_is_text() -> None:
     out = parse_reply(call("a", "{}") + "\n\nDone.")
     assert out["content"] == "Done."
